@@ -1,0 +1,1 @@
+"""corral's gateway side: container supervisor, config, audit, images and the CLI."""

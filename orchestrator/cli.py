@@ -1,0 +1,272 @@
+"""The `corral` command line. The only place that reads the environment."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.config import AGENT_NAME_RE, load_agent, load_config, render_new_agent
+from orchestrator.errors import ConfigError, CorralError, SandboxUnavailable
+from orchestrator.home import CorralHome
+from orchestrator.reaper import reap_orphans
+from orchestrator.runtime import open_runtime
+from sandboxes.script import execute_program
+from sandboxes.script_policy import TIMEOUT_DEFAULT, ParamError, parse_params
+
+EXIT_TIMEOUT = 124
+EXIT_UNAVAILABLE = 125
+EXTENSION_LANGUAGE = {".py": "python", ".sh": "sh", ".bash": "bash"}
+
+err = Console(stderr=True, highlight=False, emoji=False)
+out = Console(highlight=False, emoji=False)
+
+
+def _home() -> CorralHome:
+    return CorralHome.from_env()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="corral")
+def main() -> None:
+    """corral: sandboxed execution for AI employees."""
+
+
+# --------------------------------------------------------------------------- run
+def infer_language(path: Path, text: str) -> str:
+    first = text.splitlines()[0] if text else ""
+    if first.startswith("#!"):
+        for name in ("python", "bash"):
+            if name in first:
+                return name
+        if first.rstrip().endswith(("/sh", " sh")):
+            return "sh"
+    return EXTENSION_LANGUAGE.get(path.suffix, "python")
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--timeout",
+    "timeout_seconds",
+    default=str(TIMEOUT_DEFAULT),
+    show_default=True,
+    help="Seconds before the script is killed (1-300).",
+)
+@click.option(
+    "--language",
+    type=click.Choice(["python", "bash", "sh"]),
+    default=None,
+    help="Interpreter; inferred from the extension or shebang when omitted.",
+)
+@click.option("--agent", default="cli", show_default=True, help="Agent name for the audit log.")
+def run(file: Path, timeout_seconds: str, language: str | None, agent: str) -> None:
+    """Run FILE in the script sandbox, stream its output, exit with its exit code.
+
+    Exit codes: the script's own; 124 on timeout; 125 when the sandbox is
+    unavailable (the script did not run); 2 on a bad option.
+    """
+    text = file.read_text(encoding="utf-8")
+    try:
+        params = parse_params(
+            {
+                "code": text,
+                "language": language or infer_language(file, text),
+                "timeout_seconds": timeout_seconds,
+            }
+        )
+    except ParamError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise SystemExit(2) from exc
+
+    def stream(chunk: bytes) -> None:
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+
+    async def go() -> int:
+        async with open_runtime(_home()) as rt:
+            await reap_orphans(rt.backend)
+            try:
+                result = await execute_program(params, rt.script_context(agent), on_output=stream)
+            except SandboxUnavailable as exc:
+                err.print(f"[red]{escape(str(exc))}[/red]")
+                return EXIT_UNAVAILABLE
+        if result.truncated:
+            note = f"[output truncated: {result.returned_bytes} of {result.output_bytes} bytes kept]"
+            err.print(f"[yellow]{escape(note)}[/yellow]")
+        err.print(f"[dim]{escape(f'[corral: {result.summary()}]')}[/dim]")
+        if result.timed_out:
+            return EXIT_TIMEOUT
+        return result.exit_code if result.exit_code is not None else 1
+
+    try:
+        code = anyio.run(go)
+    except CorralError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        code = 1
+    raise SystemExit(code)
+
+
+# ------------------------------------------------------------------------ images
+@main.group()
+def images() -> None:
+    """Build corral's images locally (nothing is pulled unless you say --pull-base)."""
+
+
+@images.command("build")
+@click.option("--rebuild", is_flag=True, help="Rebuild even if the image matches its recipe.")
+@click.option(
+    "--pull-base",
+    is_flag=True,
+    help="If the base image is absent, pull debian:bookworm-slim instead of debootstrapping.",
+)
+@click.option(
+    "--mirror",
+    envvar="CORRAL_DEBIAN_MIRROR",
+    default="http://deb.debian.org/debian",
+    show_default=True,
+    help="Debian mirror for debootstrap.",
+)
+def images_build(rebuild: bool, pull_base: bool, mirror: str) -> None:
+    """Build the sandbox image from Dockerfile.sandbox ([container.sandbox] image)."""
+    import docker
+
+    from orchestrator.docker_backend import API_VERSION, engine_url, map_docker_errors
+    from orchestrator.images import build_sandbox
+
+    home = _home()
+    try:
+        config = load_config(home.config_file)
+        url = engine_url(config.container.docker_host)
+        with err.status("building images…") as status, map_docker_errors(url):
+            client = docker.DockerClient(base_url=url, version=API_VERSION)
+
+            def say(line: str) -> None:
+                status.update(line[:100])
+                err.print(f"  {line}", markup=False)
+
+            outcome = build_sandbox(
+                client,
+                image=config.container.sandbox.image,
+                base_image=config.container.sandbox.base_image,
+                say=say,
+                rebuild=rebuild,
+                pull_base=pull_base,
+                mirror=mirror,
+            )
+    except CorralError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise SystemExit(1) from exc
+    verb = "built" if outcome.built else "cached"
+    err.print(f"[green]{outcome.image}: {verb}[/green]")
+
+
+# ------------------------------------------------------------------------ agents
+@main.group()
+def agents() -> None:
+    """Manage AI employees (agents/<name>/agent.toml)."""
+
+
+@agents.command("new")
+@click.argument("name")
+def agents_new(name: str) -> None:
+    """Write agents/NAME/agent.toml with every optional capability off."""
+    if not AGENT_NAME_RE.match(name):
+        err.print(
+            f"[red]error:[/red] agent name {name!r}: must be a lower-case letter then up to 62 "
+            "lower-case letters, digits, '-' or '_'"
+        )
+        raise SystemExit(2)
+    home = _home()
+    home.ensure()
+    path = home.agent_file(name)
+    if path.exists():
+        err.print(f"[red]error:[/red] {path} already exists; edit it or remove it first")
+        raise SystemExit(1)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(render_new_agent(name))
+    out.print(f"wrote {path}")
+
+
+@agents.command("list")
+def agents_list() -> None:
+    """List agents and whether their agent.toml is valid."""
+    home = _home()
+    table = Table("agent", "status", "capabilities on")
+    for path in sorted(home.agents_dir.glob("*/agent.toml")) if home.agents_dir.exists() else []:
+        try:
+            agent = load_agent(path)
+        except ConfigError as exc:
+            table.add_row(path.parent.name, "[red]invalid[/red]", "; ".join(exc.problems))
+            continue
+        caps = agent.capabilities.model_dump()
+        on = [k for k, v in caps.items() if v is True]
+        table.add_row(agent.name, "ok", ", ".join(on) or "-")
+    out.print(table)
+
+
+# ------------------------------------------------------------------------ doctor
+@main.command()
+def doctor() -> None:
+    """Check this machine: config, engine, sandbox image; reap orphaned containers."""
+    home = _home()
+    rows: list[tuple[str, bool, str]] = []
+
+    async def go() -> None:
+        async with open_runtime(home) as rt:
+            rows.append(("CORRAL_HOME", True, str(home.root)))
+            if isinstance(rt.config, ConfigError):
+                rows.append(("config.toml", False, str(rt.config)))
+            else:
+                rows.append(("config.toml", True, "valid" if home.config_file.exists() else
+                             "absent: defaults in force"))
+            for path in sorted(home.agents_dir.glob("*/agent.toml")):
+                try:
+                    load_agent(path)
+                    rows.append((f"agent {path.parent.name}", True, "valid"))
+                except ConfigError as exc:
+                    rows.append((f"agent {path.parent.name}", False, str(exc)))
+            sandbox = rt.sandbox_config()
+            image = "?" if isinstance(sandbox, ConfigError) else sandbox.image
+            try:
+                await rt.backend.check(image)
+                info: dict[str, Any] = await anyio.to_thread.run_sync(rt.backend.client.version)
+                rows.append(("docker engine", True, f"{info.get('Version')} at {rt.backend.url}"))
+                rows.append(("sandbox image", True, image))
+                reaped = await reap_orphans(rt.backend)
+                rows.append(("orphans", True, f"{len(reaped)} removed"))
+            except SandboxUnavailable as exc:
+                rows.append((f"sandbox ({exc.code.value})", False, f"{exc.reason}. Fix: {exc.fix}"))
+
+    try:
+        anyio.run(go)
+    except CorralError as exc:
+        rows.append(("engine", False, str(exc)))
+    table = Table("check", "ok", "detail", title="corral doctor")
+    for name, ok, detail in rows:
+        table.add_row(name, "[green]yes[/green]" if ok else "[red]NO[/red]", detail)
+    out.print(table)
+    if not all(ok for _, ok, _ in rows):
+        raise SystemExit(1)
+
+
+@main.command()
+def reap() -> None:
+    """Remove corral containers whose owning process is gone (never a live owner's)."""
+
+    async def go() -> list[str]:
+        async with open_runtime(_home()) as rt:
+            return await reap_orphans(rt.backend)
+
+    removed = anyio.run(go)
+    out.print(f"removed {len(removed)} orphaned container(s)" + "".join(f"\n  {n}" for n in removed))
+
+
+if __name__ == "__main__":
+    main()

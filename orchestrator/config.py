@@ -1,0 +1,211 @@
+"""Config models (pydantic) and their loaders.
+
+`config.toml` holds the gateway, `[container]` and integrations; one
+`agents/<name>/agent.toml` per AI employee holds its capabilities and
+permissions. Every model forbids unknown keys so a typo is an error, and every
+error names the file, the dotted key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from orchestrator.errors import ConfigError
+
+DEFAULT_SANDBOX_IMAGE = "corral-sandbox:latest"
+DEFAULT_BASE_IMAGE = "corral-base:bookworm"
+
+# A Docker image reference: [registry/]name[:tag][@digest], lower-case repository.
+_IMAGE_RE = re.compile(
+    r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@sha256:[a-f0-9]{64})?$"
+)
+AGENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_image(value: str) -> str:
+    if not _IMAGE_RE.match(value):
+        raise ValueError(
+            "must be a Docker image reference such as 'corral-sandbox:latest' "
+            "(lower-case name, optional :tag)"
+        )
+    return value
+
+
+class SandboxConfig(_Model):
+    """`[container.sandbox]`: the image execute_program runs in and what to do without it."""
+
+    image: str = DEFAULT_SANDBOX_IMAGE
+    base_image: str = DEFAULT_BASE_IMAGE
+    script_when_unavailable: Literal["refuse", "run_unsandboxed"] = "refuse"
+    tmp_size_mb: Annotated[int, Field(ge=8, le=1024)] = 64
+
+    _image = field_validator("image", "base_image")(_check_image)
+
+
+class ContainerConfig(_Model):
+    """`[container]`: which backend supervises containers."""
+
+    backend: Literal["docker"] = "docker"
+    docker_host: str | None = Field(
+        default=None, description="Engine address; unset means DOCKER_HOST or the local socket."
+    )
+    sandbox: SandboxConfig = SandboxConfig()
+
+
+class GatewayConfig(_Model):
+    host: Literal["127.0.0.1", "::1", "localhost"] = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)] = 9030
+
+
+class CorralConfig(_Model):
+    """The whole of `config.toml`."""
+
+    gateway: GatewayConfig = GatewayConfig()
+    container: ContainerConfig = ContainerConfig()
+    integrations: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class ComputerUseConfig(_Model):
+    max_actions: Annotated[int, Field(ge=1, le=10_000)] = 50
+    allowed_domains: list[str] = Field(default_factory=list)
+
+
+class Capabilities(_Model):
+    """`[capabilities]`: every optional family is off for a new agent."""
+
+    computer_use: bool = False
+    codrive: bool = False
+    os_native: bool = False
+    browser_use: bool = False
+    mobile_use: bool = False
+    ios_use: bool = False
+    read_only: bool = False
+    allowed_tools: list[str] = Field(default_factory=list)
+    denied_tools: list[str] = Field(default_factory=list)
+    scoped_tools: list[str] = Field(default_factory=list)
+    computer_use_config: ComputerUseConfig = ComputerUseConfig()
+
+
+class Permissions(_Model):
+    """`[permissions]`: listed-but-refused gates. Everything is allowed unless turned off."""
+
+    execute_program: bool = True
+
+
+class AgentConfig(_Model):
+    """The whole of `agents/<name>/agent.toml`."""
+
+    name: str
+    display_name: str = ""
+    capabilities: Capabilities = Capabilities()
+    permissions: Permissions = Permissions()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not AGENT_NAME_RE.match(value):
+            raise ValueError(
+                "must be 1-63 characters: a lower-case letter, then lower-case letters, "
+                "digits, '-' or '_'"
+            )
+        return value
+
+
+def format_validation_error(exc: ValidationError) -> list[str]:
+    """One line per problem: `key 'a.b': what is wrong (got ...)`."""
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        message = err["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        if err["type"] == "extra_forbidden":
+            message = "unknown key (check the spelling; see docs/operator.md for the keys)"
+            lines.append(f"key '{key}': {message}")
+            continue
+        if err["type"] == "missing":
+            lines.append(f"key '{key}': required but missing")
+            continue
+        got = err.get("input")
+        lines.append(f"key '{key}': {message} (got {got!r})")
+    return lines
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), [f"not valid TOML: {exc}"]) from exc
+    except OSError as exc:
+        raise ConfigError(str(path), [f"cannot be read: {exc.strerror}"]) from exc
+
+
+def parse_config(data: Mapping[str, Any], source: str) -> CorralConfig:
+    try:
+        return CorralConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(source, format_validation_error(exc)) from exc
+
+
+def load_config(path: Path) -> CorralConfig:
+    """Read `config.toml`; a missing file means every default."""
+    if not path.exists():
+        return CorralConfig()
+    return parse_config(_read_toml(path), str(path))
+
+
+def load_agent(path: Path) -> AgentConfig:
+    """Read one `agent.toml`; the file must exist."""
+    data = _read_toml(path)
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(str(path), format_validation_error(exc)) from exc
+
+
+NEW_AGENT_TEMPLATE = """\
+# corral agent: {name}
+# Every optional capability is off. Turn one on by setting it to true;
+# see docs/operator.md for what each one allows.
+name = "{name}"
+display_name = ""
+
+[capabilities]
+computer_use = false
+codrive = false
+os_native = false
+browser_use = false
+mobile_use = false
+ios_use = false
+read_only = false
+allowed_tools = []
+denied_tools = []
+scoped_tools = []
+
+[capabilities.computer_use_config]
+max_actions = 50
+allowed_domains = []
+
+[permissions]
+execute_program = true
+"""
+
+
+def render_new_agent(name: str) -> str:
+    text = NEW_AGENT_TEMPLATE.format(name=name)
+    # The template must itself be valid: a test relies on this round trip.
+    AgentConfig.model_validate(tomllib.loads(text))
+    return text

@@ -1,0 +1,267 @@
+"""The Docker implementation of `ContainerBackend`, on the `docker` SDK.
+
+Every SDK call is blocking, so each runs in a worker thread
+(`anyio.to_thread.run_sync`); the event loop never waits on the engine.
+Docker and requests exceptions are translated into `orchestrator.errors` in
+one place, `map_docker_errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator, Mapping
+from functools import partial
+from types import TracebackType
+from typing import Any
+
+import anyio
+import docker
+import docker.errors
+import requests.exceptions
+from docker.models.containers import Container
+
+from orchestrator.backend import ContainerSpec, ExitInfo, ManagedContainer
+from orchestrator.errors import EngineError, SandboxUnavailable, UnavailableCode
+from orchestrator.owner import LABEL_MANAGED, Owner
+from orchestrator.watchdog import OwnerWatchdog
+
+API_VERSION = "1.41"  # Docker 20.10, the oldest engine corral supports
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+
+FIX_START_ENGINE = "start the Docker engine (`make run` does it, or `sudo dockerd &`)"
+FIX_INSTALL_ENGINE = "install Docker (`make run` installs Debian's docker.io) and start it"
+
+
+def engine_url(docker_host: str | None, environ: Mapping[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    return docker_host or env.get("DOCKER_HOST") or DEFAULT_SOCKET
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+        if current is None and exc.args and isinstance(exc.args[0], BaseException):
+            current = exc.args[0]
+
+
+def classify_connection_error(exc: BaseException, url: str) -> SandboxUnavailable:
+    """Turn a failure to reach the engine into one of the closed codes (pure but for `which`)."""
+    text = " ".join(str(e) for e in _chain(exc))
+    if "Permission denied" in text or any(isinstance(e, PermissionError) for e in _chain(exc)):
+        return SandboxUnavailable(
+            UnavailableCode.PERMISSION_DENIED,
+            f"no permission to use the Docker engine at {url}",
+            "run corral as a user in the 'docker' group, or as root",
+        )
+    if url.startswith("unix://") and shutil.which("dockerd") is None and not os.path.exists(
+        url.removeprefix("unix://")
+    ):
+        return SandboxUnavailable(
+            UnavailableCode.DOCKER_NOT_INSTALLED,
+            "no Docker engine is installed on this machine",
+            FIX_INSTALL_ENGINE,
+        )
+    return SandboxUnavailable(
+        UnavailableCode.DAEMON_UNREACHABLE,
+        f"the Docker engine at {url} does not answer",
+        FIX_START_ENGINE,
+    )
+
+
+@contextlib.contextmanager
+def map_docker_errors(url: str, image: str | None = None) -> Iterator[None]:
+    """Translate SDK/requests errors, most specific first."""
+    try:
+        yield
+    except docker.errors.ImageNotFound as exc:
+        raise SandboxUnavailable(
+            UnavailableCode.IMAGE_MISSING,
+            f"the image {image or '?'} is not present on the engine at {url}",
+            "corral images build",
+        ) from exc
+    except (requests.exceptions.ConnectionError, FileNotFoundError, ConnectionError) as exc:
+        raise classify_connection_error(exc, url) from exc
+    except docker.errors.APIError as exc:
+        raise EngineError(f"Docker engine error: {exc.explanation or exc}") from exc
+    except docker.errors.DockerException as exc:
+        raise classify_connection_error(exc, url) from exc
+
+
+def host_config_kwargs(spec: ContainerSpec) -> dict[str, Any]:
+    """The SDK's `containers.create` keyword arguments for a spec (pure)."""
+    return {
+        "image": spec.image,
+        "command": list(spec.command),
+        "labels": dict(spec.labels),
+        "user": spec.user,
+        "network_mode": spec.network,
+        "read_only": spec.read_only,
+        "mem_limit": spec.memory_bytes,
+        "memswap_limit": spec.memory_swap_bytes,
+        "pids_limit": spec.pids_limit,
+        "nano_cpus": spec.nano_cpus,
+        "cap_drop": list(spec.cap_drop),
+        "security_opt": list(spec.security_opt),
+        "tmpfs": dict(spec.tmpfs),
+        "volumes": {
+            m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
+            for m in spec.mounts
+        },
+        "environment": dict(spec.environment),
+        "working_dir": spec.working_dir,
+        "init": spec.init,
+        "log_config": {"type": "none", "config": {}},
+        "stdin_open": False,
+        "tty": False,
+        "detach": True,
+    }
+
+
+class DockerBackend:
+    """One engine connection shared by every call of this process."""
+
+    def __init__(self, owner: Owner, docker_host: str | None = None) -> None:
+        self.owner = owner
+        self.url = engine_url(docker_host)
+        self._client: docker.DockerClient | None = None
+        self._watchdog = OwnerWatchdog(owner, self.url)
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            with map_docker_errors(self.url):
+                self._client = docker.DockerClient(base_url=self.url, version=API_VERSION)
+        return self._client
+
+    async def _call(self, func: Any, *args: Any, image: str | None = None, **kwargs: Any) -> Any:
+        def run() -> Any:
+            with map_docker_errors(self.url, image):
+                return func(*args, **kwargs)
+
+        return await anyio.to_thread.run_sync(run)
+
+    async def check(self, image: str) -> None:
+        await self._call(lambda: self.client.ping())
+        await self._call(lambda: self.client.images.get(image), image=image)
+
+    def start(self, spec: ContainerSpec) -> DockerRun:
+        return DockerRun(self, spec)
+
+    async def list_managed(self, label_filters: Mapping[str, str]) -> list[ManagedContainer]:
+        labels = [f"{LABEL_MANAGED}=true"] + [f"{k}={v}" for k, v in label_filters.items()]
+
+        def run() -> list[ManagedContainer]:
+            found = self.client.containers.list(all=True, filters={"label": labels})
+            return [
+                ManagedContainer(
+                    id=c.id or "", name=c.name or "", status=c.status, labels=dict(c.labels)
+                )
+                for c in found
+            ]
+
+        result: list[ManagedContainer] = await self._call(run)
+        return result
+
+    async def remove(self, container_id: str) -> None:
+        def run() -> None:
+            with contextlib.suppress(docker.errors.NotFound):
+                self.client.api.remove_container(container_id, force=True, v=True)
+            # A removal already in progress answers 409; wait for it to finish.
+            with contextlib.suppress(docker.errors.NotFound):
+                self.client.api.wait(container_id, condition="removed", timeout=30)
+
+        with contextlib.suppress(docker.errors.APIError):
+            await self._call(run)
+
+    async def close(self) -> None:
+        await anyio.to_thread.run_sync(self._watchdog.stop)
+        if self._client is not None:
+            self._client.close()
+
+
+class DockerRun:
+    """Create + attach + start on enter; force-remove on exit (shielded from cancellation)."""
+
+    def __init__(self, backend: DockerBackend, spec: ContainerSpec) -> None:
+        self._backend = backend
+        self._spec = spec
+        self._container: Container | None = None
+        self._stream: Any = None
+        self.id = ""
+
+    async def __aenter__(self) -> DockerRun:
+        backend = self._backend
+        await anyio.to_thread.run_sync(backend._watchdog.ensure_started)
+        kwargs = host_config_kwargs(self._spec)
+        try:
+            self._container = await backend._call(
+                partial(backend.client.containers.create, **kwargs), image=self._spec.image
+            )
+            assert self._container is not None
+            self.id = self._container.id or ""
+            # Attach before start so no byte of output is missed; the log driver is "none".
+            self._stream = await backend._call(
+                partial(self._container.attach, stdout=True, stderr=True, stream=True, logs=False)
+            )
+            await backend._call(self._container.start)
+        except BaseException:
+            await self._cleanup()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._cleanup()
+
+    async def _cleanup(self) -> None:
+        with anyio.CancelScope(shield=True):
+            if self._stream is not None:
+                with contextlib.suppress(Exception):
+                    self._stream.close()
+            if self._container is not None:
+                await self._backend.remove(self._container.id or "")
+
+    async def output(self) -> AsyncIterator[bytes]:
+        stream = self._stream
+        if stream is None:
+            return
+        iterator = iter(stream)
+        while True:
+            try:
+                chunk = await anyio.to_thread.run_sync(
+                    partial(next, iterator, None), abandon_on_cancel=True
+                )
+            except (requests.exceptions.RequestException, OSError, ValueError):
+                return  # the stream was closed under us (kill/remove): output is over
+            if chunk is None:
+                return
+            if chunk:
+                yield chunk
+
+    async def wait(self) -> ExitInfo:
+        container = self._container
+        assert container is not None
+        status = await self._backend._call(container.wait)
+        await self._backend._call(container.reload)
+        state = container.attrs.get("State", {})
+        return ExitInfo(
+            exit_code=int(status.get("StatusCode", -1)),
+            oom_killed=bool(state.get("OOMKilled", False)),
+        )
+
+    async def kill(self) -> None:
+        container = self._container
+        if container is None:
+            return
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            await anyio.to_thread.run_sync(partial(container.kill, signal="SIGKILL"))

@@ -1,0 +1,63 @@
+"""Wiring for one corral process: home, config, owner identity, backend, audit.
+
+Read from the environment only by the CLI entry point, then passed down.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from orchestrator.audit import AuditLog
+from orchestrator.config import CorralConfig, SandboxConfig, load_config
+from orchestrator.docker_backend import DockerBackend
+from orchestrator.errors import ConfigError
+from orchestrator.home import CorralHome
+from orchestrator.owner import Owner
+from sandboxes.script import ScriptContext
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    home: CorralHome
+    config: CorralConfig | ConfigError
+    owner: Owner
+    backend: DockerBackend
+    audit: AuditLog
+
+    def sandbox_config(self) -> SandboxConfig | ConfigError:
+        if isinstance(self.config, ConfigError):
+            return self.config
+        return self.config.container.sandbox
+
+    def script_context(self, agent: str) -> ScriptContext:
+        return ScriptContext(
+            backend=self.backend,
+            owner=self.owner,
+            audit=self.audit,
+            work_dir=self.home.work_dir,
+            sandbox=self.sandbox_config(),
+            agent=agent,
+        )
+
+
+@asynccontextmanager
+async def open_runtime(home: CorralHome) -> AsyncIterator[Runtime]:
+    home.ensure()
+    try:
+        config: CorralConfig | ConfigError = load_config(home.config_file)
+    except ConfigError as exc:
+        config = exc
+    docker_host = None if isinstance(config, ConfigError) else config.container.docker_host
+    backend = DockerBackend(Owner.current(), docker_host)
+    try:
+        yield Runtime(
+            home=home,
+            config=config,
+            owner=backend.owner,
+            backend=backend,
+            audit=AuditLog(home.audit_file),
+        )
+    finally:
+        await backend.close()

@@ -1,0 +1,1 @@
+"""The sandbox kinds and their policies. Policy modules are pure logic with no I/O."""

@@ -1,0 +1,323 @@
+"""execute_program: run one script in the script sandbox (SPEC S1).
+
+The policy (params, container spec, output caps) lives in `script_policy`;
+this module drives one run through a `ContainerBackend` and reports it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+
+from orchestrator.audit import AuditLog
+from orchestrator.backend import ContainerBackend, ExitInfo
+from orchestrator.config import SandboxConfig
+from orchestrator.errors import (
+    ConfigError,
+    EngineError,
+    SandboxUnavailable,
+    UnavailableCode,
+)
+from orchestrator.owner import Owner
+from sandboxes.host_exec import HostRun
+from sandboxes.script_policy import (
+    HARD_CAP_SECONDS,
+    SCRIPT_FILES,
+    ExecuteProgramParams,
+    OutputCollector,
+    build_script_spec,
+    sandbox_user,
+)
+
+OutputSink = Callable[[bytes], None]
+# How long past the hard cap the host waits for the engine before giving up on it.
+HOST_BACKSTOP_GRACE = 30
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptResult:
+    exit_code: int | None
+    timed_out: bool
+    hard_cap_hit: bool
+    oom_killed: bool
+    truncated: bool
+    output: str
+    output_bytes: int
+    returned_bytes: int
+    duration_ms: int
+    timeout_seconds: int
+    sandboxed: bool
+
+    def structured(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for the model/terminal: how the script ended."""
+        if self.hard_cap_hit:
+            how = f"killed by the {HARD_CAP_SECONDS} s hard cap (container removed)"
+        elif self.timed_out:
+            how = f"timed out after {self.timeout_seconds} s (killed and removed)"
+        elif self.oom_killed:
+            how = "killed: out of memory (limit 2 GiB, no swap)"
+        else:
+            how = f"exit code {self.exit_code}"
+        where = "" if self.sandboxed else " [ran UNSANDBOXED on the host]"
+        return f"{how}; {self.duration_ms} ms{where}"
+
+    def to_text(self) -> str:
+        parts = [self.output]
+        if self.truncated:
+            cut = self.output_bytes - self.returned_bytes
+            parts.append(
+                f"\n[output truncated: {self.returned_bytes} of {self.output_bytes} bytes "
+                f"returned, {cut} bytes cut]"
+            )
+        parts.append(f"\n[{self.summary()}]")
+        return "".join(parts)
+
+
+class _Execution(Protocol):
+    def output(self) -> AsyncIterator[bytes]: ...
+
+    async def wait(self) -> ExitInfo: ...
+
+    async def kill(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptContext:
+    """What one execute_program call needs from its surroundings."""
+
+    backend: ContainerBackend
+    owner: Owner
+    audit: AuditLog
+    work_dir: Path
+    sandbox: SandboxConfig | ConfigError
+    agent: str = "cli"
+
+
+def _is_wsl() -> bool:
+    try:
+        return "microsoft" in Path("/proc/version").read_text().lower()
+    except OSError:
+        return False
+
+
+def _write_workspace(work_dir: Path, language: str, code: str) -> Path:
+    work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    workspace = Path(tempfile.mkdtemp(prefix="exec-", dir=work_dir))
+    # The sandbox user (uid 1000 when we are root) must be able to read the script.
+    workspace.chmod(0o755)
+    script = workspace / SCRIPT_FILES[language][0]
+    script.write_text(code, encoding="utf-8")
+    script.chmod(0o644)
+    return workspace
+
+
+async def _drive(
+    execution: _Execution,
+    collector: OutputCollector,
+    timeout_seconds: int,
+    on_output: OutputSink | None,
+) -> tuple[ExitInfo, bool]:
+    timed_out = False
+    with anyio.move_on_after(timeout_seconds) as scope:
+        async for chunk in execution.output():
+            kept = collector.feed(chunk)
+            if on_output is not None and kept:
+                on_output(kept)
+    if scope.cancelled_caught:
+        timed_out = True
+        await execution.kill()
+    return await execution.wait(), timed_out
+
+
+async def _check_sandbox(ctx: ScriptContext) -> SandboxConfig:
+    if isinstance(ctx.sandbox, ConfigError):
+        raise SandboxUnavailable(
+            UnavailableCode.INVALID_CONFIG,
+            f"[container.sandbox] is invalid: {'; '.join(ctx.sandbox.problems)} "
+            f"(in {ctx.sandbox.file})",
+            "fix config.toml, then check it with `corral doctor`",
+        )
+    await ctx.backend.check(ctx.sandbox.image)
+    return ctx.sandbox
+
+
+async def execute_program(
+    params: ExecuteProgramParams,
+    ctx: ScriptContext,
+    *,
+    on_output: OutputSink | None = None,
+    hard_cap_seconds: int = HARD_CAP_SECONDS,
+) -> ScriptResult:
+    """Run `params.code`; raise SandboxUnavailable (after auditing it) if it cannot run safely.
+
+    `hard_cap_seconds` exists so a test can prove the hard cap fires on its own;
+    callers leave it at 600.
+    """
+    try:
+        sandbox = await _check_sandbox(ctx)
+    except SandboxUnavailable as exc:
+        ctx.audit.record(
+            "script_sandbox_unavailable",
+            ctx.agent,
+            {"code_name": exc.code.value, "reason": exc.reason},
+        )
+        bypass = (
+            not isinstance(ctx.sandbox, ConfigError)
+            and ctx.sandbox.script_when_unavailable == "run_unsandboxed"
+        )
+        if not bypass:
+            raise
+        ctx.audit.record(
+            "script_sandbox_bypassed",
+            ctx.agent,
+            {"unavailable": exc.code.value, "language": params.language},
+        )
+        return await _run_on_host(params, ctx, on_output, hard_cap_seconds)
+    return await _run_in_container(params, ctx, sandbox, on_output, hard_cap_seconds)
+
+
+async def _run_in_container(
+    params: ExecuteProgramParams,
+    ctx: ScriptContext,
+    sandbox: SandboxConfig,
+    on_output: OutputSink | None,
+    hard_cap_seconds: int,
+) -> ScriptResult:
+    workspace = await anyio.to_thread.run_sync(
+        _write_workspace, ctx.work_dir, params.language, params.code
+    )
+    session = uuid.uuid4().hex[:12]
+    spec = build_script_spec(
+        image=sandbox.image,
+        language=params.language,
+        workspace_dir=str(workspace),
+        user=sandbox_user(os.getuid(), os.getgid(), is_wsl=_is_wsl()),
+        labels=ctx.owner.labels(kind="script", agent=ctx.agent, session=session),
+        tmp_size_mb=sandbox.tmp_size_mb,
+        hard_cap_seconds=hard_cap_seconds,
+    )
+    collector = OutputCollector()
+    started = time.monotonic()
+    try:
+        with anyio.fail_after(hard_cap_seconds + HOST_BACKSTOP_GRACE):
+            async with ctx.backend.start(spec) as running:
+                exit_info, timed_out = await _drive(
+                    running, collector, params.timeout_seconds, on_output
+                )
+    except TimeoutError as exc:
+        raise EngineError(
+            f"the engine did not stop the script within {hard_cap_seconds} s + "
+            f"{HOST_BACKSTOP_GRACE} s; the container was force-removed"
+        ) from exc
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
+    elapsed = time.monotonic() - started
+    result = _result(params, collector, exit_info, timed_out, elapsed, hard_cap_seconds, True)
+    _audit_run(ctx, params, result, session)
+    return result
+
+
+async def _run_on_host(
+    params: ExecuteProgramParams,
+    ctx: ScriptContext,
+    on_output: OutputSink | None,
+    hard_cap_seconds: int,
+) -> ScriptResult:
+    workspace = await anyio.to_thread.run_sync(
+        _write_workspace, ctx.work_dir, params.language, params.code
+    )
+    file_name, interpreter = SCRIPT_FILES[params.language]
+    argv = [
+        "timeout",
+        "--signal=KILL",
+        str(hard_cap_seconds),
+        *interpreter,
+        str(workspace / file_name),
+    ]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(workspace),
+        "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+    }
+    collector = OutputCollector()
+    started = time.monotonic()
+    try:
+        async with HostRun(argv, str(workspace), env) as running:
+            exit_info, timed_out = await _drive(
+                running, collector, params.timeout_seconds, on_output
+            )
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
+    elapsed = time.monotonic() - started
+    result = _result(params, collector, exit_info, timed_out, elapsed, hard_cap_seconds, False)
+    _audit_run(ctx, params, result, "host")
+    return result
+
+
+def _result(
+    params: ExecuteProgramParams,
+    collector: OutputCollector,
+    exit_info: ExitInfo,
+    timed_out: bool,
+    elapsed: float,
+    hard_cap_seconds: int,
+    sandboxed: bool,
+) -> ScriptResult:
+    out = collector.result()
+    # The in-container cap kills with SIGKILL (exit 137) once `hard_cap_seconds` have passed.
+    hard_cap_hit = (
+        not timed_out
+        and not exit_info.oom_killed
+        and exit_info.exit_code == 137
+        and elapsed >= hard_cap_seconds - 0.5
+    )
+    return ScriptResult(
+        exit_code=None if (timed_out or hard_cap_hit) else exit_info.exit_code,
+        timed_out=timed_out or hard_cap_hit,
+        hard_cap_hit=hard_cap_hit,
+        oom_killed=exit_info.oom_killed,
+        truncated=out.truncated,
+        output=out.text,
+        output_bytes=out.total_bytes,
+        returned_bytes=out.returned_bytes,
+        duration_ms=int(elapsed * 1000),
+        timeout_seconds=params.timeout_seconds,
+        sandboxed=sandboxed,
+    )
+
+
+def _audit_run(
+    ctx: ScriptContext, params: ExecuteProgramParams, result: ScriptResult, session: str
+) -> None:
+    ctx.audit.record(
+        "script_executed",
+        ctx.agent,
+        {
+            "session": session,
+            "language": params.language,
+            "code_bytes": len(params.code.encode()),
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+            "hard_cap_hit": result.hard_cap_hit,
+            "oom_killed": result.oom_killed,
+            "output_bytes": result.output_bytes,
+            "truncated": result.truncated,
+            "duration_ms": result.duration_ms,
+            "sandboxed": result.sandboxed,
+        },
+    )

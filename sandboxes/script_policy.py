@@ -1,0 +1,206 @@
+"""execute_program's policy (SPEC S1), as pure functions: no I/O here.
+
+- `ExecuteProgramParams`: the tool's parameters, validated at the edge.
+- `sandbox_user`: which uid:gid the script runs as.
+- `build_script_spec`: the locked-down container for one script.
+- `OutputCollector`: merged output with the 2 MiB read cap and 1 MiB reply cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator.backend import BindMount, ContainerSpec
+
+TIMEOUT_DEFAULT = 30
+TIMEOUT_MAX = 300
+HARD_CAP_SECONDS = 600
+READ_CAP_BYTES = 2 * 1024 * 1024
+REPLY_CAP_BYTES = 1024 * 1024
+CODE_MAX_BYTES = 1024 * 1024
+MEMORY_BYTES = 2 * 1024**3
+PIDS_LIMIT = 256
+NANO_CPUS = 1_000_000_000
+WORKSPACE = "/workspace"
+
+Language = Literal["python", "bash", "sh"]
+
+SCRIPT_FILES: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    # language: (file name, interpreter argv)
+    "python": ("main.py", ("python3", "-u")),
+    "bash": ("main.sh", ("bash",)),
+    "sh": ("main.sh", ("sh",)),
+}
+
+
+class ExecuteProgramParams(BaseModel):
+    """Parameters of execute_program (S1.8). Out-of-range values are errors, never clamped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    code: Annotated[str, Field(min_length=1, description="The script text.")]
+    language: Language = "python"
+    timeout_seconds: Annotated[int, Field(ge=1, le=TIMEOUT_MAX)] = TIMEOUT_DEFAULT
+
+
+class ParamError(ValueError):
+    """A tool parameter is invalid. The message names the parameter and what is allowed."""
+
+
+def _describe(loc: str, err_type: str, got: object) -> str:
+    allowed = {
+        "timeout_seconds": f"an integer from 1 to {TIMEOUT_MAX} (default {TIMEOUT_DEFAULT})",
+        "language": "one of 'python', 'bash', 'sh'",
+        "code": f"a non-empty script of at most {CODE_MAX_BYTES} bytes",
+    }.get(loc)
+    if err_type == "missing":
+        return f"{loc}: required" + (f"; must be {allowed}" if allowed else "")
+    if err_type == "extra_forbidden":
+        return f"{loc}: unknown parameter (allowed: code, language, timeout_seconds)"
+    return f"{loc}: must be {allowed} (got {got!r})" if allowed else f"{loc}: invalid ({got!r})"
+
+
+def parse_params(raw: Mapping[str, object]) -> ExecuteProgramParams:
+    """Validate raw tool arguments; raise ParamError naming each bad parameter and its range."""
+    try:
+        params = ExecuteProgramParams.model_validate(dict(raw))
+    except ValidationError as exc:
+        problems = [
+            _describe(".".join(str(p) for p in e["loc"]), e["type"], e.get("input"))
+            for e in exc.errors()
+        ]
+        raise ParamError("; ".join(problems)) from exc
+    if len(params.code.encode()) > CODE_MAX_BYTES:
+        raise ParamError(_describe("code", "too_long", f"{len(params.code.encode())} bytes"))
+    return params
+
+
+def sandbox_user(host_uid: int, host_gid: int, *, is_wsl: bool) -> str:
+    """S1.2: the host user, or 1000:1000 when the host process is root (always on WSL2)."""
+    if is_wsl or host_uid == 0:
+        return "1000:1000"
+    return f"{host_uid}:{host_gid}"
+
+
+def script_command(language: str, hard_cap_seconds: int) -> tuple[str, ...]:
+    """The container's command: the hard-cap watchdog, then the interpreter with 2>&1.
+
+    `timeout --signal=KILL` inside the container enforces the hard cap whatever
+    happens to the host side (it shares no code with the timeout path). stderr is
+    merged into stdout at the source, so the order of the two is the order written.
+    """
+    file_name, interpreter = SCRIPT_FILES[language]
+    return (
+        "timeout",
+        "--signal=KILL",
+        str(hard_cap_seconds),
+        "sh",
+        "-c",
+        'exec "$@" 2>&1',
+        "sh",
+        *interpreter,
+        f"{WORKSPACE}/{file_name}",
+    )
+
+
+def build_script_spec(
+    *,
+    image: str,
+    language: str,
+    workspace_dir: str,
+    user: str,
+    labels: Mapping[str, str],
+    tmp_size_mb: int,
+    hard_cap_seconds: int = HARD_CAP_SECONDS,
+) -> ContainerSpec:
+    """Every S1.2 isolation flag at once."""
+    return ContainerSpec(
+        image=image,
+        command=script_command(language, hard_cap_seconds),
+        labels=dict(labels),
+        user=user,
+        network="none",
+        read_only=True,
+        memory_bytes=MEMORY_BYTES,
+        memory_swap_bytes=MEMORY_BYTES,  # equal to memory: no swap
+        pids_limit=PIDS_LIMIT,
+        nano_cpus=NANO_CPUS,
+        cap_drop=("ALL",),
+        security_opt=("no-new-privileges",),
+        tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={tmp_size_mb}m"},
+        mounts=(BindMount(source=workspace_dir, target=WORKSPACE, read_only=True),),
+        environment={
+            "HOME": "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        },
+        working_dir=WORKSPACE,
+        init=True,
+    )
+
+
+def cut_utf8(data: bytes, limit: int) -> bytes:
+    """At most `limit` bytes of `data`, never splitting a UTF-8 character."""
+    if len(data) <= limit:
+        return data
+    end = limit
+    # Step back over continuation bytes (10xxxxxx) to the start of the split character.
+    while end > 0 and (data[end] & 0xC0) == 0x80:
+        end -= 1
+    return data[:end]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectedOutput:
+    text: str
+    truncated: bool
+    total_bytes: int
+    kept_bytes: int
+    returned_bytes: int
+
+    def truncation_note(self) -> str:
+        if not self.truncated:
+            return ""
+        return (
+            f"[output truncated: {self.returned_bytes} of {self.total_bytes} bytes returned, "
+            f"{self.total_bytes - self.returned_bytes} bytes cut; corral keeps at most "
+            f"{READ_CAP_BYTES} bytes and returns at most {REPLY_CAP_BYTES}]"
+        )
+
+
+class OutputCollector:
+    """Keeps the first `read_cap` bytes, counts the rest, returns at most `reply_cap`."""
+
+    def __init__(self, read_cap: int = READ_CAP_BYTES, reply_cap: int = REPLY_CAP_BYTES) -> None:
+        if reply_cap > read_cap:
+            raise ValueError("reply_cap must not exceed read_cap")
+        self._read_cap = read_cap
+        self._reply_cap = reply_cap
+        self._kept = bytearray()
+        self.total_bytes = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Account for `chunk`; return the part that was kept (what a live stream may show)."""
+        self.total_bytes += len(chunk)
+        room = self._read_cap - len(self._kept)
+        if room <= 0:
+            return b""
+        kept = chunk[:room]
+        self._kept += kept
+        return kept
+
+    def result(self) -> CollectedOutput:
+        returned = cut_utf8(bytes(self._kept), self._reply_cap)
+        return CollectedOutput(
+            text=returned.decode("utf-8", errors="replace"),
+            truncated=self.total_bytes > len(returned),
+            total_bytes=self.total_bytes,
+            kept_bytes=len(self._kept),
+            returned_bytes=len(returned),
+        )
