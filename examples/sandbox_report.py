@@ -49,9 +49,12 @@ print(f"capabilities     : CapEff={status_field('CapEff')}")
 print(f"no_new_privs     : {status_field('NoNewPrivs')}")
 print(f"root filesystem  : write {try_write_root()}")
 print(f"network          : {try_network()}")
-print(f"memory limit     : {cgroup('/sys/fs/cgroup/memory/memory.limit_in_bytes', '/sys/fs/cgroup/memory.max')}")
+MEMORY_V1 = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+print(f"memory limit     : {cgroup(MEMORY_V1, '/sys/fs/cgroup/memory.max')}")
 print(f"pids limit       : {cgroup('/sys/fs/cgroup/pids/pids.max', '/sys/fs/cgroup/pids.max')}")
-print(f"cpu quota/period : {cgroup('/sys/fs/cgroup/cpu/cpu.cfs_quota_us', '/sys/fs/cgroup/cpu.max')}"
-      f"/{read('/sys/fs/cgroup/cpu/cpu.cfs_period_us')}")
+print(
+    f"cpu quota/period : {cgroup('/sys/fs/cgroup/cpu/cpu.cfs_quota_us', '/sys/fs/cgroup/cpu.max')}"
+    f"/{read('/sys/fs/cgroup/cpu/cpu.cfs_period_us')}"
+)
 print(f"/workspace       : {sorted(os.listdir('/workspace'))}")
 print(f"docker socket    : {'PRESENT' if os.path.exists('/var/run/docker.sock') else 'absent'}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Protocol
 
 
@@ -86,4 +87,9 @@ class RunningContainerContext(Protocol):
 
     async def __aenter__(self) -> RunningContainer: ...
 
-    async def __aexit__(self, *exc_info: object) -> None: ...
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

@@ -98,7 +98,9 @@ def run(file: Path, timeout_seconds: str, language: str | None, agent: str) -> N
                 err.print(f"[red]{escape(str(exc))}[/red]")
                 return EXIT_UNAVAILABLE
         if result.truncated:
-            note = f"[output truncated: {result.returned_bytes} of {result.output_bytes} bytes kept]"
+            note = (
+                f"[output truncated: {result.returned_bytes} of {result.output_bytes} bytes kept]"
+            )
             err.print(f"[yellow]{escape(note)}[/yellow]")
         err.print(f"[dim]{escape(f'[corral: {result.summary()}]')}[/dim]")
         if result.timed_out:
@@ -224,8 +226,13 @@ def doctor() -> None:
             if isinstance(rt.config, ConfigError):
                 rows.append(("config.toml", False, str(rt.config)))
             else:
-                rows.append(("config.toml", True, "valid" if home.config_file.exists() else
-                             "absent: defaults in force"))
+                rows.append(
+                    (
+                        "config.toml",
+                        True,
+                        "valid" if home.config_file.exists() else "absent: defaults in force",
+                    )
+                )
             for path in sorted(home.agents_dir.glob("*/agent.toml")):
                 try:
                     load_agent(path)
@@ -265,7 +272,9 @@ def reap() -> None:
             return await reap_orphans(rt.backend)
 
     removed = anyio.run(go)
-    out.print(f"removed {len(removed)} orphaned container(s)" + "".join(f"\n  {n}" for n in removed))
+    out.print(
+        f"removed {len(removed)} orphaned container(s)" + "".join(f"\n  {n}" for n in removed)
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 from collections.abc import AsyncIterator, Iterator, Mapping
 from functools import partial
 from types import TracebackType
@@ -21,6 +22,7 @@ import docker
 import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
+from docker.utils.socket import frames_iter
 
 from orchestrator.backend import ContainerSpec, ExitInfo, ManagedContainer
 from orchestrator.errors import EngineError, SandboxUnavailable, UnavailableCode
@@ -59,8 +61,10 @@ def classify_connection_error(exc: BaseException, url: str) -> SandboxUnavailabl
             f"no permission to use the Docker engine at {url}",
             "run corral as a user in the 'docker' group, or as root",
         )
-    if url.startswith("unix://") and shutil.which("dockerd") is None and not os.path.exists(
-        url.removeprefix("unix://")
+    if (
+        url.startswith("unix://")
+        and shutil.which("dockerd") is None
+        and not os.path.exists(url.removeprefix("unix://"))
     ):
         return SandboxUnavailable(
             UnavailableCode.DOCKER_NOT_INSTALLED,
@@ -72,6 +76,24 @@ def classify_connection_error(exc: BaseException, url: str) -> SandboxUnavailabl
         f"the Docker engine at {url} does not answer",
         FIX_START_ENGINE,
     )
+
+
+def probe_unix_socket(url: str) -> None:
+    """Connect to a unix engine socket ourselves and close it.
+
+    The SDK leaks its socket when a unix connect fails, so a dead engine is
+    detected here first; a TCP engine is left to the SDK.
+    """
+    if not url.startswith("unix://"):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(5)
+        probe.connect(url.removeprefix("unix://"))
+    except OSError as exc:
+        raise classify_connection_error(exc, url) from exc
+    finally:
+        probe.close()
 
 
 @contextlib.contextmanager
@@ -110,8 +132,7 @@ def host_config_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         "security_opt": list(spec.security_opt),
         "tmpfs": dict(spec.tmpfs),
         "volumes": {
-            m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
-            for m in spec.mounts
+            m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts
         },
         "environment": dict(spec.environment),
         "working_dir": spec.working_dir,
@@ -147,6 +168,7 @@ class DockerBackend:
         return await anyio.to_thread.run_sync(run)
 
     async def check(self, image: str) -> None:
+        await anyio.to_thread.run_sync(probe_unix_socket, self.url)
         await self._call(lambda: self.client.ping())
         await self._call(lambda: self.client.images.get(image), image=image)
 
@@ -185,6 +207,17 @@ class DockerBackend:
             self._client.close()
 
 
+def _close_socket(sock: Any) -> None:
+    """Shut down (wakes a reader blocked in recv) and close an attach socket."""
+    raw = getattr(sock, "_sock", sock)
+    with contextlib.suppress(OSError):
+        raw.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        raw.close()
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
 class DockerRun:
     """Create + attach + start on enter; force-remove on exit (shielded from cancellation)."""
 
@@ -206,8 +239,13 @@ class DockerRun:
             assert self._container is not None
             self.id = self._container.id or ""
             # Attach before start so no byte of output is missed; the log driver is "none".
+            # attach_socket hands us the socket itself, so we can shut it down and close it.
             self._stream = await backend._call(
-                partial(self._container.attach, stdout=True, stderr=True, stream=True, logs=False)
+                partial(
+                    backend.client.api.attach_socket,
+                    self.id,
+                    params={"stdout": 1, "stderr": 1, "stream": 1},
+                )
             )
             await backend._call(self._container.start)
         except BaseException:
@@ -226,8 +264,8 @@ class DockerRun:
     async def _cleanup(self) -> None:
         with anyio.CancelScope(shield=True):
             if self._stream is not None:
-                with contextlib.suppress(Exception):
-                    self._stream.close()
+                _close_socket(self._stream)
+                self._stream = None
             if self._container is not None:
                 await self._backend.remove(self._container.id or "")
 
@@ -235,7 +273,7 @@ class DockerRun:
         stream = self._stream
         if stream is None:
             return
-        iterator = iter(stream)
+        iterator = (data for _, data in frames_iter(stream, tty=False))
         while True:
             try:
                 chunk = await anyio.to_thread.run_sync(

@@ -5,8 +5,8 @@ Read from the environment only by the CLI entry point, then passed down.
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from orchestrator.audit import AuditLog

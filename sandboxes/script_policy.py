@@ -87,7 +87,8 @@ def sandbox_user(host_uid: int, host_gid: int, *, is_wsl: bool) -> str:
 
 
 def script_command(language: str, hard_cap_seconds: int) -> tuple[str, ...]:
-    """The container's command: the hard-cap watchdog, then the interpreter with 2>&1.
+    """The container's command: tini as PID 1 (reaps zombies; it is in the image, so no
+    host binary is mounted), the hard-cap watchdog, then the interpreter with 2>&1.
 
     `timeout --signal=KILL` inside the container enforces the hard cap whatever
     happens to the host side (it shares no code with the timeout path). stderr is
@@ -95,6 +96,9 @@ def script_command(language: str, hard_cap_seconds: int) -> tuple[str, ...]:
     """
     file_name, interpreter = SCRIPT_FILES[language]
     return (
+        "tini",
+        "-s",
+        "--",
         "timeout",
         "--signal=KILL",
         str(hard_cap_seconds),
@@ -141,7 +145,7 @@ def build_script_spec(
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         },
         working_dir=WORKSPACE,
-        init=True,
+        init=False,  # tini from the image is PID 1 (see script_command)
     )
 
 

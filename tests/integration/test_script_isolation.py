@@ -1,0 +1,283 @@
+"""SPEC S1.2: every isolation claim, proven by an attack that runs inside the real sandbox.
+
+Where it matters, a control runs the same attack without the protection to show
+the attack itself works (so the test could fail).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from orchestrator.home import CorralHome
+from orchestrator.runtime import open_runtime
+from sandboxes.script import execute_program
+from sandboxes.script_policy import parse_params
+from tests.integration.conftest import RunScript, bridge_gateway, host_addresses, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def host_listener() -> Iterator[int]:
+    """A TCP listener on all of this host's addresses that answers b'pong'."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"pong")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    server.close()
+    thread.join(timeout=5)
+
+
+CONNECT_SCRIPT = """
+import json, socket, sys
+results = {}
+for addr in sys.argv[1:] or ADDRS:
+    try:
+        s = socket.create_connection((addr, PORT), timeout=3)
+        results[addr] = "connected:" + s.recv(4).decode()
+        s.close()
+    except OSError as exc:
+        results[addr] = "refused:" + (exc.strerror or type(exc).__name__)
+print(json.dumps(results))
+"""
+
+
+async def test_network_has_only_loopback_and_no_route(run_script: RunScript) -> None:
+    result = await run_script(
+        "import os, json\n"
+        "routes = open('/proc/net/route').read().splitlines()[1:]\n"
+        "print(json.dumps({'ifaces': sorted(os.listdir('/sys/class/net')), 'routes': routes}))\n"
+    )
+    assert result.exit_code == 0, result.output
+    seen = json.loads(result.output)
+    assert seen == {"ifaces": ["lo"], "routes": []}
+
+
+async def test_listeners_on_the_hosts_own_addresses_are_unreachable(
+    run_script: RunScript, host_listener: int, docker_client: docker.DockerClient
+) -> None:
+    addrs = host_addresses()
+    assert addrs, "this host has no non-loopback IPv4 address to test against"
+    code = CONNECT_SCRIPT.replace("ADDRS", repr(addrs)).replace("PORT", str(host_listener))
+    result = await run_script(code)
+    assert result.exit_code == 0, result.output
+    outcome = json.loads(result.output)
+    assert set(outcome) == set(addrs)
+    assert all(v.startswith("refused:") for v in outcome.values()), outcome
+
+    # Control: the same script in a container WITH a network reaches the listener,
+    # so the refusal above is the sandbox's doing, not a dead listener.
+    bridge = bridge_gateway()
+    control = docker_client.containers.run(
+        "corral-sandbox:latest",
+        ["python3", "-c", code, bridge],
+        labels={"corral.managed": "true", "corral.kind": "test-control"},
+        remove=True,
+    )
+    assert json.loads(control)[bridge] == "connected:pong"
+
+
+async def test_root_filesystem_write_is_refused(run_script: RunScript) -> None:
+    result = await run_script(
+        "import json\n"
+        "out = {}\n"
+        "for path in ['/probe', '/etc/probe', '/usr/bin/probe', '/workspace/probe', "
+        "'/home/probe']:\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        out[path] = 'WRITTEN'\n"
+        "    except OSError as exc:\n"
+        "        out[path] = exc.strerror\n"
+        "print(json.dumps(out))\n"
+    )
+    outcome = json.loads(result.output)
+    assert "WRITTEN" not in outcome.values(), outcome
+    assert outcome["/probe"] == "Read-only file system"
+    assert outcome["/workspace/probe"] == "Read-only file system"
+
+
+async def test_tmp_is_writable_but_bounded(run_script: RunScript) -> None:
+    result = await run_script(
+        "import errno\n"
+        "written = 0\n"
+        "chunk = b'x' * (1024 * 1024)\n"
+        "try:\n"
+        "    with open('/tmp/fill', 'wb') as fh:\n"
+        "        for _ in range(1024):\n"
+        "            fh.write(chunk); fh.flush(); written += 1\n"
+        "except OSError as exc:\n"
+        "    print('stopped', errno.errorcode[exc.errno], written)\n"
+        "else:\n"
+        "    print('wrote 1 GiB', written)\n"
+    )
+    assert result.exit_code == 0, result.output
+    word, code, mib = result.output.split()
+    assert (word, code) == ("stopped", "ENOSPC"), result.output
+    assert 1 <= int(mib) <= 64  # the tmpfs is 64 MiB by default
+
+
+async def test_fork_bomb_stops_at_256_processes_and_the_call_returns(
+    run_script: RunScript,
+) -> None:
+    result = await run_script(
+        "import os, signal\n"
+        "children = []\n"
+        "while True:\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError as exc:\n"
+        "        print('fork refused after', len(children), exc.strerror)\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        signal.pause()\n"
+        "        os._exit(0)\n"
+        "    children.append(pid)\n"
+        "for pid in children:\n"
+        "    os.kill(pid, signal.SIGKILL)\n"
+        "for pid in children:\n"
+        "    os.waitpid(pid, 0)\n",
+        timeout_seconds=60,
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("fork refused after"), result.output
+    forked = int(result.output.split()[3])
+    # tini, timeout, sh->python: a few processes exist besides the children.
+    assert 200 <= forked < 256, result.output
+
+
+async def test_shell_fork_bomb_is_contained_and_removed_on_timeout(run_script: RunScript) -> None:
+    result = await run_script(
+        "bomb() { bomb | bomb & }; bomb; sleep 30", language="bash", timeout_seconds=5
+    )
+    assert result.timed_out
+    assert result.exit_code is None
+
+
+async def test_memory_hog_is_killed_at_2_gib_and_reported_as_oom(run_script: RunScript) -> None:
+    result = await run_script(
+        "import os\n"
+        "print('limit', open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read().strip())\n"
+        "blocks = []\n"
+        "for i in range(48):\n"
+        "    blocks.append(bytearray(os.urandom(1)) * (64 * 1024 * 1024))\n"
+        "    print('allocated MiB', (i + 1) * 64, flush=True)\n"
+        "print('survived')\n",
+        timeout_seconds=120,
+    )
+    assert result.oom_killed, result.output[-500:]
+    assert "survived" not in result.output
+    last = [line for line in result.output.splitlines() if line.startswith("allocated")][-1]
+    assert int(last.split()[-1]) < 2048
+    assert "out of memory" in result.to_text()
+
+
+async def test_runs_as_uid_1000_without_capabilities_and_with_no_new_privileges(
+    run_script: RunScript,
+) -> None:
+    result = await run_script(
+        "import os, json\n"
+        "status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+        "print(json.dumps({'uid': os.getuid(), 'gid': os.getgid(),\n"
+        "  'caps': {k: status[k].strip()\n"
+        "           for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb')},\n"
+        "  'nnp': status['NoNewPrivs'].strip()}))\n"
+    )
+    seen = json.loads(result.output)
+    assert (seen["uid"], seen["gid"]) == (1000, 1000)  # the suite runs as root
+    assert set(seen["caps"].values()) == {"0000000000000000"}
+    assert seen["nnp"] == "1"
+
+
+SETUID_IMAGE = "corral-test-setuid:latest"
+
+
+@pytest.fixture(scope="module")
+def setuid_image(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[str]:
+    """The sandbox image plus a setuid-root copy of python3: the attacker's best case."""
+    import io
+
+    dockerfile = (
+        f"FROM {sandbox_image}\nUSER 0\n"
+        "RUN cp /usr/bin/python3 /usr/local/bin/supy && chmod 4755 /usr/local/bin/supy\n"
+        "USER 1000:1000\n"
+    )
+    docker_client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=SETUID_IMAGE, rm=True, pull=False
+    )
+    yield SETUID_IMAGE
+    docker_client.images.remove(SETUID_IMAGE, force=True)
+
+
+SETUID_PROBE = (
+    "import os; os.execv('/usr/local/bin/supy', ['supy', '-c', 'import os; print(os.geteuid())'])"
+)
+
+
+async def test_setuid_binaries_give_no_privilege(
+    corral_home: CorralHome, setuid_image: str, docker_client: docker.DockerClient
+) -> None:
+    write_config(corral_home, f'[container.sandbox]\nimage = "{setuid_image}"\n')
+    async with open_runtime(corral_home) as rt:
+        result = await execute_program(
+            parse_params({"code": SETUID_PROBE}), rt.script_context("test")
+        )
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "1000"
+    # Control: without no-new-privileges the same exec does become root.
+    control = docker_client.containers.run(
+        setuid_image,
+        ["python3", "-c", SETUID_PROBE],
+        user="1000:1000",
+        cap_drop=["ALL"],
+        network_mode="none",
+        labels={"corral.managed": "true", "corral.kind": "test-control"},
+        remove=True,
+    )
+    assert control.decode().strip() == "0"
+
+
+async def test_no_docker_socket_and_only_workspace_is_mounted_read_only(
+    run_script: RunScript,
+) -> None:
+    result = await run_script(
+        "import json, os\n"
+        "mounts = []\n"
+        "for line in open('/proc/self/mountinfo'):\n"
+        "    left, right = line.split(' - ')\n"
+        "    f = left.split(); fstype = right.split()[0]\n"
+        "    mounts.append({'point': f[4], 'opts': f[5], 'fstype': fstype})\n"
+        "sockets = [p for p in ('/var/run/docker.sock', '/run/docker.sock', "
+        "'/run/containerd/containerd.sock') if os.path.exists(p)]\n"
+        "print(json.dumps({'mounts': mounts, 'sockets': sockets}))\n"
+    )
+    seen = json.loads(result.output)
+    assert seen["sockets"] == []
+    virtual = {"proc", "sysfs", "tmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "overlay"}
+    from_host = {m["point"]: m["opts"] for m in seen["mounts"] if m["fstype"] not in virtual}
+    # Docker's own per-container files are the only other disk mounts.
+    assert set(from_host) == {"/workspace", "/etc/resolv.conf", "/etc/hostname", "/etc/hosts"}
+    assert from_host["/workspace"].split(",")[0] == "ro"
