@@ -273,7 +273,8 @@ class DockerRun:
         stream = self._stream
         if stream is None:
             return
-        iterator = (data for _, data in frames_iter(stream, tty=False))
+        frames = frames_iter(stream, tty=False)  # type: ignore[no-untyped-call]
+        iterator = (data for _, data in frames)
         while True:
             try:
                 chunk = await anyio.to_thread.run_sync(
