@@ -42,11 +42,15 @@ def main() -> None:
 def infer_language(path: Path, text: str) -> str:
     first = text.splitlines()[0] if text else ""
     if first.startswith("#!"):
-        for name in ("python", "bash"):
-            if name in first:
-                return name
-        if first.rstrip().endswith(("/sh", " sh")):
-            return "sh"
+        words = first[2:].split()
+        # `#!/usr/bin/env [-S] python3 -u` names the interpreter after env and its flags.
+        if words and words[0].rsplit("/", 1)[-1] == "env":
+            words = [w for w in words[1:] if not w.startswith("-")]
+        interpreter = words[0].rsplit("/", 1)[-1] if words else ""
+        if interpreter.startswith("python"):
+            return "python"
+        if interpreter in ("bash", "sh"):
+            return interpreter
     return EXTENSION_LANGUAGE.get(path.suffix, "python")
 
 
@@ -179,7 +183,7 @@ def agents() -> None:
 @click.argument("name")
 def agents_new(name: str) -> None:
     """Write agents/NAME/agent.toml with every optional capability off."""
-    if not AGENT_NAME_RE.match(name):
+    if not AGENT_NAME_RE.fullmatch(name):
         err.print(
             f"[red]error:[/red] agent name {name!r}: must be a lower-case letter then up to 62 "
             "lower-case letters, digits, '-' or '_'"

@@ -35,7 +35,7 @@ class _Model(BaseModel):
 
 
 def _check_image(value: str) -> str:
-    if not _IMAGE_RE.match(value):
+    if not _IMAGE_RE.fullmatch(value):
         raise ValueError(
             "must be a Docker image reference such as 'corral-sandbox:latest' "
             "(lower-case name, optional :tag)"
@@ -115,7 +115,7 @@ class AgentConfig(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not AGENT_NAME_RE.match(value):
+        if not AGENT_NAME_RE.fullmatch(value):
             raise ValueError(
                 "must be 1-63 characters: a lower-case letter, then lower-case letters, "
                 "digits, '-' or '_'"

@@ -42,14 +42,20 @@ def engine_url(docker_host: str | None, environ: Mapping[str, str] | None = None
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, its causes/contexts, and exceptions wrapped as a first argument."""
     seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
         seen.add(id(current))
         yield current
-        current = current.__cause__ or current.__context__
-        if current is None and exc.args and isinstance(exc.args[0], BaseException):
-            current = exc.args[0]
+        for nxt in (current.__cause__, current.__context__):
+            if nxt is not None:
+                pending.append(nxt)
+        if current.args and isinstance(current.args[0], BaseException):
+            pending.append(current.args[0])
 
 
 def classify_connection_error(exc: BaseException, url: str) -> SandboxUnavailable:

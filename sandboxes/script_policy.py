@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.backend import BindMount, ContainerSpec
 
@@ -45,6 +45,14 @@ class ExecuteProgramParams(BaseModel):
     code: Annotated[str, Field(min_length=1, description="The script text.")]
     language: Language = "python"
     timeout_seconds: Annotated[int, Field(ge=1, le=TIMEOUT_MAX)] = TIMEOUT_DEFAULT
+
+    @field_validator("timeout_seconds", mode="before")
+    @classmethod
+    def _no_bool(cls, value: object) -> object:
+        # "12" and 12 are accepted (S2.7); true/false are not a number of seconds.
+        if isinstance(value, bool):
+            raise ValueError("a boolean is not a number of seconds")
+        return value
 
 
 class ParamError(ValueError):
@@ -182,8 +190,9 @@ class OutputCollector:
     """Keeps the first `read_cap` bytes, counts the rest, returns at most `reply_cap`."""
 
     def __init__(self, read_cap: int = READ_CAP_BYTES, reply_cap: int = REPLY_CAP_BYTES) -> None:
-        if reply_cap > read_cap:
-            raise ValueError("reply_cap must not exceed read_cap")
+        if reply_cap >= read_cap:
+            # The read cap may split a character; the reply cap must leave room to cut cleanly.
+            raise ValueError("reply_cap must be smaller than read_cap")
         self._read_cap = read_cap
         self._reply_cap = reply_cap
         self._kept = bytearray()
