@@ -18,10 +18,7 @@ apt_install() {
     exit 1
   fi
   say "installing $* from Debian"
-  if [ ! -f /var/lib/apt/periodic/corral-updated ] || [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v lock)" ]; then
-    apt-get update -qq
-    mkdir -p /var/lib/apt/periodic && touch /var/lib/apt/periodic/corral-updated
-  fi
+  apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 

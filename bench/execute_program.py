@@ -1,0 +1,450 @@
+"""Benchmark: wall time of a `print(1)` script through corral, raw `docker run`, and the host.
+
+Run from the repository root:
+
+    .venv/bin/python bench/execute_program.py [--runs 30] [--write docs/benchmarks.md]
+
+Three paths, interleaved: WARMUP uncounted rounds, then --runs timed rounds, each round
+running every path once in rotating order (so drift in the machine's speed hits all three):
+
+1. corral: `sandboxes.script.execute_program` with a runtime from `open_runtime`,
+   all calls in one process and one event loop (what a gateway process pays per call);
+2. raw docker: `docker run --rm` through the CLI with the same isolation flags;
+3. host: `python3 -c 'print(1)'`, no container at all.
+
+Every run's output must be "1", and no container labelled corral.managed=true may be
+left at the end; either failure stops the benchmark with a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.home import CorralHome
+from orchestrator.runtime import open_runtime
+from sandboxes.script import ScriptContext, execute_program
+from sandboxes.script_policy import parse_params
+
+CODE = "print(1)"
+EXPECTED = "1"
+WARMUP = 2
+DEFAULT_RUNS = 30
+IMAGE = "corral-sandbox:latest"
+MANAGED_LABEL = "corral.managed=true"
+SECTION_START = "<!-- bench:execute_program:start -->"
+SECTION_END = "<!-- bench:execute_program:end -->"
+DIR_PLACEHOLDER = "DIR"
+
+# The isolation flags of `build_script_spec` (sandboxes/script_policy.py), as CLI flags.
+DOCKER_FLAGS: tuple[str, ...] = (
+    "--network",
+    "none",
+    "--read-only",
+    "--memory",
+    "2g",
+    "--memory-swap",
+    "2g",
+    "--pids-limit",
+    "256",
+    "--cpus",
+    "1",
+    "--cap-drop",
+    "ALL",
+    "--security-opt",
+    "no-new-privileges",
+    "--tmpfs",
+    "/tmp:rw,exec,nosuid,nodev,size=64m",
+    "--user",
+    "1000:1000",
+    "--init",
+    "--label",
+    MANAGED_LABEL,
+    "--label",
+    "corral.kind=bench",
+)
+
+console = Console()
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot produce trustworthy figures (wrong output, leftovers, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PathResult:
+    name: str
+    samples_ms: tuple[float, ...]
+
+    @property
+    def p50(self) -> float:
+        return nearest_rank(self.samples_ms, 50)
+
+    @property
+    def p95(self) -> float:
+        return nearest_rank(self.samples_ms, 95)
+
+    @property
+    def minimum(self) -> float:
+        return min(self.samples_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    nproc: int
+    docker_version: str
+    kernel: str
+    date: str
+
+
+def nearest_rank(samples: Sequence[float], percent: float) -> float:
+    """The nearest-rank percentile: the ceil(percent/100 * n)-th smallest sample."""
+    if not samples:
+        raise ValueError("no samples")
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(percent / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def check_output(path: str, run: int, exit_code: int | None, output: str, stderr: str = "") -> None:
+    if exit_code != 0 or output.strip() != EXPECTED:
+        raise BenchError(
+            f"{path} run {run}: expected exit 0 and output {EXPECTED!r}, "
+            f"got exit {exit_code} and output {output!r}"
+            + (f"; stderr: {stderr.strip()!r}" if stderr.strip() else "")
+        )
+
+
+def docker_cli(*args: str) -> str:
+    """Run a short docker CLI command; return its stdout, fail loudly otherwise."""
+    if shutil.which("docker") is None:
+        raise BenchError("the docker CLI is not on PATH")
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise BenchError(f"`docker {shlex.join(args)}` failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def managed_containers() -> list[str]:
+    out = docker_cli(
+        "ps",
+        "-a",
+        "--filter",
+        f"label={MANAGED_LABEL}",
+        "--format",
+        "{{.ID}} {{.Names}} {{.Status}}",
+    )
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def describe_machine() -> Machine:
+    return Machine(
+        nproc=len(os.sched_getaffinity(0)),
+        docker_version=docker_cli("version", "--format", "{{.Server.Version}}").strip(),
+        kernel=f"{platform.system()} {platform.release()} {platform.machine()}",
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    )
+
+
+# --- the three paths ------------------------------------------------------------------
+
+CORRAL = "corral execute_program"
+RAW_DOCKER = "raw docker run --rm"
+HOST = "host python3 -c"
+PATH_NAMES = (CORRAL, RAW_DOCKER, HOST)
+
+# One timed call: takes the run index, returns seconds (output already checked).
+TimedCall = Callable[[int], Awaitable[float]]
+
+
+def docker_argv(workspace: str) -> list[str]:
+    return [
+        "docker",
+        "run",
+        "--rm",
+        *DOCKER_FLAGS,
+        "-v",
+        f"{workspace}:/workspace:ro",
+        IMAGE,
+        "python3",
+        "-u",
+        "/workspace/main.py",
+    ]
+
+
+def host_python() -> str:
+    found = shutil.which("python3")
+    if found is None:
+        raise BenchError("python3 is not on PATH")
+    return found
+
+
+def write_raw_workspace(workspace: Path) -> None:
+    # The container runs as 1000:1000: the directory and script must be readable to it.
+    workspace.chmod(0o755)
+    script = workspace / "main.py"
+    script.write_text(CODE + "\n", encoding="utf-8")
+    script.chmod(0o644)
+
+
+def time_subprocess(name: str, argv: Sequence[str], run: int) -> float:
+    """Run `argv` once (blocking, in a worker thread); return its wall time in seconds."""
+    started = time.perf_counter()
+    done = subprocess.run(list(argv), capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    check_output(name, run, done.returncode, done.stdout, done.stderr)
+    return elapsed
+
+
+def subprocess_call(name: str, argv: Sequence[str]) -> TimedCall:
+    async def call(run: int) -> float:
+        # The thread hand-off happens outside the timed span.
+        return await anyio.to_thread.run_sync(time_subprocess, name, argv, run)
+
+    return call
+
+
+def corral_call(ctx: ScriptContext) -> TimedCall:
+    params = parse_params({"code": CODE})
+
+    async def call(run: int) -> float:
+        started = time.perf_counter()
+        result = await execute_program(params, ctx)
+        elapsed = time.perf_counter() - started
+        if not result.sandboxed:
+            raise BenchError(f"{CORRAL} run {run}: the script ran unsandboxed")
+        check_output(CORRAL, run, result.exit_code, result.output)
+        return elapsed
+
+    return call
+
+
+async def interleaved_samples(
+    home: CorralHome, raw_workspace: Path, runs: int
+) -> dict[str, list[float]]:
+    """WARMUP + `runs` rounds; each round runs every path once, in rotating order."""
+    samples: dict[str, list[float]] = {name: [] for name in PATH_NAMES}
+    async with open_runtime(home) as runtime:
+        calls: dict[str, TimedCall] = {
+            CORRAL: corral_call(runtime.script_context("bench")),
+            RAW_DOCKER: subprocess_call(RAW_DOCKER, docker_argv(str(raw_workspace))),
+            HOST: subprocess_call(HOST, [host_python(), "-c", CODE]),
+        }
+        for run in range(WARMUP + runs):
+            shift = run % len(PATH_NAMES)
+            for name in PATH_NAMES[shift:] + PATH_NAMES[:shift]:
+                elapsed = await calls[name](run)
+                if run >= WARMUP:
+                    samples[name].append(elapsed * 1000)
+    return samples
+
+
+def run_benchmark(runs: int) -> list[PathResult]:
+    console.print(
+        f"[dim]{WARMUP} warm-up + {runs} timed rounds; each round runs "
+        f"{', '.join(PATH_NAMES)} once, in rotating order...[/dim]"
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="corral-bench-home-") as home_dir,
+        tempfile.TemporaryDirectory(prefix="corral-bench-raw-") as raw_dir,
+    ):
+        # A throwaway CORRAL_HOME: default config, its own audit log and work dir.
+        home = CorralHome(Path(home_dir).resolve())
+        raw_workspace = Path(raw_dir).resolve()
+        write_raw_workspace(raw_workspace)
+        samples = anyio.run(interleaved_samples, home, raw_workspace, runs)
+    return [PathResult(name, tuple(samples[name])) for name in PATH_NAMES]
+
+
+# --- reporting ------------------------------------------------------------------------
+
+
+def ratio(result: PathResult, baseline: PathResult) -> str:
+    return f"{result.p50 / baseline.p50:.2f}x"
+
+
+def table_rows(results: Sequence[PathResult], baseline: PathResult) -> list[list[str]]:
+    return [
+        [
+            r.name,
+            str(len(r.samples_ms)),
+            f"{r.p50:.1f}",
+            f"{r.p95:.1f}",
+            f"{r.minimum:.1f}",
+            ratio(r, baseline),
+        ]
+        for r in results
+    ]
+
+
+HEADERS = ("path", "runs", "p50 ms", "p95 ms", "min ms", "vs raw docker")
+
+
+def print_report(machine: Machine, results: Sequence[PathResult], baseline: PathResult) -> None:
+    table = Table(title=f"execute_program: {CODE!r} wall time")
+    for i, header in enumerate(HEADERS):
+        table.add_column(header, justify="left" if i == 0 else "right")
+    for row in table_rows(results, baseline):
+        table.add_row(*row)
+    console.print()
+    console.print(
+        f"machine: nproc={machine.nproc}, Docker server {machine.docker_version}, "
+        f"{machine.kernel}; date: {machine.date}"
+    )
+    console.print(table)
+    console.print(
+        "[dim]p50/p95: nearest-rank percentiles; 'vs raw docker' is the ratio of p50s.[/dim]"
+    )
+
+
+def markdown_table(results: Sequence[PathResult], baseline: PathResult) -> str:
+    lines = [
+        "| " + " | ".join(HEADERS) + " |",
+        "|---|" + "---:|" * (len(HEADERS) - 1),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(results, baseline)]
+    return "\n".join(lines)
+
+
+def markdown_section(
+    machine: Machine, results: Sequence[PathResult], baseline: PathResult, command: str
+) -> str:
+    runs = len(baseline.samples_ms)
+    raw = shlex.join(docker_argv(DIR_PLACEHOLDER))
+    return f"""{SECTION_START}
+## execute_program: `{CODE}` wall time
+
+Wall time of one `{CODE}` Python script as the caller sees it, three ways. The paths are
+interleaved: {WARMUP} warm-up rounds (not counted), then {runs} timed rounds, each round running
+every path once in rotating order, so drift in the machine's speed during the run hits all
+three alike.
+
+- **corral execute_program**: `sandboxes.script.execute_program` with a runtime from
+  `orchestrator.runtime.open_runtime`, every call in one process and one event loop, each
+  call timed with `time.perf_counter`. Per call corral checks the engine and image, writes
+  the script to a private workspace, creates, attaches, starts, waits for and removes the
+  container (in-container `timeout` hard cap, stderr merged into stdout), and audits the run.
+- **raw docker run --rm**: the docker CLI (started afresh each run, which is part of the
+  time) with the same isolation flags, `{DIR_PLACEHOLDER}` being a directory holding `main.py`:
+
+  ```sh
+  {raw}
+  ```
+
+- **host python3 -c**: `python3 -c '{CODE}'` on the host, no container.
+
+p50 and p95 are nearest-rank percentiles (the ⌈p/100 · n⌉-th smallest of the n samples);
+"vs raw docker" is each path's p50 divided by raw docker's p50.
+
+Command (from the repository root):
+
+```sh
+{command}
+```
+
+Machine: {machine.nproc} CPUs (`nproc`), Docker server {machine.docker_version},
+{machine.kernel}. Run on {machine.date}.
+
+{markdown_table(results, baseline)}
+{SECTION_END}"""
+
+
+def write_section(path: Path, section: str, nproc: int) -> None:
+    """Replace the delimited section of `path` (or append it); keep everything else."""
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+    else:
+        text = (
+            "# Benchmarks\n\n"
+            f"Figures here are from one run on a {nproc}-core machine; absolute times vary "
+            "between machines and runs, so compare ratios within a run.\n"
+        )
+    start = text.find(SECTION_START)
+    end = text.find(SECTION_END)
+    if start == -1 and end == -1:
+        new = text.rstrip("\n") + "\n\n" + section + "\n"
+    elif start != -1 and end > start and text.count(SECTION_START) == 1:
+        new = text[:start] + section + text[end + len(SECTION_END) :]
+    else:
+        raise BenchError(
+            f"{path}: the markers {SECTION_START} / {SECTION_END} are unbalanced; fix by hand"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(new, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --- main -----------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--runs", type=int, default=DEFAULT_RUNS, help=f"timed runs per path ({DEFAULT_RUNS})"
+    )
+    parser.add_argument(
+        "--write", metavar="PATH", help="write/replace the results section in this markdown file"
+    )
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    return args
+
+
+def canonical_command(runs: int, write: str | None) -> str:
+    argv = [".venv/bin/python", "bench/execute_program.py", "--runs", str(runs)]
+    if write is not None:
+        argv += ["--write", write]
+    return shlex.join(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    runs: int = args.runs
+    before = managed_containers()
+    if before:
+        raise BenchError(
+            "containers labelled corral.managed=true exist before the benchmark, so its "
+            "leak check would be meaningless; remove them first:\n  " + "\n  ".join(before)
+        )
+    machine = describe_machine()
+    results = run_benchmark(runs)
+    baseline = results[PATH_NAMES.index(RAW_DOCKER)]
+    print_report(machine, results, baseline)
+    # The leak check comes before --write: figures from a run that leaks are not published.
+    left = managed_containers()
+    if left:
+        raise BenchError(
+            "containers labelled corral.managed=true were left behind:\n  " + "\n  ".join(left)
+        )
+    console.print("no corral.managed=true container left behind")
+    if args.write is not None:
+        section = markdown_section(machine, results, baseline, canonical_command(runs, args.write))
+        write_section(Path(args.write), section, machine.nproc)
+        console.print(f"wrote the section to {args.write}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        console.print(f"[bold red]benchmark failed:[/bold red] {exc}")
+        sys.exit(1)
