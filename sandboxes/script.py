@@ -6,6 +6,7 @@ this module drives one run through a `ContainerBackend` and reports it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -188,6 +189,42 @@ async def execute_program(
     return await _run_in_container(params, ctx, sandbox, on_output, hard_cap_seconds)
 
 
+async def _run(
+    params: ExecuteProgramParams,
+    ctx: ScriptContext,
+    start: Callable[[Path], contextlib.AbstractAsyncContextManager[_Execution]],
+    on_output: OutputSink | None,
+    hard_cap_seconds: int,
+    *,
+    sandboxed: bool,
+    session: str,
+) -> ScriptResult:
+    """Write the workspace, drive the execution `start` makes, clean up, report, audit."""
+    workspace = await anyio.to_thread.run_sync(
+        _write_workspace, ctx.work_dir, params.language, params.code
+    )
+    collector = OutputCollector()
+    started = time.monotonic()
+    try:
+        with anyio.fail_after(hard_cap_seconds + HOST_BACKSTOP_GRACE):
+            async with start(workspace) as running:
+                exit_info, timed_out = await _drive(
+                    running, collector, params.timeout_seconds, on_output
+                )
+    except TimeoutError as exc:
+        raise EngineError(
+            f"the script was not stopped within {hard_cap_seconds} s + "
+            f"{HOST_BACKSTOP_GRACE} s; it was force-removed"
+        ) from exc
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
+    elapsed = time.monotonic() - started
+    result = _result(params, collector, exit_info, timed_out, elapsed, hard_cap_seconds, sandboxed)
+    _audit_run(ctx, params, result, session)
+    return result
+
+
 async def _run_in_container(
     params: ExecuteProgramParams,
     ctx: ScriptContext,
@@ -195,39 +232,25 @@ async def _run_in_container(
     on_output: OutputSink | None,
     hard_cap_seconds: int,
 ) -> ScriptResult:
-    workspace = await anyio.to_thread.run_sync(
-        _write_workspace, ctx.work_dir, params.language, params.code
-    )
     session = uuid.uuid4().hex[:12]
-    spec = build_script_spec(
-        image=sandbox.image,
-        language=params.language,
-        workspace_dir=str(workspace),
-        user=sandbox_user(os.getuid(), os.getgid(), is_wsl=_is_wsl()),
-        labels=ctx.owner.labels(kind="script", agent=ctx.agent, session=session),
-        tmp_size_mb=sandbox.tmp_size_mb,
-        hard_cap_seconds=hard_cap_seconds,
+    user = sandbox_user(os.getuid(), os.getgid(), is_wsl=_is_wsl())
+    labels = ctx.owner.labels(kind="script", agent=ctx.agent, session=session)
+
+    def start(workspace: Path) -> contextlib.AbstractAsyncContextManager[_Execution]:
+        spec = build_script_spec(
+            image=sandbox.image,
+            language=params.language,
+            workspace_dir=str(workspace),
+            user=user,
+            labels=labels,
+            tmp_size_mb=sandbox.tmp_size_mb,
+            hard_cap_seconds=hard_cap_seconds,
+        )
+        return ctx.backend.start(spec)
+
+    return await _run(
+        params, ctx, start, on_output, hard_cap_seconds, sandboxed=True, session=session
     )
-    collector = OutputCollector()
-    started = time.monotonic()
-    try:
-        with anyio.fail_after(hard_cap_seconds + HOST_BACKSTOP_GRACE):
-            async with ctx.backend.start(spec) as running:
-                exit_info, timed_out = await _drive(
-                    running, collector, params.timeout_seconds, on_output
-                )
-    except TimeoutError as exc:
-        raise EngineError(
-            f"the engine did not stop the script within {hard_cap_seconds} s + "
-            f"{HOST_BACKSTOP_GRACE} s; the container was force-removed"
-        ) from exc
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
-    elapsed = time.monotonic() - started
-    result = _result(params, collector, exit_info, timed_out, elapsed, hard_cap_seconds, True)
-    _audit_run(ctx, params, result, session)
-    return result
 
 
 async def _run_on_host(
@@ -236,37 +259,21 @@ async def _run_on_host(
     on_output: OutputSink | None,
     hard_cap_seconds: int,
 ) -> ScriptResult:
-    workspace = await anyio.to_thread.run_sync(
-        _write_workspace, ctx.work_dir, params.language, params.code
-    )
     file_name, interpreter = SCRIPT_FILES[params.language]
-    argv = [
-        "timeout",
-        "--signal=KILL",
-        str(hard_cap_seconds),
-        *interpreter,
-        str(workspace / file_name),
-    ]
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(workspace),
-        "LANG": "C.UTF-8",
-        "PYTHONUNBUFFERED": "1",
-    }
-    collector = OutputCollector()
-    started = time.monotonic()
-    try:
-        async with HostRun(argv, str(workspace), env) as running:
-            exit_info, timed_out = await _drive(
-                running, collector, params.timeout_seconds, on_output
-            )
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
-    elapsed = time.monotonic() - started
-    result = _result(params, collector, exit_info, timed_out, elapsed, hard_cap_seconds, False)
-    _audit_run(ctx, params, result, "host")
-    return result
+
+    def start(workspace: Path) -> contextlib.AbstractAsyncContextManager[_Execution]:
+        argv = ["timeout", "--signal=KILL", str(hard_cap_seconds), *interpreter]
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(workspace),
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+        }
+        return HostRun([*argv, str(workspace / file_name)], str(workspace), env)
+
+    return await _run(
+        params, ctx, start, on_output, hard_cap_seconds, sandboxed=False, session="host"
+    )
 
 
 def _result(
