@@ -217,6 +217,77 @@ def agents_list() -> None:
     out.print(table)
 
 
+# --------------------------------------------------------------------------- mcp
+@main.command()
+@click.option("--agent", required=True, help="The AI employee this server speaks for.")
+@click.option("--http", "use_http", is_flag=True, help="Serve Streamable HTTP on 127.0.0.1.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=9031, show_default=True, help="HTTP port."
+)
+def mcp(agent: str, use_http: bool, port: int) -> None:
+    """Serve MCP for one agent: stdio by default, or Streamable HTTP at /mcp."""
+    import logging
+
+    from mcp_front.server import serve_http, serve_stdio
+
+    if not AGENT_NAME_RE.fullmatch(agent):
+        err.print(f"[red]error:[/red] --agent {agent!r}: not a valid agent name")
+        raise SystemExit(2)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    home = _home()
+    home.ensure()
+    if use_http:
+        err.print(f"corral MCP for agent {agent}: http://127.0.0.1:{port}/mcp")
+        anyio.run(serve_http, home, agent, port)
+    else:
+        anyio.run(serve_stdio, home, agent)
+
+
+# ------------------------------------------------------------------------ grants
+@main.group()
+def grants() -> None:
+    """Grant or revoke scoped tools ([capabilities] scoped_tools) for an agent."""
+
+
+def _agent_arg(agent: str) -> str:
+    if not AGENT_NAME_RE.fullmatch(agent):
+        err.print(f"[red]error:[/red] agent {agent!r}: not a valid agent name")
+        raise SystemExit(2)
+    return agent
+
+
+@grants.command("add")
+@click.argument("agent")
+@click.argument("tool")
+def grants_add(agent: str, tool: str) -> None:
+    """Give AGENT an active grant for TOOL; its MCP clients are told within seconds."""
+    from orchestrator.grants import add_grant
+
+    changed = add_grant(_home(), _agent_arg(agent), tool)
+    out.print(f"granted {tool} to {agent}" if changed else f"{agent} already holds {tool}")
+
+
+@grants.command("revoke")
+@click.argument("agent")
+@click.argument("tool")
+def grants_revoke(agent: str, tool: str) -> None:
+    """Revoke AGENT's grant for TOOL."""
+    from orchestrator.grants import revoke_grant
+
+    changed = revoke_grant(_home(), _agent_arg(agent), tool)
+    out.print(f"revoked {tool} from {agent}" if changed else f"{agent} held no grant for {tool}")
+
+
+@grants.command("list")
+@click.argument("agent")
+def grants_list(agent: str) -> None:
+    """List AGENT's active grants."""
+    from orchestrator.grants import read_grants
+
+    for tool in sorted(read_grants(_home(), _agent_arg(agent))):
+        out.print(tool)
+
+
 # ------------------------------------------------------------------------ doctor
 @main.command()
 def doctor() -> None:

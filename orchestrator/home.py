@@ -34,6 +34,10 @@ class CorralHome:
         return self.root / "audit.jsonl"
 
     @property
+    def tool_calls_file(self) -> Path:
+        return self.root / "tool_calls.jsonl"
+
+    @property
     def work_dir(self) -> Path:
         """Private per-call directories (the script mounted at /workspace) live here."""
         return self.root / "work"

@@ -42,9 +42,12 @@ class ExecuteProgramParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    code: Annotated[str, Field(min_length=1, description="The script text.")]
-    language: Language = "python"
-    timeout_seconds: Annotated[int, Field(ge=1, le=TIMEOUT_MAX)] = TIMEOUT_DEFAULT
+    code: Annotated[str, Field(min_length=1, description="The script text (at most 1 MiB).")]
+    language: Annotated[Language, Field(description="python (default), bash or sh.")] = "python"
+    timeout_seconds: Annotated[
+        int,
+        Field(ge=1, le=TIMEOUT_MAX, description="1-300, default 30; larger is an error."),
+    ] = TIMEOUT_DEFAULT
 
     @field_validator("timeout_seconds", mode="before")
     @classmethod

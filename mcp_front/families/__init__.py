@@ -1,0 +1,1 @@
+"""Tool families: one module per family, each a handler per tool name."""

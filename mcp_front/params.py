@@ -1,0 +1,165 @@
+"""Parameter models of every tool, validated at the edge (SPEC S2.3-S2.7, S3.1, S1.8).
+
+Integers and booleans also accept numeric strings and "true"/"false" (S2.7):
+pydantic's lax mode does that. Nothing is clamped: out of range is an error
+that names the parameter and the allowed range (see `describe_errors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sandboxes.script_policy import ExecuteProgramParams, ParamError
+
+__all__ = ["ExecuteProgramParams", "ParamError", "validate"]
+
+URL_MAX_BYTES = 2000
+TYPE_MAX_CHARS = 2000
+MAX_STEPS = 50
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoParams(Params):
+    pass
+
+
+class SessionStartParams(Params):
+    task: Annotated[str | None, Field(max_length=2000, description="What the session is for.")] = (
+        None
+    )
+    width: Annotated[int, Field(ge=320, le=1920, description="Screen width, 320-1920.")] = 1280
+    height: Annotated[int, Field(ge=240, le=1200, description="Screen height, 240-1200.")] = 800
+
+
+Coordinate = Annotated[int, Field(ge=0, le=1919, description="Pixels from the left/top edge.")]
+
+
+class ClickParams(Params):
+    x: Coordinate
+    y: Annotated[int, Field(ge=0, le=1199, description="Pixels from the top edge.")]
+    button: Literal["left", "right"] = "left"
+    double: Annotated[bool, Field(description="Double-click; left button only.")] = False
+
+    @model_validator(mode="after")
+    def _double_left_only(self) -> ClickParams:
+        if self.double and self.button != "left":
+            raise ValueError("double: a double click is only allowed with button 'left'")
+        return self
+
+
+class TypeParams(Params):
+    text: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=TYPE_MAX_CHARS,
+            description="Text to type, 1-2000 characters. Only its length is audited.",
+        ),
+    ]
+
+
+class KeyParams(Params):
+    key: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=64,
+            pattern=r"^[A-Za-z0-9+_-]+$",
+            description="Key or chord: letters, digits, + - _ (e.g. Return, ctrl+s).",
+        ),
+    ]
+
+
+class ScrollParams(Params):
+    x: Coordinate
+    y: Annotated[int, Field(ge=0, le=1199, description="Pixels from the top edge.")]
+    direction: Literal["up", "down"] = "down"
+    amount: Annotated[int, Field(ge=1, le=20, description="Wheel steps, 1-20.")] = 3
+
+
+class NavigateParams(Params):
+    url: Annotated[
+        str,
+        Field(
+            min_length=1,
+            description="https:// URL on an allowed host, port 443, no user info, <= 2000 bytes.",
+        ),
+    ]
+
+    @model_validator(mode="after")
+    def _url_bytes(self) -> NavigateParams:
+        if len(self.url.encode()) > URL_MAX_BYTES:
+            raise ValueError(f"url: at most {URL_MAX_BYTES} bytes (got {len(self.url.encode())})")
+        return self
+
+
+class SessionStopParams(Params):
+    session_id: Annotated[
+        str | None, Field(max_length=64, description="Session to stop; default: yours.")
+    ] = None
+
+
+class CodriveStep(Params):
+    action: Literal[
+        "move", "click", "double_click", "drag", "scroll", "text", "key_name", "wait", "take_over"
+    ]
+    category: Literal[
+        "read", "navigate", "input", "send", "submit", "delete", "purchase", "credential", "other"
+    ] = "input"
+    api_action: Annotated[str | None, Field(max_length=64)] = None
+    params: dict[str, Any] | None = None
+    role: Annotated[str | None, Field(max_length=64)] = None
+    name: Annotated[str | None, Field(max_length=256)] = None
+    x: Annotated[int | None, Field(ge=0, le=7679)] = None
+    y: Annotated[int | None, Field(ge=0, le=4319)] = None
+    text: Annotated[str | None, Field(max_length=TYPE_MAX_CHARS)] = None
+    key_name: Annotated[str | None, Field(max_length=64, pattern=r"^[A-Za-z0-9+_-]+$")] = None
+    seconds: Annotated[float | None, Field(ge=0, le=60)] = None
+
+
+class CodriveRunParams(Params):
+    target_app: Annotated[
+        str, Field(min_length=1, max_length=64, description="The one app this script drives.")
+    ]
+    steps: Annotated[
+        list[CodriveStep],
+        Field(min_length=1, max_length=MAX_STEPS, description="1-50 steps, run in order."),
+    ]
+    watch_mode: Annotated[bool, Field(description="Watch for idle for the rest of the run.")] = (
+        False
+    )
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """One clause per bad parameter: `name: problem (got value)`."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "arguments"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            parts.append(f"{loc}: unknown parameter")
+        elif err["type"] == "missing":
+            parts.append(f"{loc}: required")
+        elif msg.startswith(f"{loc}:") or ":" in msg.split(" ")[0]:
+            parts.append(msg)
+        else:
+            parts.append(f"{loc}: {msg} (got {err.get('input')!r})")
+    return "; ".join(parts)
+
+
+def validate(model: type[BaseModel], arguments: Mapping[str, Any] | None) -> BaseModel:
+    """Validate raw arguments against `model`; raise ParamError naming what is wrong."""
+    if model is ExecuteProgramParams:
+        from sandboxes.script_policy import parse_params
+
+        return parse_params(arguments or {})
+    try:
+        return model.model_validate(dict(arguments or {}))
+    except ValidationError as exc:
+        raise ParamError(describe_errors(exc)) from exc

@@ -1,0 +1,208 @@
+"""corral's MCP server: one process per client, stdio or Streamable HTTP (SPEC S5).
+
+Stateless apart from its view of the agent's files, which it re-reads on
+every tools/list and tools/call, so what is listed is always what the gate
+lets through. A watcher re-computes the visible set every half second and
+sends `notifications/tools/list_changed` (and publishes `ToolsListChanged`
+for clients on the subscription-based protocol) only when the SET changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from mcp_front.agent_view import load_view
+from mcp_front.catalogue import BY_NAME, ToolSpec
+from mcp_front.errors import INVALID_PARAMS, GateRefusal, NotAvailable, call_outcome
+from mcp_front.families.script import run_execute_program
+from mcp_front.params import validate
+from mcp_front.tool_log import ToolCallLog
+from mcp_front.visibility import decide, permission_refusal, visible_names, visible_tools
+from orchestrator.audit import AuditLog
+from orchestrator.home import CorralHome
+from orchestrator.runtime import Runtime, open_runtime
+
+logger = logging.getLogger("corral.mcp")
+
+WATCH_INTERVAL_SECONDS = 0.5
+NOTIFICATIONS = NotificationOptions(tools_changed=True)
+
+
+class _CorralServer(Server[dict[str, Any]]):
+    """Declares tools.listChanged on every transport: the Streamable HTTP session manager
+    calls create_initialization_options() without arguments, which would say false."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NOTIFICATIONS, experimental_capabilities, extensions
+        )
+
+
+class CorralMCP:
+    def __init__(self, home: CorralHome, agent: str) -> None:
+        self.home = home
+        self.agent = agent
+        self.tool_log = ToolCallLog(home.tool_calls_file)
+        self.audit = AuditLog(home.audit_file)
+        self.bus = InMemorySubscriptionBus()
+        self._sessions: set[ServerSession] = set()  # strong refs: notified from a task
+        self._runtime: Runtime | None = None
+        self.server = _CorralServer(
+            "corral",
+            version="0.1.0",
+            instructions="corral runs your scripts in a locked-down sandbox. "
+            "Tools appear and disappear as an operator changes what you may do.",
+            lifespan=self._lifespan,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=ListenHandler(self.bus),
+        )
+
+    # ----------------------------------------------------------------- lifespan
+    @asynccontextmanager
+    async def _lifespan(self, _: Server[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+        async with open_runtime(self.home) as runtime, anyio.create_task_group() as tg:
+            self._runtime = runtime
+            tg.start_soon(self._watch)
+            try:
+                yield {}
+            finally:
+                tg.cancel_scope.cancel()
+                self._runtime = None
+
+    async def _watch(self) -> None:
+        last = visible_names(load_view(self.home, self.agent))
+        while True:
+            await anyio.sleep(WATCH_INTERVAL_SECONDS)
+            current = visible_names(load_view(self.home, self.agent))
+            if current != last:
+                last = current
+                await self._notify_list_changed()
+
+    async def _notify_list_changed(self) -> None:
+        for session in list(self._sessions):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # the client went away: forget it
+                self._sessions.discard(session)
+        await self.bus.publish(ToolsListChanged())
+
+    def _remember(self, ctx: Any) -> None:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self._sessions.add(ctx.session)
+
+    # ----------------------------------------------------------------- handlers
+    async def _list_tools(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        self._remember(ctx)
+        view = load_view(self.home, self.agent)
+        return types.ListToolsResult(tools=[_tool(spec) for spec in visible_tools(view)])
+
+    async def _call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        self._remember(ctx)
+        started = time.monotonic()
+        name = params.name
+        arg_names = list((params.arguments or {}).keys())
+
+        def log(decision: Any, code: int | None = None, reason: str = "") -> None:
+            self.tool_log.record(
+                agent=self.agent,
+                tool=name,
+                decision=decision,
+                duration_ms=int((time.monotonic() - started) * 1000),
+                arg_names=arg_names,
+                code=code,
+                reason=reason,
+            )
+
+        spec = BY_NAME.get(name)
+        if spec is None:
+            log("refused", INVALID_PARAMS, "unknown tool")
+            raise GateRefusal(f"Unknown tool: {name}", code=INVALID_PARAMS)
+        view = load_view(self.home, self.agent)
+        decision = decide(spec, view)
+        if not decision.visible:
+            log("refused", -32003, decision.message)
+            raise GateRefusal(decision.message)
+        refusal = permission_refusal(spec, view)
+        if refusal is not None:
+            self.audit.record("permission_denied", self.agent, {"tool": name, "reason": refusal})
+            log("refused", -32003, refusal)
+            raise GateRefusal(refusal)
+        try:
+            result = await self._dispatch(spec, params.arguments)
+        except BaseException as exc:
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                log("error", reason="cancelled")
+                raise
+            try:
+                result = call_outcome(name, exc)
+            except GateRefusal:
+                log("refused", -32003)
+                raise
+        log("error" if result.is_error else "allowed")
+        return result
+
+    async def _dispatch(
+        self, spec: ToolSpec, arguments: dict[str, Any] | None
+    ) -> types.CallToolResult:
+        params = validate(spec.params, arguments)
+        if not spec.available:
+            raise NotAvailable(
+                f"{spec.name} is not available in this version of corral: its schema and gate "
+                "are in place and its execution arrives with the kiosk/codrive release."
+            )
+        assert self._runtime is not None, "the server lifespan opens the runtime"
+        if spec.name == "execute_program":
+            return await run_execute_program(params, self._runtime, self.agent)
+        raise NotAvailable(f"{spec.name} has no handler in this version of corral")
+
+
+def _tool(spec: ToolSpec) -> types.Tool:
+    read_only = not spec.action_classes
+    return types.Tool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=spec.input_schema(),
+        annotations=types.ToolAnnotations(read_only_hint=read_only, open_world_hint=False),
+    )
+
+
+async def serve_stdio(home: CorralHome, agent: str) -> None:
+    from mcp.server.stdio import stdio_server
+
+    app = CorralMCP(home, agent)
+    async with stdio_server() as (read, write):
+        await app.server.run(read, write, app.server.create_initialization_options(NOTIFICATIONS))
+
+
+async def serve_http(home: CorralHome, agent: str, port: int, ready: Any = None) -> None:
+    import uvicorn
+
+    app = CorralMCP(home, agent)
+    starlette_app = app.server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(
+        starlette_app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    await server.serve()
