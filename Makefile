@@ -6,10 +6,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# A second, independent MCP stack for the e2e suite and the tools/list benchmark:
+# the 1.x SDK's client and two official reference servers from PyPI.
+VENV1 := .venv-mcp1
+STAMP1 := $(VENV1)/.installed
 
 .PHONY: setup engine images run test lint typecheck unit bench clean
 
-setup: engine $(STAMP) images
+setup: engine $(STAMP) $(STAMP1) images
 
 engine:
 	@scripts/ensure-docker.sh
@@ -20,6 +24,12 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
+
+$(STAMP1): Makefile
+	@test -x $(VENV1)/bin/python || $(PYTHON) -m venv $(VENV1)
+	@$(VENV1)/bin/python -m pip install -q --disable-pip-version-check \
+		'mcp>=1.28,<2' mcp-server-time mcp-server-git
+	@touch $(STAMP1)
 
 images: engine $(STAMP)
 	@$(BIN)/corral images build
@@ -44,6 +54,7 @@ unit: $(STAMP)
 
 bench: setup
 	$(BIN)/python bench/execute_program.py --write docs/benchmarks.md
+	$(BIN)/python bench/tools_list.py --write docs/benchmarks.md
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(VENV1) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,214 @@
+"""SPEC S5 through the SDK's real client, over stdio and Streamable HTTP."""
+
+from __future__ import annotations
+
+import anyio
+import docker
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from orchestrator.audit import AuditLog
+from orchestrator.home import CorralHome
+from tests.e2e.conftest import (
+    AGENT,
+    connect,
+    set_agent,
+    tool_calls,
+    wait_until,
+)
+
+pytestmark = pytest.mark.anyio
+
+COMPUTER_TOOLS = {
+    "computer_session_start",
+    "computer_screenshot",
+    "computer_click",
+    "computer_type",
+    "computer_key",
+    "computer_scroll",
+    "computer_navigate",
+    "computer_session_stop",
+}
+NOTIFY_WITHIN = 3.0  # SPEC S5.3 / the issue: within 3 seconds
+
+
+async def test_server_declares_tools_list_changed(agent_home: CorralHome, transport: str) -> None:
+    async with connect(agent_home, transport) as mcp:
+        caps = mcp.client.session.server_capabilities  # type: ignore[union-attr]
+        assert caps is not None and caps.tools is not None
+        assert caps.tools.list_changed is True
+
+
+async def test_fresh_agent_lists_exactly_execute_program(
+    agent_home: CorralHome, transport: str
+) -> None:
+    async with connect(agent_home, transport) as mcp:
+        assert await mcp.tool_names() == {"execute_program"}
+
+
+async def test_capability_toggles_change_the_list_and_notify_within_3_seconds(
+    agent_home: CorralHome, transport: str
+) -> None:
+    async with connect(agent_home, transport) as mcp:
+        assert await mcp.tool_names() == {"execute_program"}
+        set_agent(agent_home, computer_use=True)
+        edited = anyio.current_time()
+        await wait_until(lambda: mcp.list_changed, limit=NOTIFY_WITHIN + 2)
+        assert mcp.list_changed[0] - edited <= NOTIFY_WITHIN
+        assert await mcp.tool_names() == {"execute_program"} | COMPUTER_TOOLS
+
+        set_agent(agent_home, computer_use=False)
+        await wait_until(lambda: len(mcp.list_changed) >= 2, limit=NOTIFY_WITHIN + 2)
+        assert await mcp.tool_names() == {"execute_program"}
+
+
+async def test_rewriting_a_file_with_the_same_effective_set_sends_nothing(
+    agent_home: CorralHome, transport: str
+) -> None:
+    async with connect(agent_home, transport) as mcp:
+        await mcp.tool_names()
+        # Same visible set: a comment change, then a change that affects nothing visible.
+        path = agent_home.agent_file(AGENT)
+        path.write_text(path.read_text() + "\n# touched\n")
+        set_agent(agent_home, denied_tools=["codrive_run"])  # codrive is off anyway
+        # Then a real change, so the test knows the watcher has looked at the files since.
+        set_agent(agent_home, denied_tools=["codrive_run"], computer_use=True)
+        await wait_until(lambda: mcp.list_changed, limit=NOTIFY_WITHIN + 2)
+        await anyio.sleep(0)  # let any queued notification be handled
+        assert len(mcp.list_changed) == 1
+
+
+async def test_grants_show_and_hide_a_scoped_tool(agent_home: CorralHome, transport: str) -> None:
+    from orchestrator.grants import add_grant, revoke_grant
+
+    set_agent(agent_home, computer_use=True, scoped_tools=["computer_navigate"])
+    async with connect(agent_home, transport) as mcp:
+        assert "computer_navigate" not in await mcp.tool_names()
+        add_grant(agent_home, AGENT, "computer_navigate")
+        await wait_until(lambda: mcp.list_changed, limit=NOTIFY_WITHIN + 2)
+        assert "computer_navigate" in await mcp.tool_names()
+        revoke_grant(agent_home, AGENT, "computer_navigate")
+        await wait_until(lambda: len(mcp.list_changed) >= 2, limit=NOTIFY_WITHIN + 2)
+        assert "computer_navigate" not in await mcp.tool_names()
+
+
+async def test_a_hidden_tool_called_anyway_gets_the_gates_own_message(
+    agent_home: CorralHome, transport: str
+) -> None:
+    set_agent(agent_home, computer_use=True, denied_tools=["mcp__corral__computer_*"])
+    async with connect(agent_home, transport) as mcp:
+        assert await mcp.tool_names() == {"execute_program"}
+        with pytest.raises(MCPError) as caught:
+            await mcp.client.call_tool("computer_click", {"x": 1, "y": 1})
+    assert caught.value.error.code == -32003
+    assert caught.value.error.message == (
+        "computer_click is denied for agent alice by [capabilities] denied_tools"
+    )
+    last = tool_calls(agent_home)[-1]
+    assert (last["tool"], last["decision"], last["code"]) == ("computer_click", "refused", -32003)
+
+
+async def test_a_permissions_refusal_is_32003_with_an_audit_line(
+    agent_home: CorralHome, transport: str
+) -> None:
+    path = agent_home.agent_file(AGENT)
+    path.write_text(path.read_text().replace("execute_program = true", "execute_program = false"))
+    async with connect(agent_home, transport) as mcp:
+        assert "execute_program" in await mcp.tool_names()  # listed but refused (S5.4)
+        with pytest.raises(MCPError) as caught:
+            await mcp.client.call_tool("execute_program", {"code": "print(1)"})
+    assert caught.value.error.code == -32003
+    assert "[permissions] execute_program = false" in caught.value.error.message
+    events = AuditLog(agent_home.audit_file).read()
+    assert [e["event"] for e in events] == ["permission_denied"]
+    assert events[0]["details"]["tool"] == "execute_program"
+
+
+async def test_an_unparseable_agent_toml_refuses_permission_gated_tools(
+    agent_home: CorralHome, transport: str
+) -> None:
+    agent_home.agent_file(AGENT).write_text("this is [not toml\n")
+    async with connect(agent_home, transport) as mcp:
+        with pytest.raises(MCPError) as caught:
+            await mcp.client.call_tool("execute_program", {"code": "print(1)"})
+    assert caught.value.error.code == -32003
+    assert "could not be used" in caught.value.error.message
+
+
+async def test_a_gated_in_computer_tool_says_not_available_in_this_version(
+    agent_home: CorralHome, transport: str
+) -> None:
+    set_agent(agent_home, computer_use=True)
+    async with connect(agent_home, transport) as mcp:
+        result = await mcp.client.call_tool("computer_click", {"x": "12", "y": 3})
+    assert result.is_error
+    assert "not available in this version" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_out_of_range_arguments_name_the_parameter_and_range(
+    agent_home: CorralHome, transport: str
+) -> None:
+    async with connect(agent_home, transport) as mcp:
+        result = await mcp.client.call_tool(
+            "execute_program", {"code": "print(1)", "timeout_seconds": 301}
+        )
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "timeout_seconds" in text and "1 to 300" in text
+
+
+async def test_execute_program_returns_text_and_structured_content(
+    agent_home: CorralHome, transport: str
+) -> None:
+    async with connect(agent_home, transport) as mcp:
+        result = await mcp.client.call_tool(
+            "execute_program",
+            {
+                "code": "import os; print('uid', os.getuid()); raise SystemExit(3)",
+                "timeout_seconds": "20",
+            },
+        )
+    assert not result.is_error
+    assert result.content[0].text.startswith("uid 1000\n")  # type: ignore[union-attr]
+    data = result.structured_content
+    assert data is not None
+    assert data["exit_code"] == 3 and data["output"] == "uid 1000\n"
+    assert {"timed_out", "truncated", "duration_ms"} <= set(data)
+    last = tool_calls(agent_home)[-1]
+    assert (last["tool"], last["decision"]) == ("execute_program", "allowed")
+    assert last["arg_names"] == ["code", "timeout_seconds"]
+    assert "uid" not in agent_home.tool_calls_file.read_text()  # never argument values
+
+
+SLOW = "import time\nprint('started', flush=True)\ntime.sleep(120)\n"
+
+
+def _script_containers(client: docker.DockerClient) -> list[object]:
+    return client.containers.list(
+        all=True, filters={"label": ["corral.managed=true", f"corral.agent={AGENT}"]}
+    )
+
+
+async def test_client_cancel_removes_the_container(
+    agent_home: CorralHome, transport: str, docker_client: docker.DockerClient
+) -> None:
+    async with connect(agent_home, transport) as mcp:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(mcp.client.call_tool, "execute_program", {"code": SLOW})
+                await wait_until(lambda: _script_containers(docker_client))
+                scope.cancel()
+        await wait_until(lambda: not _script_containers(docker_client))
+        # The server is still usable after the cancellation.
+        assert await mcp.tool_names() == {"execute_program"}
+
+
+async def test_client_disconnect_mid_run_removes_the_container(
+    agent_home: CorralHome, transport: str, docker_client: docker.DockerClient
+) -> None:
+    with anyio.CancelScope() as scope:
+        async with connect(agent_home, transport) as mcp, anyio.create_task_group() as tg:
+            tg.start_soon(mcp.client.call_tool, "execute_program", {"code": SLOW})
+            await wait_until(lambda: _script_containers(docker_client))
+            scope.cancel()  # leaves the client (and, for stdio, ends the server process)
+    await wait_until(lambda: not _script_containers(docker_client))
