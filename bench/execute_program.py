@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
+from _sections import markers, write_section
 from rich.console import Console
 from rich.table import Table
 
@@ -48,8 +49,7 @@ WARMUP = 2
 DEFAULT_RUNS = 30
 IMAGE = "corral-sandbox:latest"
 MANAGED_LABEL = "corral.managed=true"
-SECTION_START = "<!-- bench:execute_program:start -->"
-SECTION_END = "<!-- bench:execute_program:end -->"
+SECTION_START, SECTION_END = markers("execute_program")
 DIR_PLACEHOLDER = "DIR"
 
 # The isolation flags of `build_script_spec` (sandboxes/script_policy.py), as CLI flags.
@@ -365,32 +365,6 @@ Machine: {machine.nproc} CPUs (`nproc`), Docker server {machine.docker_version},
 {SECTION_END}"""
 
 
-def write_section(path: Path, section: str, nproc: int) -> None:
-    """Replace the delimited section of `path` (or append it); keep everything else."""
-    if path.exists():
-        text = path.read_text(encoding="utf-8")
-    else:
-        text = (
-            "# Benchmarks\n\n"
-            f"Figures here are from one run on a {nproc}-core machine; absolute times vary "
-            "between machines and runs, so compare ratios within a run.\n"
-        )
-    start = text.find(SECTION_START)
-    end = text.find(SECTION_END)
-    if start == -1 and end == -1:
-        new = text.rstrip("\n") + "\n\n" + section + "\n"
-    elif start != -1 and end > start and text.count(SECTION_START) == 1:
-        new = text[:start] + section + text[end + len(SECTION_END) :]
-    else:
-        raise BenchError(
-            f"{path}: the markers {SECTION_START} / {SECTION_END} are unbalanced; fix by hand"
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 # --- main -----------------------------------------------------------------------------
 
 
@@ -437,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print("no corral.managed=true container left behind")
     if args.write is not None:
         section = markdown_section(machine, results, baseline, canonical_command(runs, args.write))
-        write_section(Path(args.write), section, machine.nproc)
+        write_section(Path(args.write), "execute_program", section)
         console.print(f"wrote the section to {args.write}")
     return 0
 

@@ -8,9 +8,17 @@ that names the parameter and the allowed range (see `describe_errors`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+import annotated_types
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from sandboxes.script_policy import ExecuteProgramParams, ParamError
 
@@ -19,6 +27,16 @@ __all__ = ["ExecuteProgramParams", "ParamError", "validate"]
 URL_MAX_BYTES = 2000
 TYPE_MAX_CHARS = 2000
 MAX_STEPS = 50
+
+
+def _not_bool(value: object) -> object:
+    # "12" and 12 are integers (S2.7); true/false are not.
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]
 
 
 class Params(BaseModel):
@@ -33,16 +51,16 @@ class SessionStartParams(Params):
     task: Annotated[str | None, Field(max_length=2000, description="What the session is for.")] = (
         None
     )
-    width: Annotated[int, Field(ge=320, le=1920, description="Screen width, 320-1920.")] = 1280
-    height: Annotated[int, Field(ge=240, le=1200, description="Screen height, 240-1200.")] = 800
+    width: Annotated[Int, Field(ge=320, le=1920, description="Screen width, 320-1920.")] = 1280
+    height: Annotated[Int, Field(ge=240, le=1200, description="Screen height, 240-1200.")] = 800
 
 
-Coordinate = Annotated[int, Field(ge=0, le=1919, description="Pixels from the left/top edge.")]
+Coordinate = Annotated[Int, Field(ge=0, le=1919, description="Pixels from the left/top edge.")]
 
 
 class ClickParams(Params):
     x: Coordinate
-    y: Annotated[int, Field(ge=0, le=1199, description="Pixels from the top edge.")]
+    y: Annotated[Int, Field(ge=0, le=1199, description="Pixels from the top edge.")]
     button: Literal["left", "right"] = "left"
     double: Annotated[bool, Field(description="Double-click; left button only.")] = False
 
@@ -78,9 +96,9 @@ class KeyParams(Params):
 
 class ScrollParams(Params):
     x: Coordinate
-    y: Annotated[int, Field(ge=0, le=1199, description="Pixels from the top edge.")]
+    y: Annotated[Int, Field(ge=0, le=1199, description="Pixels from the top edge.")]
     direction: Literal["up", "down"] = "down"
-    amount: Annotated[int, Field(ge=1, le=20, description="Wheel steps, 1-20.")] = 3
+    amount: Annotated[Int, Field(ge=1, le=20, description="Wheel steps, 1-20.")] = 3
 
 
 class NavigateParams(Params):
@@ -116,8 +134,8 @@ class CodriveStep(Params):
     params: dict[str, Any] | None = None
     role: Annotated[str | None, Field(max_length=64)] = None
     name: Annotated[str | None, Field(max_length=256)] = None
-    x: Annotated[int | None, Field(ge=0, le=7679)] = None
-    y: Annotated[int | None, Field(ge=0, le=4319)] = None
+    x: Annotated[Int | None, Field(ge=0, le=7679)] = None
+    y: Annotated[Int | None, Field(ge=0, le=4319)] = None
     text: Annotated[str | None, Field(max_length=TYPE_MAX_CHARS)] = None
     key_name: Annotated[str | None, Field(max_length=64, pattern=r"^[A-Za-z0-9+_-]+$")] = None
     seconds: Annotated[float | None, Field(ge=0, le=60)] = None
@@ -136,20 +154,76 @@ class CodriveRunParams(Params):
     )
 
 
-def describe_errors(exc: ValidationError) -> str:
-    """One clause per bad parameter: `name: problem (got value)`."""
+_RANGE_ERRORS = {
+    "greater_than_equal",
+    "less_than_equal",
+    "greater_than",
+    "less_than",
+    "string_too_short",
+    "string_too_long",
+    "too_short",
+    "too_long",
+}
+
+
+def _field_bounds(model: type[BaseModel], loc: tuple[int | str, ...]) -> tuple[Any, Any] | None:
+    """(low, high) declared on the field at `loc`, walking into nested models and lists."""
+    current: Any = model
+    info = None
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        info = current.model_fields.get(part)
+        if info is None:
+            return None
+        current = info.annotation
+        for arg in get_args(current) or ():
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                current = arg
+    if info is None:
+        return None
+    low = high = None
+    for meta in info.metadata:
+        if isinstance(meta, annotated_types.Ge | annotated_types.Gt):
+            low = getattr(meta, "ge", getattr(meta, "gt", None))
+        elif isinstance(meta, annotated_types.Le | annotated_types.Lt):
+            high = getattr(meta, "le", getattr(meta, "lt", None))
+        elif isinstance(meta, annotated_types.MinLen):
+            low = meta.min_length
+        elif isinstance(meta, annotated_types.MaxLen):
+            high = meta.max_length
+    return low, high
+
+
+def _shown(value: object) -> str:
+    """The rejected value, shortened: an error must not echo a long input back."""
+    if isinstance(value, str | list | dict) and len(value) > 40:
+        return f"{type(value).__name__} of length {len(value)}"
+    return repr(value)
+
+
+def describe_errors(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One clause per bad parameter: `name: problem (got value)`; ranges are named whole."""
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "arguments"
         msg = err["msg"].removeprefix("Value error, ")
+        got = _shown(err.get("input"))
+        bounds = _field_bounds(model, err["loc"]) if model is not None else None
         if err["type"] == "extra_forbidden":
             parts.append(f"{loc}: unknown parameter")
         elif err["type"] == "missing":
             parts.append(f"{loc}: required")
+        elif err["type"] in _RANGE_ERRORS and bounds is not None and None not in bounds:
+            low, high = bounds
+            unit = "" if err["type"].startswith(("greater", "less")) else " long (characters/items)"
+            parts.append(f"{loc}: must be from {low} to {high}{unit} (got {got})")
         elif msg.startswith(f"{loc}:") or ":" in msg.split(" ")[0]:
             parts.append(msg)
         else:
-            parts.append(f"{loc}: {msg} (got {err.get('input')!r})")
+            parts.append(f"{loc}: {msg} (got {got})")
     return "; ".join(parts)
 
 
@@ -162,4 +236,4 @@ def validate(model: type[BaseModel], arguments: Mapping[str, Any] | None) -> Bas
     try:
         return model.model_validate(dict(arguments or {}))
     except ValidationError as exc:
-        raise ParamError(describe_errors(exc)) from exc
+        raise ParamError(describe_errors(exc, model)) from exc

@@ -149,6 +149,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), [f"not valid TOML: {exc}"]) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            str(path), [f"not valid UTF-8: {exc.reason} at byte {exc.start}"]
+        ) from exc
     except OSError as exc:
         raise ConfigError(str(path), [f"cannot be read: {exc.strerror}"]) from exc
 

@@ -5,6 +5,7 @@ Written atomically (temp file + rename) so a reader never sees half a file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -25,17 +26,24 @@ def read_grants(home: CorralHome, agent: str) -> frozenset[str]:
         return frozenset()
     except (OSError, ValueError):
         return frozenset()  # unreadable grants grant nothing
-    return frozenset(str(item) for item in data if isinstance(item, str))
+    if not isinstance(data, list):
+        return frozenset()  # a corrupt file grants nothing (a dict's keys are not grants)
+    return frozenset(item for item in data if isinstance(item, str))
 
 
 def write_grants(home: CorralHome, agent: str, grants: frozenset[str]) -> None:
     path = grants_file(home, agent)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".grants-")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(sorted(grants), fh)
-        fh.write("\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(sorted(grants), fh)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def add_grant(home: CorralHome, agent: str, tool: str) -> bool:

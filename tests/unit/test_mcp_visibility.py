@@ -355,7 +355,7 @@ VIEWS = st.builds(
         st.sampled_from(["computer_click", "codrive_*", "mcp__other__*", "execute_program"]),
         max_size=2,
     ).map(tuple),
-    scoped_tools=st.lists(st.sampled_from(sorted(ALL_TOOLS) + ["*"]), max_size=2).map(tuple),
+    scoped_tools=st.lists(st.sampled_from([*sorted(ALL_TOOLS), "*"]), max_size=2).map(tuple),
     grants=st.frozensets(st.sampled_from(sorted(ALL_TOOLS))),
     file_problem=st.sampled_from([None, "not valid TOML"]),
 )
