@@ -21,8 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
-from orchestrator.owner import LABEL_MANAGED
-from tests.integration.conftest import corral_bin, env_with_home, wait_until
+from tests.integration.conftest import corral_bin, env_with_home, leaked_containers, wait_until
 
 __all__ = ["McpHarness", "wait_until"]
 
@@ -37,7 +36,7 @@ def docker_client() -> Iterator[docker.DockerClient]:
     except Exception as exc:
         pytest.fail(f"the Docker engine does not answer ({exc}); run `make test`", pytrace=False)
     yield client
-    left = client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"})
+    left = leaked_containers(client)
     names = [(c.name, c.labels.get("corral.kind")) for c in left]
     for container in left:
         container.remove(force=True)

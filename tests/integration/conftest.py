@@ -38,11 +38,43 @@ def docker_client() -> Iterator[docker.DockerClient]:
     client.close()
 
 
+def leaked_containers(client: docker.DockerClient) -> list[Any]:
+    """corral containers this test process left: owned by it (or by a process of it that
+    died). Containers of another live owner (a gateway, another test run) are not ours."""
+    import socket as _socket
+
+    from orchestrator.owner import owner_is_alive, read_boot_id, read_start_time
+
+    me = str(os.getpid())
+    host, boot = _socket.gethostname(), read_boot_id()
+    leaked = []
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}):
+        labels = container.labels
+        if (
+            labels.get("corral.test.pid") == me
+            or labels.get("corral.owner.pid") == me
+            or (
+                "corral.owner.pid" in labels
+                and (
+                    owner_is_alive(labels, host=host, boot_id=boot, start_time_of=read_start_time)
+                    is False
+                )
+            )
+        ):
+            leaked.append(container)
+    return leaked
+
+
+def control_labels(kind: str) -> dict[str, str]:
+    """Labels for containers a test starts itself (controls, helpers)."""
+    return {LABEL_MANAGED: "true", "corral.kind": kind, "corral.test.pid": str(os.getpid())}
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_container_left_behind(docker_client: docker.DockerClient) -> Iterator[None]:
     """After the whole suite, no container labelled as corral's may remain (SPEC S0)."""
     yield
-    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"})
+    left = leaked_containers(docker_client)
     names = [(c.name, c.labels.get("corral.kind"), c.status) for c in left]
     for container in left:
         container.remove(force=True)

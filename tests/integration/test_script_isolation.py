@@ -18,7 +18,13 @@ from orchestrator.home import CorralHome
 from orchestrator.runtime import open_runtime
 from sandboxes.script import execute_program
 from sandboxes.script_policy import parse_params
-from tests.integration.conftest import RunScript, bridge_gateway, host_addresses, write_config
+from tests.integration.conftest import (
+    RunScript,
+    bridge_gateway,
+    control_labels,
+    host_addresses,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -95,7 +101,7 @@ async def test_listeners_on_the_hosts_own_addresses_are_unreachable(
     control = docker_client.containers.run(
         "corral-sandbox:latest",
         ["python3", "-c", code, bridge],
-        labels={"corral.managed": "true", "corral.kind": "test-control"},
+        labels=control_labels("test-control"),
         remove=True,
     )
     assert json.loads(control)[bridge] == "connected:pong"
@@ -254,7 +260,7 @@ async def test_setuid_binaries_give_no_privilege(
         user="1000:1000",
         cap_drop=["ALL"],
         network_mode="none",
-        labels={"corral.managed": "true", "corral.kind": "test-control"},
+        labels=control_labels("test-control"),
         remove=True,
     )
     assert control.decode().strip() == "0"
