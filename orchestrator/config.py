@@ -54,6 +54,19 @@ class SandboxConfig(_Model):
     _image = field_validator("image", "base_image")(_check_image)
 
 
+class KioskConfig(_Model):
+    """`[container.kiosk]`: the kiosk rig and its egress proxy."""
+
+    image: str = "corral-kiosk:latest"
+    proxy_image: str = "corral-proxy:latest"
+    # Extra CA certificate (PEM file) the kiosk browser trusts, e.g. a company or test CA.
+    extra_ca_file: str | None = None
+    # Host name -> IPv4 address, used instead of DNS when pinning (local/dev sites only).
+    resolve_overrides: dict[str, str] = Field(default_factory=dict)
+
+    _image = field_validator("image", "proxy_image")(_check_image)
+
+
 class ContainerConfig(_Model):
     """`[container]`: which backend supervises containers."""
 
@@ -62,6 +75,7 @@ class ContainerConfig(_Model):
         default=None, description="Engine address; unset means DOCKER_HOST or the local socket."
     )
     sandbox: SandboxConfig = SandboxConfig()
+    kiosk: KioskConfig = KioskConfig()
 
 
 class GatewayConfig(_Model):
@@ -80,6 +94,10 @@ class CorralConfig(_Model):
 class ComputerUseConfig(_Model):
     max_actions: Annotated[int, Field(ge=1, le=10_000)] = 50
     allowed_domains: list[str] = Field(default_factory=list)
+    # Pages whose screenshots are fully masked: host names (subdomains included) or URL prefixes.
+    deny_list: list[str] = Field(default_factory=list)
+    idle_timeout_seconds: Annotated[int, Field(ge=30, le=3600)] = 600
+    max_lifetime_seconds: Annotated[int, Field(ge=60, le=86_400)] = 3600
 
 
 class Capabilities(_Model):

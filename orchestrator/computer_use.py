@@ -1,0 +1,453 @@
+"""Kiosk sessions (SPEC S2.3-S2.7): the gateway's handler for the computer_* tools.
+
+The gateway performs every check itself (the MCP front only forwards): the
+agent's capability and permissions, the parameters, the action budget, the
+URL policy, the session's idle timeout and lifetime. One session per agent.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from mcp_front.agent_view import load_view
+from mcp_front.catalogue import BY_NAME
+from mcp_front.params import (
+    ClickParams,
+    KeyParams,
+    NavigateParams,
+    ParamError,
+    ScrollParams,
+    SessionStartParams,
+    SessionStopParams,
+    TypeParams,
+    validate,
+)
+from mcp_front.visibility import decide
+from orchestrator.audit import AuditLog
+from orchestrator.config import AgentConfig, CorralConfig, load_agent
+from orchestrator.docker_backend import DockerBackend
+from orchestrator.errors import ConfigError, CorralError
+from orchestrator.home import CorralHome
+from orchestrator.kiosk import KioskChannel, KioskError, kiosk_create_kwargs, load_seccomp
+from sandboxes.masking import Probe, apply_mask, plan_mask
+from sandboxes.urls import check_url
+
+COUNTED = frozenset(
+    {"computer_click", "computer_type", "computer_key", "computer_scroll", "computer_navigate"}
+)
+START_DEADLINE = 60.0
+ACTION_DEADLINE = 10.0
+SCREENSHOT_DEADLINE = 5.0
+NAVIGATE_DEADLINE = 30.0
+
+
+class Egress(Protocol):
+    network_name: str | None
+    proxy_url: str | None
+    pins: dict[str, list[str]]
+
+
+EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
+
+
+class SessionRefused(CorralError):
+    """A computer_* call refused by a session rule; the message says which and what to do."""
+
+
+@dataclass
+class KioskSession:
+    id: str
+    agent: str
+    width: int
+    height: int
+    max_actions: int
+    idle_timeout: int
+    max_lifetime: int
+    allowed_domains: tuple[str, ...]
+    deny_list: tuple[str, ...]
+    channel: KioskChannel
+    stack: contextlib.AsyncExitStack
+    pinned: tuple[str, ...] = ()
+    chromium_sandbox: bool = True
+    started: float = field(default_factory=time.monotonic)
+    last_action: float = field(default_factory=time.monotonic)
+    used: int = 0
+
+    def time_left(self, now: float) -> tuple[int, int]:
+        idle = self.idle_timeout - (now - self.last_action)
+        life = self.max_lifetime - (now - self.started)
+        return max(0, int(idle)), max(0, int(life))
+
+    def status_line(self, now: float) -> str:
+        idle, life = self.time_left(now)
+        return (
+            f"Actions used: {self.used}/{self.max_actions}. Time left: {life} s of the session "
+            f"lifetime; it ends after {idle} s without an action."
+        )
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def answer(*blocks: dict[str, Any], is_error: bool = False, **structured: Any) -> dict[str, Any]:
+    return {"content": list(blocks), "is_error": is_error, "structured": structured or None}
+
+
+class SessionManager:
+    def __init__(
+        self,
+        home: CorralHome,
+        config: CorralConfig,
+        backend: DockerBackend,
+        audit: AuditLog,
+        egress_factory: EgressFactory,
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.backend = backend
+        self.audit = audit
+        self.egress_factory = egress_factory
+        self.sessions: dict[str, KioskSession] = {}
+        self.ended: dict[str, str] = {}  # agent -> why its last session ended
+        self._starting: set[str] = set()
+
+    # ------------------------------------------------------------------ handler
+    async def handle(self, agent: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The gateway's computer-use handler: every check, then the action."""
+        spec = BY_NAME.get(tool)
+        if spec is None or not tool.startswith("computer_"):
+            return answer(text_block(f"Unknown tool: {tool}"), is_error=True)
+        decision = decide(spec, load_view(self.home, agent))
+        if not decision.visible:
+            self.audit.record("computer_use_refused", agent, {"tool": tool})
+            return answer(text_block(decision.message), is_error=True)
+        try:
+            params = validate(spec.params, arguments)
+            return await self._run(agent, tool, params)
+        except ParamError as exc:
+            return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
+        except (SessionRefused, KioskError, CorralError) as exc:
+            return answer(text_block(str(exc)), is_error=True)
+
+    async def _run(self, agent: str, tool: str, params: Any) -> dict[str, Any]:
+        if tool == "computer_session_start":
+            return await self.start(agent, params)
+        if tool == "computer_session_stop":
+            assert isinstance(params, SessionStopParams)
+            return await self.stop_tool(agent, params.session_id)
+        session = self._session_of(agent)
+        now = time.monotonic()
+        if tool == "computer_screenshot":
+            return await self.screenshot(session)
+        if tool in COUNTED and session.used >= session.max_actions:
+            self.audit.record("computer_action_refused", agent, {"tool": tool, "why": "budget"})
+            raise SessionRefused(
+                f"action refused: this session's {session.max_actions} actions are used up. "
+                "Stop the session (computer_session_stop) and start a new one if the task "
+                "allows it."
+            )
+        details: dict[str, Any] = {"session": session.id, "tool": tool}
+        if isinstance(params, NavigateParams):
+            verdict = check_url(params.url, session.allowed_domains, session.pinned)
+            if not verdict.allowed:
+                self.audit.record("computer_action_refused", agent, {**details, "why": "url"})
+                raise SessionRefused(verdict.message)
+            session.used += 1
+            session.last_action = now
+            result = await session.channel.request("navigate", NAVIGATE_DEADLINE, url=params.url)
+            details["host"] = verdict.host
+            self.audit.record("computer_action", agent, details)
+            if result.get("error_text"):
+                return answer(
+                    text_block(
+                        f"Navigation to {verdict.host} failed: {result['error_text']}. "
+                        + session.status_line(time.monotonic())
+                    ),
+                    is_error=True,
+                )
+            return answer(
+                text_block(
+                    f"Opened {result.get('url', params.url)}. "
+                    + session.status_line(time.monotonic())
+                )
+            )
+        session.used += 1
+        session.last_action = now
+        if isinstance(params, ClickParams):
+            await session.channel.request(
+                "click",
+                ACTION_DEADLINE,
+                x=params.x,
+                y=params.y,
+                button=params.button,
+                double=params.double,
+            )
+            done = f"Clicked {params.button} at {params.x},{params.y}."
+        elif isinstance(params, TypeParams):
+            await session.channel.request("type", ACTION_DEADLINE, text=params.text)
+            details["chars"] = len(params.text)  # the text itself is never audited
+            done = f"Typed {len(params.text)} characters."
+        elif isinstance(params, KeyParams):
+            await session.channel.request("key", ACTION_DEADLINE, key=params.key)
+            details["key"] = params.key
+            done = f"Pressed {params.key}."
+        elif isinstance(params, ScrollParams):
+            await session.channel.request(
+                "scroll",
+                ACTION_DEADLINE,
+                x=params.x,
+                y=params.y,
+                direction=params.direction,
+                amount=params.amount,
+            )
+            done = f"Scrolled {params.direction} {params.amount} at {params.x},{params.y}."
+        else:
+            raise SessionRefused(f"{tool} is not a kiosk action")
+        self.audit.record("computer_action", agent, details)
+        return answer(text_block(f"{done} {session.status_line(time.monotonic())}"))
+
+    def _session_of(self, agent: str) -> KioskSession:
+        session = self.sessions.get(agent)
+        if session is None:
+            why = self.ended.get(agent)
+            raise SessionRefused(
+                (f"Your session ended: {why}. " if why else "You have no session. ")
+                + "Start one with computer_session_start."
+            )
+        if session.channel.broken:
+            raise SessionRefused(
+                f"Your session is broken ({session.channel.broken}); stop it "
+                "with computer_session_stop and start a new one."
+            )
+        return session
+
+    # ------------------------------------------------------------------ start / stop
+    async def start(self, agent: str, params: SessionStartParams) -> dict[str, Any]:
+        if agent in self.sessions or agent in self._starting:
+            existing = self.sessions.get(agent)
+            ident = existing.id if existing else "starting"
+            raise SessionRefused(
+                f"You already have a session ({ident}); one session per agent. Stop it with "
+                "computer_session_stop first."
+            )
+        self._starting.add(agent)
+        try:
+            return await self._start(agent, params)
+        finally:
+            self._starting.discard(agent)
+
+    def _agent_config(self, agent: str) -> AgentConfig:
+        path = self.home.agent_file(agent)
+        if not path.exists():
+            return AgentConfig(name=agent)
+        try:
+            return load_agent(path)
+        except ConfigError as exc:
+            raise SessionRefused(f"agent.toml could not be used: {exc}") from exc
+
+    async def _start(self, agent: str, params: SessionStartParams) -> dict[str, Any]:
+        cfg = self._agent_config(agent).capabilities.computer_use_config
+        kiosk_cfg = self.config.container.kiosk
+        session_id = uuid.uuid4().hex[:10]
+        stack = contextlib.AsyncExitStack()
+        started = time.monotonic()
+        try:
+            egress = await stack.enter_async_context(
+                self.egress_factory(
+                    session_id=session_id,
+                    agent=agent,
+                    allowed=tuple(cfg.allowed_domains),
+                    overrides=dict(kiosk_cfg.resolve_overrides),
+                )
+            )
+            channel = KioskChannel(
+                self.backend,
+                kiosk_create_kwargs(
+                    image=kiosk_cfg.image,
+                    labels=self.backend.owner.labels(kind="kiosk", agent=agent, session=session_id),
+                    network=egress.network_name,
+                    seccomp=load_seccomp(),
+                ),
+            )
+            await channel.open()
+            stack.push_async_callback(channel.close)
+            ca_pem = None
+            if kiosk_cfg.extra_ca_file:
+                ca_pem = await anyio.to_thread.run_sync(_read_text, kiosk_cfg.extra_ca_file)
+            ready = await channel.request(
+                "start",
+                START_DEADLINE,
+                width=params.width,
+                height=params.height,
+                proxy=egress.proxy_url,
+                ca_pem=ca_pem,
+                url=None,
+            )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+            raise
+        session = KioskSession(
+            id=session_id,
+            agent=agent,
+            width=params.width,
+            height=params.height,
+            max_actions=cfg.max_actions,
+            idle_timeout=cfg.idle_timeout_seconds,
+            max_lifetime=cfg.max_lifetime_seconds,
+            allowed_domains=tuple(cfg.allowed_domains),
+            deny_list=tuple(cfg.deny_list),
+            channel=channel,
+            stack=stack,
+            pinned=tuple(sorted(egress.pins)),
+            chromium_sandbox=bool(ready.get("chromium_sandbox", False)),
+        )
+        self.sessions[agent] = session
+        self.ended.pop(agent, None)
+        self.audit.record(
+            "computer_session_started",
+            agent,
+            {
+                "session": session_id,
+                "width": params.width,
+                "height": params.height,
+                "sites": list(session.pinned),
+                "chromium_sandbox": session.chromium_sandbox,
+                "ms": int((time.monotonic() - started) * 1000),
+            },
+        )
+        sites = (
+            ", ".join(session.pinned)
+            if session.pinned
+            else ("none: this session has no network (allowed_domains is empty)")
+        )
+        sandbox_note = (
+            "Chromium's own sandbox is on."
+            if session.chromium_sandbox
+            else "Chromium's own sandbox could not be used on this host; the container is the "
+            "only boundary."
+        )
+        text = (
+            f"Session {session_id} started ({params.width}x{params.height}). "
+            f"Limits: {session.max_actions} actions (click, type, key, scroll, navigate), "
+            f"{session.idle_timeout} s idle timeout, {session.max_lifetime} s lifetime. "
+            "High-risk actions cannot be confirmed in chat: they are refused. "
+            f"computer_navigate may open: {sites}. {sandbox_note}"
+        )
+        return answer(
+            text_block(text),
+            session_id=session_id,
+            max_actions=session.max_actions,
+            idle_timeout_seconds=session.idle_timeout,
+            max_lifetime_seconds=session.max_lifetime,
+            navigable_sites=list(session.pinned),
+            high_risk_confirmable=False,
+            chromium_sandbox=session.chromium_sandbox,
+        )
+
+    async def stop_tool(self, agent: str, session_id: str | None) -> dict[str, Any]:
+        session = self.sessions.get(agent)
+        if session is None or (session_id is not None and session_id != session.id):
+            raise SessionRefused(
+                f"No session {session_id} of yours is running."
+                if session_id
+                else "You have no session to stop."
+            )
+        await self.end(agent, "stopped by the agent")
+        return answer(text_block(f"Session {session.id} stopped; its container is removed."))
+
+    async def end(self, agent: str, why: str) -> None:
+        session = self.sessions.pop(agent, None)
+        if session is None:
+            return
+        self.ended[agent] = why
+        with anyio.CancelScope(shield=True):
+            await session.stack.aclose()
+        self.audit.record(
+            "computer_session_ended",
+            agent,
+            {"session": session.id, "why": why, "actions": session.used},
+        )
+
+    async def close_all(self, why: str = "the gateway stopped") -> None:
+        for agent in list(self.sessions):
+            await self.end(agent, why)
+
+    async def expire_forever(self, interval: float = 1.0) -> None:
+        """End sessions past their idle timeout or lifetime."""
+        while True:
+            await anyio.sleep(interval)
+            now = time.monotonic()
+            for agent, session in list(self.sessions.items()):
+                idle, life = session.time_left(now)
+                if life <= 0:
+                    await self.end(agent, f"it reached its {session.max_lifetime} s lifetime")
+                elif idle <= 0:
+                    await self.end(agent, f"it was idle for {session.idle_timeout} s")
+
+    # ------------------------------------------------------------------ screenshot
+    async def screenshot(self, session: KioskSession) -> dict[str, Any]:
+        probe: Probe | None = None
+        try:
+            shot = await session.channel.request("screenshot", SCREENSHOT_DEADLINE)
+        except KioskError:
+            if session.channel.broken:
+                raise
+            raise
+        png = base64.b64decode(shot["png"])
+        raw_probe = shot.get("probe")
+        if isinstance(raw_probe, dict):
+            probe = Probe(
+                windows=int(raw_probe.get("windows", 0)),
+                focused_ok=bool(raw_probe.get("focused_ok", False)),
+                password_rects=tuple(
+                    (int(r[0]), int(r[1]), int(r[2]), int(r[3]))
+                    for r in raw_probe.get("password_rects") or ()
+                ),
+                url=str(raw_probe.get("url") or ""),
+                title=str(raw_probe.get("title") or ""),
+                error=raw_probe.get("error"),
+            )
+        size = (int(shot.get("width", session.width)), int(shot.get("height", session.height)))
+        plan = plan_mask(probe, session.deny_list, size)
+        masked = await anyio.to_thread.run_sync(apply_mask, png, plan)
+        text = " ".join(
+            part for part in (plan.describe(), session.status_line(time.monotonic())) if part
+        )
+        return answer(
+            {"type": "image", "data": base64.b64encode(masked).decode(), "mimeType": "image/png"},
+            text_block(text),
+            masked=plan.full,
+            mask_reason=plan.reason or None,
+            masked_fields=len(plan.rects),
+            actions_used=session.used,
+            max_actions=session.max_actions,
+        )
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+@asynccontextmanager
+async def no_egress(**_: Any) -> AsyncIterator[Egress]:
+    """For sessions without an allowlist: no network at all."""
+
+    @dataclass
+    class _None:
+        network_name: str | None = None
+        proxy_url: str | None = None
+        pins: dict[str, list[str]] = field(default_factory=dict)
+
+    yield _None()

@@ -1,0 +1,137 @@
+"""Screenshot masking (SPEC S2.4), pure: a probe in, a mask plan out, pixels blacked.
+
+Sensitive: password fields (blacked out where they are) and pages the deny list
+names (the whole image). When the probe cannot tell what is on screen (several
+top-level windows, the focused window unreadable, the probe failed or timed
+out) the WHOLE image is masked and the reason says what to do next. An
+unmasked image never leaves because a probe failed.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from PIL import Image, ImageDraw
+
+PAD = 2  # pixels around a password field, so its border and caret are covered too
+
+Rect = tuple[int, int, int, int]  # x, y, width, height
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    windows: int
+    focused_ok: bool
+    password_rects: tuple[Rect, ...]
+    url: str
+    title: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MaskPlan:
+    full: bool
+    rects: tuple[Rect, ...] = ()
+    reason: str = ""
+    next_step: str = ""
+
+    def describe(self) -> str:
+        if self.full:
+            return f"The whole screenshot is masked: {self.reason}. {self.next_step}"
+        if self.rects:
+            return f"{len(self.rects)} password field(s) masked."
+        return ""
+
+
+def deny_matches(url: str, deny_list: Iterable[str]) -> str | None:
+    """The deny-list entry naming `url`'s page, or None. An entry is a host (`bank.example`,
+    which also covers its subdomains) or a URL prefix (`https://site.example/pay`)."""
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return None
+    for entry in deny_list:
+        entry_l = entry.strip().lower()
+        if not entry_l:
+            continue
+        if "://" in entry_l:
+            if url.lower().startswith(entry_l):
+                return entry
+        elif host == entry_l or host.endswith("." + entry_l):
+            return entry
+    return None
+
+
+def plan_mask(probe: Probe | None, deny_list: Sequence[str], size: tuple[int, int]) -> MaskPlan:
+    if probe is None:
+        return MaskPlan(
+            True,
+            reason="detection failed: the screen probe did not answer in time",
+            next_step="Take the screenshot again; if this repeats, stop and restart the session.",
+        )
+    if probe.error:
+        return MaskPlan(
+            True,
+            reason=f"detection failed: {probe.error}",
+            next_step="Take the screenshot again; if this repeats, stop and restart the session.",
+        )
+    if probe.windows > 1:
+        return MaskPlan(
+            True,
+            reason=f"multiple windows are open ({probe.windows}), so what is shown cannot be "
+            "checked",
+            next_step="Close the extra window (e.g. computer_key Escape) or ask a human to "
+            "take over.",
+        )
+    if not probe.focused_ok:
+        return MaskPlan(
+            True,
+            reason="the focused window could not be read",
+            next_step="Click into the page, then take the screenshot again.",
+        )
+    entry = deny_matches(probe.url, deny_list)
+    if entry is not None:
+        return MaskPlan(
+            True,
+            reason=f"the page is on the deny list ({entry})",
+            next_step="Navigate away; a human must handle this page.",
+        )
+    width, height = size
+    rects = tuple(
+        clipped for rect in probe.password_rects if (clipped := _clip(rect, width, height))
+    )
+    return MaskPlan(False, rects=rects)
+
+
+def _clip(rect: Rect, width: int, height: int) -> Rect | None:
+    x, y, w, h = rect
+    left, top = max(0, x - PAD), max(0, y - PAD)
+    right, bottom = min(width, x + w + PAD), min(height, y + h + PAD)
+    if right <= left or bottom <= top:
+        return None
+    return (left, top, right - left, bottom - top)
+
+
+def apply_mask(png: bytes, plan: MaskPlan) -> bytes:
+    """The PNG with the plan's regions (or everything) painted black."""
+    with Image.open(io.BytesIO(png)) as image:
+        image.load()
+        if plan.full:
+            masked = Image.new("RGB", image.size, (0, 0, 0))
+        else:
+            masked = image.convert("RGB")
+            draw = ImageDraw.Draw(masked)
+            for x, y, w, h in plan.rects:
+                draw.rectangle((x, y, x + w - 1, y + h - 1), fill=(0, 0, 0))
+        out = io.BytesIO()
+        masked.save(out, format="PNG", compress_level=1)
+        return out.getvalue()
+
+
+def blank_png(width: int, height: int) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (0, 0, 0)).save(out, format="PNG", compress_level=1)
+    return out.getvalue()

@@ -1,0 +1,162 @@
+"""SPEC S2.4 and S2.6 as pure policy: URL checks and screenshot masking."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from sandboxes.masking import Probe, apply_mask, deny_matches, plan_mask
+from sandboxes.urls import check_url
+
+pytestmark = pytest.mark.unit
+
+ALLOWED = ("site.corral.test", "docs.corral.test")
+PINNED = ALLOWED
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("http://site.corral.test/", "only https:// URLs"),
+        ("ftp://site.corral.test/", "only https:// URLs"),
+        ("https://evil.corral.test/", "host 'evil.corral.test' is not in this agent's"),
+        ("https://site.corral.test.evil/", "is not in this agent's allowed_domains"),
+        ("https://sub.site.corral.test/", "is not in this agent's allowed_domains"),
+        ("https://site.corral.test:8443/", "only port 443 is allowed (got 8443)"),
+        ("https://user@site.corral.test/", "user name or password"),
+        ("https://user:pw@site.corral.test/", "user name or password"),
+        ("https://site.corral.test:99999/", "port is not a number"),
+        ("https://site.corral.test/" + "a" * 1990, "at most 2000 bytes"),
+        ("https://site.corral.test/a b", "spaces, control characters"),
+        ("https:\\\\site.corral.test", "backslashes"),
+        ("https:///path", "has no host"),
+    ],
+)
+def test_a_url_outside_the_policy_is_refused_with_its_reason(url: str, fragment: str) -> None:
+    verdict = check_url(url, ALLOWED, PINNED)
+    assert not verdict.allowed
+    assert verdict.message.startswith("navigation refused: ")
+    assert fragment in verdict.message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://site.corral.test/",
+        "https://SITE.corral.test:443/x?y=1#z",
+        "https://docs.corral.test",
+    ],
+)
+def test_an_https_url_on_an_allowed_pinned_host_is_allowed(url: str) -> None:
+    verdict = check_url(url, ALLOWED, PINNED)
+    assert verdict.allowed, verdict.message
+
+
+def test_exactly_2000_bytes_is_allowed_and_2001_is_not() -> None:
+    base = "https://site.corral.test/"
+    assert check_url(base + "a" * (2000 - len(base)), ALLOWED, PINNED).allowed
+    assert not check_url(base + "a" * (2001 - len(base)), ALLOWED, PINNED).allowed
+    # bytes, not characters: a 2-byte character tips it over
+    assert not check_url(base + "a" * (1999 - len(base)) + "é", ALLOWED, PINNED).allowed
+
+
+def test_without_an_allowlist_every_navigation_is_refused() -> None:
+    verdict = check_url("https://site.corral.test/", (), ())
+    assert not verdict.allowed and "no network" in verdict.message
+
+
+def test_an_allowed_host_not_pinned_at_session_start_is_refused() -> None:
+    verdict = check_url("https://docs.corral.test/", ALLOWED, ("site.corral.test",))
+    assert not verdict.allowed and "was not resolved when the session started" in verdict.message
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=120))
+def test_any_allowed_url_is_https_on_an_allowed_host_and_port_443(url: str) -> None:
+    verdict = check_url(url, ALLOWED, PINNED)
+    if verdict.allowed:
+        assert url.lower().startswith("https://")
+        assert verdict.host in ALLOWED
+        assert "@" not in url.split("/")[2]
+
+
+def _probe(**kw: object) -> Probe:
+    base: dict[str, object] = {
+        "windows": 1,
+        "focused_ok": True,
+        "password_rects": (),
+        "url": "https://site.corral.test/",
+        "title": "t",
+        "error": None,
+    }
+    base.update(kw)
+    return Probe(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("probe", "reason"),
+    [
+        (None, "detection failed"),
+        (_probe(error="CDP timed out"), "detection failed: CDP timed out"),
+        (_probe(windows=2), "multiple windows are open (2)"),
+        (_probe(focused_ok=False), "the focused window could not be read"),
+        (_probe(url="https://login.bank.test/x"), "the page is on the deny list (bank.test)"),
+    ],
+)
+def test_when_the_probe_cannot_tell_the_whole_image_is_masked_with_a_reason(
+    probe: Probe | None, reason: str
+) -> None:
+    plan = plan_mask(probe, ["bank.test"], (100, 80))
+    assert plan.full
+    assert reason in plan.reason
+    assert plan.next_step
+    assert "whole screenshot is masked" in plan.describe()
+
+
+def _png(width: int, height: int, color: tuple[int, int, int]) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_a_password_field_is_black_and_the_rest_is_untouched() -> None:
+    plan = plan_mask(_probe(password_rects=((20, 10, 30, 12),)), [], (100, 80))
+    assert not plan.full and plan.rects == ((18, 8, 34, 16),)
+    with Image.open(io.BytesIO(apply_mask(_png(100, 80, (250, 250, 250)), plan))) as img:
+        rgb = img.convert("RGB")
+        assert rgb.getpixel((35, 16)) == (0, 0, 0)  # inside the field
+        assert rgb.getpixel((18, 8)) == (0, 0, 0)  # padding corner
+        assert rgb.getpixel((60, 40)) == (250, 250, 250)  # elsewhere
+        assert rgb.getpixel((17, 16)) == (250, 250, 250)  # just outside the padding
+
+
+def test_a_full_mask_blacks_every_pixel() -> None:
+    plan = plan_mask(_probe(windows=3), [], (40, 30))
+    with Image.open(io.BytesIO(apply_mask(_png(40, 30, (9, 200, 9)), plan))) as img:
+        assert img.convert("RGB").getextrema() == ((0, 0), (0, 0), (0, 0))
+
+
+def test_rects_outside_the_screen_are_clipped_or_dropped() -> None:
+    plan = plan_mask(_probe(password_rects=((90, 70, 50, 50), (500, 500, 5, 5))), [], (100, 80))
+    assert plan.rects == ((88, 68, 12, 12),)
+
+
+@pytest.mark.parametrize(
+    ("url", "entries", "hit"),
+    [
+        ("https://bank.test/", ["bank.test"], "bank.test"),
+        ("https://a.b.bank.test/", ["bank.test"], "bank.test"),
+        ("https://notbank.test/", ["bank.test"], None),
+        ("https://shop.test/pay/now", ["https://shop.test/pay"], "https://shop.test/pay"),
+        ("https://shop.test/cart", ["https://shop.test/pay"], None),
+        ("not a url", ["bank.test"], None),
+    ],
+)
+def test_deny_list_entries_match_hosts_subdomains_and_url_prefixes(
+    url: str, entries: list[str], hit: str | None
+) -> None:
+    assert deny_matches(url, entries) == hit
