@@ -140,11 +140,11 @@ def images() -> None:
     help="Debian mirror for debootstrap.",
 )
 def images_build(rebuild: bool, pull_base: bool, mirror: str) -> None:
-    """Build the sandbox image from Dockerfile.sandbox ([container.sandbox] image)."""
+    """Build the sandbox image (Dockerfile.sandbox) and the rig images (rig_images/)."""
     import docker
 
     from orchestrator.docker_backend import API_VERSION, engine_url, map_docker_errors
-    from orchestrator.images import build_sandbox
+    from orchestrator.images import build_recipe, build_sandbox, rig_dockerfile
 
     home = _home()
     try:
@@ -166,6 +166,19 @@ def images_build(rebuild: bool, pull_base: bool, mirror: str) -> None:
                 pull_base=pull_base,
                 mirror=mirror,
             )
+            base = client.images.get(config.container.sandbox.base_image)
+            kiosk = config.container.kiosk
+            for rig, tag in (("kiosk", kiosk.image), ("proxy", kiosk.proxy_image)):
+                if rig_dockerfile(rig).exists():
+                    build_recipe(
+                        client,
+                        image=tag,
+                        dockerfile=rig_dockerfile(rig),
+                        base_image=config.container.sandbox.base_image,
+                        base_id=base.id or "",
+                        say=say,
+                        rebuild=rebuild,
+                    )
     except CorralError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise SystemExit(1) from exc

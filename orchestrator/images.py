@@ -118,14 +118,15 @@ def debootstrap_base(client: docker.DockerClient, tag: str, say: Say, mirror: st
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _context_tar(dockerfile_text: str) -> io.BytesIO:
-    """A build context holding only the Dockerfile: the repo (and .venv) is never sent."""
+def _context_tar(files: dict[str, bytes]) -> io.BytesIO:
+    """A build context holding only the recipe's files: the repo (and .venv) is never sent."""
     buf = io.BytesIO()
-    data = dockerfile_text.encode()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
     return buf
 
@@ -139,6 +140,75 @@ def _stream_build(client: docker.DockerClient, **kwargs: Any) -> Iterator[str]:
             yield text
 
 
+def recipe_files(dockerfile: Path) -> dict[str, bytes]:
+    """The build context of a recipe: `Dockerfile.sandbox` alone, or every regular file in a
+    rig_images/<name>/ folder (its Dockerfile and what it COPYs)."""
+    if dockerfile.name != "Dockerfile":
+        return {"Dockerfile": dockerfile.read_bytes()}
+    return {
+        entry.name: entry.read_bytes()
+        for entry in sorted(dockerfile.parent.iterdir())
+        if entry.is_file() and not entry.name.startswith(".")
+    }
+
+
+def ensure_base(
+    client: docker.DockerClient, base_image: str, say: Say, *, pull_base: bool, mirror: str
+) -> tuple[str, Any, bool]:
+    """The base image (name, object, whether it was built now), made locally if absent."""
+    base = _image(client, base_image)
+    if base is None and pull_base:
+        say(f"pulling {PULL_BASE} (explicit --pull-base)")
+        client.images.pull(PULL_BASE)
+        base_image = PULL_BASE
+        base = _image(client, base_image)
+    built = False
+    if base is None:
+        debootstrap_base(client, base_image, say, mirror)
+        base = _image(client, base_image)
+        built = True
+    if base is None:
+        raise ImageBuildError(f"base image {base_image} is still missing after building it")
+    return base_image, base, built
+
+
+def build_recipe(
+    client: docker.DockerClient,
+    *,
+    image: str,
+    dockerfile: Path,
+    base_image: str,
+    base_id: str,
+    say: Say,
+    rebuild: bool = False,
+) -> bool:
+    """Build `image` from `dockerfile` on `base_image`; False when the cached image matches."""
+    files = recipe_files(dockerfile)
+    digest = recipe_digest(
+        "\n".join(f"{name}:{hashlib.sha256(data).hexdigest()}" for name, data in files.items()),
+        base_id,
+    )
+    current = _image(client, image)
+    if current is not None and not rebuild and current.labels.get(RECIPE_LABEL) == digest:
+        say(f"{image} is up to date")
+        return False
+    say(f"building {image} from {dockerfile.relative_to(REPO_ROOT)} on {base_image}")
+    for line in _stream_build(
+        client,
+        fileobj=_context_tar(files),
+        custom_context=True,
+        tag=image,
+        buildargs={"BASE": base_image},
+        labels={RECIPE_LABEL: digest, "corral.managed.image": "true"},
+        rm=True,
+        forcerm=True,
+        pull=False,
+    ):
+        if line.startswith("Step "):
+            say(line)
+    return True
+
+
 def build_sandbox(
     client: docker.DockerClient,
     *,
@@ -150,37 +220,20 @@ def build_sandbox(
     mirror: str = DEFAULT_MIRROR,
     dockerfile: Path = SANDBOX_DOCKERFILE,
 ) -> BuildOutcome:
-    dockerfile_text = dockerfile.read_text()
-    base_built = False
-    base = _image(client, base_image)
-    if base is None and pull_base:
-        say(f"pulling {PULL_BASE} (explicit --pull-base)")
-        client.images.pull(PULL_BASE)
-        base_image = PULL_BASE
-        base = _image(client, base_image)
-    if base is None:
-        debootstrap_base(client, base_image, say, mirror)
-        base = _image(client, base_image)
-        base_built = True
-    if base is None:
-        raise ImageBuildError(f"base image {base_image} is still missing after building it")
-    digest = recipe_digest(dockerfile_text, base.id)
-    current = _image(client, image)
-    if current is not None and not rebuild and current.labels.get(RECIPE_LABEL) == digest:
-        say(f"{image} is up to date")
-        return BuildOutcome(image=image, built=False, base_built=base_built)
-    say(f"building {image} from {dockerfile.name} on {base_image}")
-    for line in _stream_build(
+    base_image, base, base_built = ensure_base(
+        client, base_image, say, pull_base=pull_base, mirror=mirror
+    )
+    built = build_recipe(
         client,
-        fileobj=_context_tar(dockerfile_text),
-        custom_context=True,
-        tag=image,
-        buildargs={"BASE": base_image},
-        labels={RECIPE_LABEL: digest, "corral.managed.image": "true"},
-        rm=True,
-        forcerm=True,
-        pull=False,
-    ):
-        if line.startswith("Step "):
-            say(line)
-    return BuildOutcome(image=image, built=True, base_built=base_built)
+        image=image,
+        dockerfile=dockerfile,
+        base_image=base_image,
+        base_id=base.id,
+        say=say,
+        rebuild=rebuild,
+    )
+    return BuildOutcome(image=image, built=built, base_built=base_built)
+
+
+def rig_dockerfile(name: str) -> Path:
+    return REPO_ROOT / "rig_images" / name / "Dockerfile"
