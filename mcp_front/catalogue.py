@@ -65,7 +65,6 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.SessionStartParams,
         _CU,
         _CU_CLASSES,
-        available=False,
     ),
     ToolSpec(
         "computer_screenshot",
@@ -74,7 +73,6 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.NoParams,
         _CU,
         _CU_CLASSES,
-        available=False,
     ),
     ToolSpec(
         "computer_click",
@@ -82,7 +80,6 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.ClickParams,
         _CU,
         _CU_CLASSES,
-        available=False,
     ),
     ToolSpec(
         "computer_type",
@@ -91,7 +88,6 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.TypeParams,
         _CU,
         _CU_CLASSES,
-        available=False,
     ),
     ToolSpec(
         "computer_key",
@@ -99,7 +95,6 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.KeyParams,
         _CU,
         _CU_CLASSES,
-        available=False,
     ),
     ToolSpec(
         "computer_scroll",
@@ -107,7 +102,6 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.ScrollParams,
         _CU,
         _CU_CLASSES,
-        available=False,
     ),
     ToolSpec(
         "computer_navigate",
@@ -116,7 +110,6 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.NavigateParams,
         _CU,
         _CU_CLASSES,
-        available=False,
     ),
     ToolSpec(
         "computer_session_stop",
@@ -124,7 +117,6 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.SessionStopParams,
         _CU,
         (ENCLOSURE_CONTROL,),
-        available=False,
     ),
     ToolSpec(
         "codrive_run",

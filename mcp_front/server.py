@@ -27,10 +27,12 @@ from mcp_front.agent_view import load_view
 from mcp_front.catalogue import BY_NAME, ToolSpec
 from mcp_front.errors import INVALID_PARAMS, GateRefusal, NotAvailable, call_outcome
 from mcp_front.families.script import run_execute_program
+from mcp_front.forwarder import forward, gateway_base_url
 from mcp_front.params import validate
 from mcp_front.tool_log import ToolCallLog
 from mcp_front.visibility import decide, permission_refusal, visible_names, visible_tools
 from orchestrator.audit import AuditLog
+from orchestrator.config import load_config
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
 
@@ -171,6 +173,16 @@ class CorralMCP:
             raise NotAvailable(
                 f"{spec.name} is not available in this version of corral: its schema and gate "
                 "are in place and its execution arrives with the kiosk/codrive release."
+            )
+        if spec.name.startswith("computer_"):
+            # The gateway owns sessions and performs every check; re-read its address per call.
+            gateway = load_config(self.home.config_file).gateway
+            return await forward(
+                self.home,
+                gateway_base_url(gateway.host, gateway.port),
+                self.agent,
+                spec.name,
+                params.model_dump(mode="json"),
             )
         assert self._runtime is not None, "the server lifespan opens the runtime"
         if spec.name == "execute_program":

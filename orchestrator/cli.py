@@ -256,6 +256,53 @@ def mcp(agent: str, use_http: bool, port: int) -> None:
         anyio.run(serve_stdio, home, agent)
 
 
+# ----------------------------------------------------------------------- gateway
+@main.command()
+def gateway() -> None:
+    """Run the gateway on [gateway] host:port (default 127.0.0.1:9030). It owns kiosk
+    sessions; `corral mcp` forwards computer_* calls to it over signed loopback HTTP."""
+    import logging
+
+    from mcp_front.forwarder import gateway_base_url
+    from orchestrator.gateway_service import run_gateway
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    home = _home()
+    home.ensure()
+    try:
+        settings = load_config(home.config_file).gateway
+    except ConfigError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise SystemExit(1) from exc
+    url = gateway_base_url(settings.host, settings.port)
+    snippet = MCP_SNIPPET.format(corral=Path(sys.argv[0]).resolve(), home=home.root)
+
+    async def go() -> None:
+        ready = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_gateway, home, ready)
+            await ready.wait()
+            err.print(f"corral gateway listening on {url} (Ctrl-C stops it)")
+            err.print(snippet, markup=False)
+
+    try:
+        anyio.run(go)
+    except* CorralError as group:  # GatewayStartError (port taken), KeyFileError (key mode)
+        for problem in group.exceptions:
+            err.print(f"[red]error:[/red] {escape(str(problem))}")
+        raise SystemExit(1) from None
+    except* KeyboardInterrupt:
+        pass
+
+
+MCP_SNIPPET = """
+Connect an MCP client (agent "alice"; create it with `corral agents new alice`):
+  {{"mcpServers": {{"corral": {{"command": "{corral}",
+                              "args": ["mcp", "--agent", "alice"],
+                              "env": {{"CORRAL_HOME": "{home}"}}}}}}}}
+"""
+
+
 # ------------------------------------------------------------------------ grants
 @main.group()
 def grants() -> None:

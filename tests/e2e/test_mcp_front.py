@@ -12,6 +12,7 @@ from orchestrator.home import CorralHome
 from tests.e2e.conftest import (
     AGENT,
     connect,
+    free_port,
     set_agent,
     tool_calls,
     wait_until,
@@ -135,12 +136,26 @@ async def test_an_unparseable_agent_toml_refuses_permission_gated_tools(
     assert "could not be used" in caught.value.error.message
 
 
-async def test_a_gated_in_computer_tool_says_not_available_in_this_version(
+async def test_a_computer_tool_says_when_the_gateway_is_not_running(
     agent_home: CorralHome, transport: str
 ) -> None:
+    port = free_port()  # nothing listens there
+    agent_home.config_file.write_text(f"[gateway]\nport = {port}\n")
     set_agent(agent_home, computer_use=True)
     async with connect(agent_home, transport) as mcp:
         result = await mcp.client.call_tool("computer_click", {"x": "12", "y": 3})
+    assert result.is_error
+    assert result.content[0].text == (  # type: ignore[union-attr]
+        f"corral gateway is not running at http://127.0.0.1:{port}; start it with `corral gateway`"
+    )
+
+
+async def test_a_gated_in_codrive_tool_says_not_available_in_this_version(
+    agent_home: CorralHome, transport: str
+) -> None:
+    set_agent(agent_home, codrive=True)
+    async with connect(agent_home, transport) as mcp:
+        result = await mcp.client.call_tool("codrive_status", {})
     assert result.is_error
     assert "not available in this version" in result.content[0].text  # type: ignore[union-attr]
 

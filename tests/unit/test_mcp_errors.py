@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import socket
 import stat
 import types as pytypes
 from pathlib import Path
@@ -214,6 +215,11 @@ def app(corral_home: CorralHome) -> CorralMCP:
     path = corral_home.agent_file("ann")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text('name = "ann"\n[capabilities]\ncomputer_use = true\n')
+    # A port nothing listens on: the forwarder must say the gateway is not running.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    corral_home.config_file.write_text(f"[gateway]\nport = {port}\n")
     return CorralMCP(corral_home, "ann")
 
 
@@ -236,7 +242,7 @@ async def test_every_call_allowed_or_refused_is_one_log_line_without_argument_va
     assert bad.is_error and text_of(bad).startswith("Invalid arguments for computer_type:")
     assert hidden.value.code == PERMISSION_DENIED
     assert unknown.value.code == INVALID_PARAMS
-    assert later.is_error and "not available in this version" in text_of(later)
+    assert later.is_error and "corral gateway is not running" in text_of(later)
     raw = corral_home.tool_calls_file.read_text()
     assert "hunter2-secret" not in raw
     lines = read_lines(corral_home.tool_calls_file)

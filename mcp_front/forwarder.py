@@ -1,0 +1,122 @@
+"""The thin signed forwarder for computer_* tools (SPEC S2.2).
+
+The MCP server does no kiosk work itself: it signs the call with the key in
+CORRAL_HOME/gateway.key and POSTs it to the gateway on loopback, then turns
+the gateway's answer into a CallToolResult. Every failure on the way is a
+recoverable tool error (is_error=True) with a message that says what to do;
+`forward` raises only on a programming error (arguments that are not JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anyio
+import httpx
+import mcp_types as types
+from pydantic import ValidationError
+
+from orchestrator.gateway import (
+    COMPUTER_USE_PATH,
+    ComputerUseAnswer,
+    ImageBlock,
+    TextBlock,
+)
+from orchestrator.home import CorralHome
+from orchestrator.signing import KeyFileError, load_or_create_key, new_nonce, sign
+
+TIMEOUT_SECONDS = 120.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+
+
+def gateway_base_url(host: str, port: int) -> str:
+    """http://host:port for [gateway] host/port (IPv6 literals in brackets)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def not_running_message(url: str) -> str:
+    return f"corral gateway is not running at {url}; start it with `corral gateway`"
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def _refusal_reason(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}"
+    if isinstance(data, dict) and isinstance(data.get("error"), str):
+        return str(data["error"])
+    return f"HTTP {response.status_code}"
+
+
+def to_result(answer: ComputerUseAnswer) -> types.CallToolResult:
+    blocks: list[types.ContentBlock] = []
+    for block in answer.content:
+        if isinstance(block, TextBlock):
+            blocks.append(types.TextContent(text=block.text))
+        elif isinstance(block, ImageBlock):
+            blocks.append(types.ImageContent(data=block.data, mime_type=block.mime_type))
+    return types.CallToolResult(
+        content=blocks, structured_content=answer.structured, is_error=answer.is_error
+    )
+
+
+async def forward(
+    home: CorralHome,
+    gateway_url: str,
+    agent: str,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    timeout_seconds: float = TIMEOUT_SECONDS,
+) -> types.CallToolResult:
+    """Sign and send one computer_* call to the gateway; its answer as a CallToolResult."""
+    body = json.dumps(
+        {"agent": agent, "tool": tool, "arguments": arguments},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode("utf-8")
+    try:
+        key = await anyio.to_thread.run_sync(load_or_create_key, home)
+    except KeyFileError as exc:
+        return _error(f"corral cannot sign the request to the gateway: {exc}")
+    headers = sign(key, "POST", COMPUTER_USE_PATH, body, now=time.time(), nonce=new_nonce())
+    headers["Content-Type"] = "application/json"
+    url = gateway_url.rstrip("/") + COMPUTER_USE_PATH
+    try:
+        async with httpx.AsyncClient(
+            transport=transport,
+            timeout=httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS),
+            trust_env=False,  # never through an HTTP(S)_PROXY: the gateway is on loopback
+        ) as client:
+            response = await client.post(url, content=body, headers=headers)
+    except httpx.ConnectError:
+        return _error(not_running_message(gateway_url))
+    except httpx.TimeoutException:
+        return _error(
+            f"corral gateway at {gateway_url} did not answer {tool} within {timeout_seconds:g} s"
+        )
+    except httpx.HTTPError as exc:
+        return _error(f"corral gateway at {gateway_url} failed: {type(exc).__name__}: {exc}")
+
+    if response.status_code in (401, 403):
+        return _error(f"corral gateway refused the request: {_refusal_reason(response)}")
+    if response.status_code != 200:
+        return _error(
+            f"corral gateway could not run {tool} (HTTP {response.status_code}): "
+            f"{_refusal_reason(response)}"
+        )
+    try:
+        answer = ComputerUseAnswer.model_validate_json(response.content)
+    except ValidationError:
+        return _error(
+            "corral gateway sent an answer this MCP server cannot read; are `corral gateway` "
+            "and `corral mcp` the same version?"
+        )
+    return to_result(answer)

@@ -1,0 +1,368 @@
+"""The gateway process's HTTP face: the signed internal API on loopback (SPEC S2.2).
+
+    GET  /healthz                      no auth: {"ok": true}
+    POST /api/internal/computer-use    signed (orchestrator.signing), body ComputerUseRequest,
+                                       answer ComputerUseAnswer (docs/kiosk-internals.md s1)
+
+Order of checks for anything under /api/internal/, each refusal answered with
+JSON {"error": reason} and written to the audit as `internal_request_refused`
+with {"reason", "path", "peer"}:
+
+    1. peer not on loopback (127.0.0.0/8, ::1)  -> 403, before the body is read
+    2. body larger than 1 MiB                   -> 413
+    3. signature refused                        -> 401 (reason from orchestrator.signing)
+       too many fresh nonces                    -> 503
+    4. body not a valid ComputerUseRequest      -> 400
+    5. the handler's answer                     -> 200
+
+The handler (the session manager, later) receives arguments that passed
+all of the above and returns the answer as a plain dict; the gateway checks
+it against ComputerUseAnswer before sending it, so a malformed answer is a
+logged 500, never a half-valid reply.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import re
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+import anyio
+import uvicorn
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from orchestrator.audit import AuditLog
+from orchestrator.config import AGENT_NAME_RE
+from orchestrator.errors import CorralError
+from orchestrator.home import CorralHome
+from orchestrator.signing import (
+    NonceCache,
+    NonceCacheFull,
+    SignatureRefused,
+    load_or_create_key,
+    verify,
+)
+
+logger = logging.getLogger("corral.gateway")
+
+INTERNAL_PREFIX = "/api/internal"
+COMPUTER_USE_PATH = "/api/internal/computer-use"
+MAX_BODY_BYTES = 1024 * 1024
+REFUSED_EVENT = "internal_request_refused"
+SHUTDOWN_GRACE_SECONDS = 5.0
+
+REASON_NOT_LOOPBACK = "peer is not on loopback"
+REASON_BODY_TOO_LARGE = "body larger than 1 MiB"
+REASON_NONCE_CACHE_FULL = "nonce cache full"
+
+_TOOL_RE = re.compile(r"computer_[a-z][a-z_]{0,62}", re.ASCII)
+_AUDIT_PATH_CHARS = 200
+
+ComputerUseHandler = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""(agent, tool, arguments) -> the JSON answer, as a dict shaped like ComputerUseAnswer."""
+
+
+class GatewayStartError(CorralError):
+    """The gateway cannot listen where it was told to."""
+
+
+# ------------------------------------------------------------------ wire models
+class _Wire(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True
+    )
+
+
+class ComputerUseRequest(_Wire):
+    """Body of POST /api/internal/computer-use."""
+
+    agent: str
+    tool: str
+    arguments: dict[str, Any]
+
+    @field_validator("agent")
+    @classmethod
+    def _agent(cls, value: str) -> str:
+        if not AGENT_NAME_RE.fullmatch(value):
+            raise ValueError("not a valid agent name")
+        return value
+
+    @field_validator("tool")
+    @classmethod
+    def _tool(cls, value: str) -> str:
+        if not _TOOL_RE.fullmatch(value):
+            raise ValueError("not a computer_* tool name")
+        return value
+
+
+class TextBlock(_Wire):
+    type: Literal["text"]
+    text: str
+
+
+class ImageBlock(_Wire):
+    type: Literal["image"]
+    data: str = Field(description="base64")
+    mime_type: str = Field(alias="mimeType", pattern=r"^image/[a-z0-9.+-]{1,40}$")
+
+
+Block = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+
+
+class ComputerUseAnswer(_Wire):
+    """The 200 answer: MCP-shaped content blocks, the error flag and structured content."""
+
+    content: list[Block]
+    is_error: bool = False
+    structured: dict[str, Any] | None = None
+
+
+# ------------------------------------------------------------------ refusals
+def _peer_host(scope: Scope) -> str | None:
+    client = scope.get("client")
+    if not client:
+        return None
+    return str(client[0])
+
+
+def is_loopback(host: str | None) -> bool:
+    """127.0.0.0/8, ::1 and ::ffff:127.x.y.z; anything unparsable is not loopback."""
+    if host is None:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def _is_internal(path: str) -> bool:
+    return path == INTERNAL_PREFIX or path.startswith(INTERNAL_PREFIX + "/")
+
+
+class _Refusals:
+    def __init__(self, audit: AuditLog) -> None:
+        self.audit = audit
+
+    def record(self, reason: str, scope: Scope) -> None:
+        path = str(scope.get("path", ""))[:_AUDIT_PATH_CHARS]
+        peer = _peer_host(scope) or "unknown"
+        logger.warning("refused internal request from %s to %s: %s", peer, path, reason)
+        self.audit.record(REFUSED_EVENT, None, {"reason": reason, "path": path, "peer": peer})
+
+    def answer(self, reason: str, scope: Scope, status: int) -> JSONResponse:
+        self.record(reason, scope)
+        return JSONResponse({"error": reason}, status_code=status)
+
+
+class LoopbackOnly:
+    """Pure ASGI middleware: a non-loopback peer gets 403 on /api/internal/* before anything
+    reads its body (this middleware never calls `receive` for it)."""
+
+    def __init__(self, app: ASGIApp, refusals: _Refusals) -> None:
+        self.app = app
+        self.refusals = refusals
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or not _is_internal(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        if is_loopback(_peer_host(scope)):
+            await self.app(scope, receive, send)
+            return
+        self.refusals.record(REASON_NOT_LOOPBACK, scope)
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = json.dumps({"error": REASON_NOT_LOOPBACK}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 403,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The body, or None when it is larger than `limit` (read no further than that)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        return None
+    chunks = bytearray()
+    async for chunk in request.stream():
+        chunks += chunk
+        if len(chunks) > limit:
+            return None
+    return bytes(chunks)
+
+
+def _describe(exc: ValidationError) -> str:
+    """A short description of what is wrong, without echoing any input value."""
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False, include_context=False)[:5]:
+        loc = ".".join(str(part) for part in err["loc"]) or "body"
+        message = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {message}")
+    return ("invalid body: " + "; ".join(parts))[:500]
+
+
+# ------------------------------------------------------------------------ app
+def create_app(
+    home: CorralHome,
+    handler: ComputerUseHandler,
+    *,
+    clock: Callable[[], float] = time.time,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Starlette:
+    """The gateway's ASGI app. Reads (or creates) CORRAL_HOME/gateway.key now."""
+    key = load_or_create_key(home)
+    nonces = NonceCache()
+    refusals = _Refusals(AuditLog(home.audit_file))
+
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def computer_use(request: Request) -> Response:
+        scope = request.scope
+        try:
+            body = await _read_body(request, max_body_bytes)
+        except ClientDisconnect:
+            return Response(status_code=400)
+        if body is None:
+            return refusals.answer(REASON_BODY_TOO_LARGE, scope, 413)
+        try:
+            verify(
+                key,
+                request.method,
+                scope["path"],
+                request.headers,
+                body,
+                now=clock(),
+                nonces=nonces,
+            )
+        except SignatureRefused as exc:
+            return refusals.answer(exc.reason, scope, 401)
+        except NonceCacheFull:
+            return refusals.answer(REASON_NONCE_CACHE_FULL, scope, 503)
+        try:
+            call = ComputerUseRequest.model_validate_json(body)
+        except ValidationError as exc:
+            return refusals.answer(_describe(exc), scope, 400)
+        try:
+            raw = await handler(call.agent, call.tool, dict(call.arguments))
+            answer = ComputerUseAnswer.model_validate(raw)
+        except Exception:
+            incident = uuid.uuid4().hex[:8]
+            logger.exception("%s for %s failed (incident %s)", call.tool, call.agent, incident)
+            return JSONResponse(
+                {"error": f"internal error in the gateway (incident {incident})"}, status_code=500
+            )
+        return JSONResponse(answer.model_dump(mode="json", by_alias=True))
+
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route(COMPUTER_USE_PATH, computer_use, methods=["POST"]),
+        ],
+        middleware=[Middleware(LoopbackOnly, refusals=refusals)],
+    )
+
+
+# ---------------------------------------------------------------------- serve
+class _GatewayServer(uvicorn.Server):
+    """uvicorn's server, plus: `ready` is set once the socket accepts connections, and
+    `stop` finishes a shutdown that cancellation interrupted."""
+
+    def __init__(self, config: uvicorn.Config, ready: anyio.Event | None) -> None:
+        super().__init__(config)
+        self._ready = ready
+        self._shutting_down = False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and self._ready is not None:
+            self._ready.set()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._shutting_down = True
+        await super().shutdown(sockets=sockets)
+
+    async def stop(self, sockets: list[socket.socket]) -> None:
+        self.should_exit = True
+        if self.started and not self._shutting_down:
+            await self.shutdown(sockets=sockets)
+
+
+async def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = await anyio.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError as exc:
+        raise GatewayStartError(f"cannot resolve gateway host {host!r}: {exc}") from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise GatewayStartError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; is another gateway "
+            "running? (change [gateway] port in config.toml to use another port)"
+        ) from exc
+    return sock
+
+
+async def serve_gateway(
+    home: CorralHome,
+    host: str,
+    port: int,
+    handler: ComputerUseHandler,
+    ready: anyio.Event | None = None,
+) -> None:
+    """Serve the gateway until cancelled (or SIGINT/SIGTERM). Writes the key file first;
+    `ready` is set once connections are accepted. Raises GatewayStartError if it cannot
+    listen."""
+    app = create_app(home, handler)
+    sock = await _bind(host, port)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS),
+    )
+    server = _GatewayServer(config, ready)
+    try:
+        await server.serve(sockets=[sock])
+    except anyio.get_cancelled_exc_class():
+        # uvicorn only shuts down when its loop sees should_exit; a cancelled serve() never
+        # gets there, so close the listener and the connections here.
+        with anyio.move_on_after(SHUTDOWN_GRACE_SECONDS * 2, shield=True):
+            await server.stop([sock])
+        raise
+    finally:
+        sock.close()

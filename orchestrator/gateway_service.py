@@ -1,0 +1,79 @@
+"""`corral gateway`: the long-lived process that owns kiosk sessions (SPEC S0, S2).
+
+Reaps orphans at start, serves the signed internal API, ends idle and expired
+sessions, and removes every session container when it stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+
+from orchestrator.computer_use import Egress, EgressFactory, SessionManager, no_egress
+from orchestrator.config import CorralConfig, load_config
+from orchestrator.docker_backend import DockerBackend
+from orchestrator.gateway import serve_gateway
+from orchestrator.home import CorralHome
+from orchestrator.reaper import reap_orphans
+from orchestrator.runtime import open_runtime
+
+
+def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactory:
+    kiosk = config.container.kiosk
+
+    @asynccontextmanager
+    async def make(
+        *, session_id: str, agent: str, allowed: tuple[str, ...], overrides: dict[str, str]
+    ) -> AsyncIterator[Egress]:
+        if not allowed:
+            async with no_egress() as none:
+                yield none
+            return
+        from orchestrator.egress import SessionEgress
+
+        async with SessionEgress(
+            backend,
+            session_id=session_id,
+            agent=agent,
+            allowed_hosts=allowed,
+            resolve_override=overrides,
+            allow_private=bool(overrides),
+            image=kiosk.proxy_image,
+        ) as egress:
+            yield egress  # type: ignore[misc]
+
+    return make
+
+
+async def run_gateway(home: CorralHome, ready: anyio.Event | None = None) -> None:
+    config = load_config(home.config_file)
+    async with open_runtime(home) as runtime:
+        await reap_orphans(runtime.backend)
+        manager = SessionManager(
+            home,
+            config,
+            runtime.backend,
+            runtime.audit,
+            egress_factory(runtime.backend, config),
+        )
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(manager.expire_forever)
+
+                async def serve() -> None:
+                    try:
+                        await serve_gateway(
+                            home, config.gateway.host, config.gateway.port, manager.handle, ready
+                        )
+                    finally:
+                        tg.cancel_scope.cancel()
+
+                tg.start_soon(serve)
+        finally:
+            await manager.close_all()
+
+
+__all__ = ["Any", "run_gateway"]

@@ -1,0 +1,314 @@
+"""The signed loopback channel (SPEC S2.2, docs/kiosk-internals.md s1): key file, signatures,
+freshness, replay."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.home import CorralHome
+from orchestrator.signing import (
+    HEADER_NONCE,
+    HEADER_SIGNATURE,
+    HEADER_TIMESTAMP,
+    REASONS,
+    KeyFileError,
+    NonceCache,
+    NonceCacheFull,
+    SignatureRefused,
+    canonical,
+    key_path,
+    load_or_create_key,
+    new_nonce,
+    sign,
+    verify,
+)
+
+pytestmark = pytest.mark.unit
+
+KEY = bytes(range(32))
+NOW = 1_700_000_000.0
+PATH = "/api/internal/computer-use"
+BODY = b'{"agent":"alice","tool":"computer_click","arguments":{"x":1,"y":2}}'
+
+
+def signed(body: bytes = BODY, *, now: float = NOW, nonce: str | None = None) -> dict[str, str]:
+    return sign(KEY, "POST", PATH, body, now=now, nonce=nonce or new_nonce())
+
+
+def refusal(
+    headers: dict[str, str],
+    *,
+    body: bytes = BODY,
+    method: str = "POST",
+    path: str = PATH,
+    now: float = NOW,
+    nonces: NonceCache | None = None,
+    key: bytes = KEY,
+) -> str:
+    with pytest.raises(SignatureRefused) as caught:
+        verify(key, method, path, headers, body, now=now, nonces=nonces or NonceCache())
+    return caught.value.reason
+
+
+# ------------------------------------------------------------------ signatures
+def test_canonical_string_is_method_path_timestamp_nonce_and_body_digest() -> None:
+    nonce = "ab" * 16
+    expected = f"POST\n{PATH}\n1700000000\n{nonce}\n{hashlib.sha256(BODY).hexdigest()}".encode()
+    assert canonical("POST", PATH, "1700000000", nonce, BODY) == expected
+
+
+def test_signature_is_lowercase_hex_hmac_sha256_of_the_canonical_string() -> None:
+    nonce = "cd" * 16
+    headers = sign(KEY, "POST", PATH, BODY, now=NOW + 0.9, nonce=nonce)
+
+    assert headers[HEADER_TIMESTAMP] == "1700000000"
+    assert headers[HEADER_NONCE] == nonce
+    message = canonical("POST", PATH, "1700000000", nonce, BODY)
+    assert headers[HEADER_SIGNATURE] == hmac.new(KEY, message, hashlib.sha256).hexdigest()
+
+
+def test_a_valid_signature_is_accepted() -> None:
+    verify(KEY, "POST", PATH, signed(), BODY, now=NOW, nonces=NonceCache())
+
+
+def test_header_names_are_matched_case_insensitively() -> None:
+    headers = {name.lower(): value for name, value in signed().items()}
+    verify(KEY, "POST", PATH, headers, BODY, now=NOW, nonces=NonceCache())
+
+
+@pytest.mark.parametrize("name", [HEADER_TIMESTAMP, HEADER_NONCE, HEADER_SIGNATURE])
+def test_a_missing_header_is_refused_naming_the_header(name: str) -> None:
+    headers = signed()
+    del headers[name]
+    assert refusal(headers) == f"missing header {name}"
+
+
+@pytest.mark.parametrize("value", ["", "-5", "1.5", "17e8", " 1700000000", "1700000000\n", "٣"])
+def test_a_timestamp_that_is_not_integer_seconds_is_malformed(value: str) -> None:
+    headers = signed()
+    headers[HEADER_TIMESTAMP] = value
+    assert refusal(headers) == "malformed timestamp"
+
+
+@pytest.mark.parametrize("value", ["", "ab" * 15, "AB" * 16, "zz" * 16, "ab" * 17])
+def test_a_nonce_that_is_not_32_lowercase_hex_is_malformed(value: str) -> None:
+    headers = signed()
+    headers[HEADER_NONCE] = value
+    assert refusal(headers) == "malformed nonce"
+
+
+@pytest.mark.parametrize("offset", [-31, 31, -3600, 3600])
+def test_a_timestamp_more_than_30_seconds_from_now_is_stale(offset: int) -> None:
+    assert refusal(signed(now=NOW + offset)) == "stale timestamp"
+
+
+@pytest.mark.parametrize("offset", [-30, -29, 29, 30])
+def test_a_timestamp_within_30_seconds_of_now_is_accepted(offset: int) -> None:
+    verify(KEY, "POST", PATH, signed(now=NOW + offset), BODY, now=NOW, nonces=NonceCache())
+
+
+def test_a_body_altered_after_signing_is_refused() -> None:
+    headers = signed()
+    assert refusal(headers, body=BODY.replace(b'"x":1', b'"x":9')) == "bad signature"
+
+
+def test_a_path_altered_after_signing_is_refused() -> None:
+    assert refusal(signed(), path="/api/internal/other") == "bad signature"
+
+
+def test_a_method_altered_after_signing_is_refused() -> None:
+    assert refusal(signed(), method="PUT") == "bad signature"
+
+
+def test_a_signature_made_with_another_key_is_refused() -> None:
+    assert refusal(signed(), key=b"k" * 32) == "bad signature"
+
+
+@pytest.mark.parametrize("value", ["", "00" * 32, "AB" * 32, "é" * 64, "ab" * 31])
+def test_a_wrong_or_malformed_signature_is_a_bad_signature(value: str) -> None:
+    headers = signed()
+    headers[HEADER_SIGNATURE] = value
+    assert refusal(headers) == "bad signature"
+
+
+def test_a_replayed_nonce_is_refused() -> None:
+    nonces = NonceCache()
+    headers = signed()
+    verify(KEY, "POST", PATH, headers, BODY, now=NOW, nonces=nonces)
+
+    assert refusal(headers, nonces=nonces, now=NOW + 5) == "replayed nonce"
+
+
+def test_a_refused_request_does_not_burn_its_nonce() -> None:
+    nonces = NonceCache()
+    nonce = new_nonce()
+    forged = signed(nonce=nonce)
+    forged[HEADER_SIGNATURE] = "00" * 32
+    assert refusal(forged, nonces=nonces) == "bad signature"
+
+    verify(KEY, "POST", PATH, signed(nonce=nonce), BODY, now=NOW, nonces=nonces)
+
+
+def test_every_reason_is_one_of_the_documented_reasons() -> None:
+    assert set(REASONS) == {
+        "missing header X-Corral-Timestamp",
+        "missing header X-Corral-Nonce",
+        "missing header X-Corral-Signature",
+        "malformed timestamp",
+        "malformed nonce",
+        "stale timestamp",
+        "replayed nonce",
+        "bad signature",
+    }
+
+
+# ---------------------------------------------------------------------- nonces
+def test_a_nonce_is_remembered_for_60_seconds_then_forgotten() -> None:
+    cache = NonceCache()
+    assert cache.add("a" * 32, NOW)
+    assert not cache.add("a" * 32, NOW + 59.9)
+    assert cache.add("a" * 32, NOW + 60)
+
+
+def test_expired_nonces_are_pruned_on_insert() -> None:
+    cache = NonceCache()
+    for i in range(10):
+        cache.add(f"{i:032x}", NOW)
+    cache.add("f" * 32, NOW + 61)
+    assert len(cache) == 1
+
+
+def test_a_full_nonce_cache_refuses_rather_than_forgets() -> None:
+    cache = NonceCache(max_entries=2)
+    cache.add("1" * 32, NOW)
+    cache.add("2" * 32, NOW)
+    with pytest.raises(NonceCacheFull):
+        cache.add("3" * 32, NOW + 1)
+    assert not cache.add("1" * 32, NOW + 1), "the first nonce must still be remembered"
+    assert cache.add("3" * 32, NOW + 60), "room again once the old ones expired"
+
+
+# ------------------------------------------------------------------------- key
+def test_the_key_file_is_created_with_mode_0600_and_64_hex_chars(corral_home: CorralHome) -> None:
+    key = load_or_create_key(corral_home)
+
+    path = key_path(corral_home)
+    assert path == corral_home.root / "gateway.key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    text = path.read_text()
+    assert len(text) == 64
+    assert bytes.fromhex(text) == key
+    assert len(key) == 32
+
+
+def test_the_key_file_is_reused_not_replaced(corral_home: CorralHome) -> None:
+    first = load_or_create_key(corral_home)
+    inode = key_path(corral_home).stat().st_ino
+
+    assert load_or_create_key(corral_home) == first
+    assert key_path(corral_home).stat().st_ino == inode
+
+
+def test_the_key_is_created_in_a_home_that_does_not_exist_yet(tmp_path: Path) -> None:
+    home = CorralHome(root=tmp_path / "fresh" / "home")
+    assert len(load_or_create_key(home)) == 32
+
+
+def test_concurrent_first_loads_agree_on_one_key(corral_home: CorralHome) -> None:
+    keys: list[bytes] = []
+    barrier = threading.Barrier(8)
+
+    def load() -> None:
+        barrier.wait()
+        keys.append(load_or_create_key(corral_home))
+
+    threads = [threading.Thread(target=load) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(keys) == 8
+    assert len(set(keys)) == 1
+    assert sorted(p.name for p in corral_home.root.iterdir() if "key" in p.name) == ["gateway.key"]
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
+def test_a_key_file_readable_by_group_or_others_is_refused(
+    corral_home: CorralHome, mode: int
+) -> None:
+    load_or_create_key(corral_home)
+    path = key_path(corral_home)
+    path.chmod(mode)
+
+    with pytest.raises(KeyFileError) as caught:
+        load_or_create_key(corral_home)
+    message = str(caught.value)
+    assert str(path) in message
+    assert f"{mode:04o}" in message
+    assert f"chmod 600 {path}" in message
+
+
+def test_a_key_file_that_is_not_64_hex_chars_is_refused(corral_home: CorralHome) -> None:
+    path = key_path(corral_home)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, b"not a key")
+    os.close(fd)
+
+    with pytest.raises(KeyFileError, match="64 lower-case hex"):
+        load_or_create_key(corral_home)
+
+
+def test_a_key_file_that_is_a_symlink_is_refused(corral_home: CorralHome, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.key"
+    target.write_text("ab" * 32)
+    target.chmod(0o600)
+    key_path(corral_home).symlink_to(target)
+
+    with pytest.raises(KeyFileError, match="cannot be opened"):
+        load_or_create_key(corral_home)
+
+
+# -------------------------------------------------------------------- property
+_header_names = st.sampled_from(
+    [HEADER_TIMESTAMP, HEADER_NONCE, HEADER_SIGNATURE, "x-corral-nonce", "Content-Type"]
+) | st.text(max_size=30)
+_header_values = (
+    st.text(max_size=80)
+    | st.integers(min_value=-(10**13), max_value=10**13).map(str)
+    | st.binary(min_size=16, max_size=16).map(bytes.hex)
+    | st.binary(min_size=32, max_size=32).map(bytes.hex)
+)
+
+
+@given(
+    headers=st.dictionaries(_header_names, _header_values, max_size=6),
+    body=st.binary(max_size=512),
+    method=st.text(max_size=10),
+    path=st.text(max_size=60),
+    now=st.floats(min_value=0, max_value=4e9),
+)
+def test_verify_either_accepts_or_refuses_never_anything_else(
+    headers: dict[str, str], body: bytes, method: str, path: str, now: float
+) -> None:
+    try:
+        verify(KEY, method, path, headers, body, now=now, nonces=NonceCache())
+    except SignatureRefused as exc:
+        assert exc.reason in REASONS
+
+
+@given(body=st.binary(max_size=512), path=st.text(max_size=60), method=st.text(max_size=10))
+def test_whatever_is_signed_verifies_with_the_same_inputs(
+    body: bytes, path: str, method: str
+) -> None:
+    headers = sign(KEY, method, path, body, now=NOW, nonce=new_nonce())
+    verify(KEY, method, path, headers, body, now=NOW, nonces=NonceCache())
