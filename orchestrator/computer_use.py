@@ -11,7 +11,7 @@ import base64
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -51,9 +51,17 @@ NAVIGATE_DEADLINE = 30.0
 
 
 class Egress(Protocol):
-    network_name: str | None
-    proxy_url: str | None
-    pins: dict[str, list[str]]
+    @property
+    def network_name(self) -> str | None: ...
+
+    @property
+    def proxy_url(self) -> str | None: ...
+
+    @property
+    def pins(self) -> Mapping[str, Sequence[str]]: ...
+
+    @property
+    def dns_servers(self) -> list[str]: ...
 
 
 EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
@@ -277,6 +285,7 @@ class SessionManager:
                     labels=self.backend.owner.labels(kind="kiosk", agent=agent, session=session_id),
                     network=egress.network_name,
                     seccomp=load_seccomp(),
+                    dns=egress.dns_servers,
                 ),
             )
             await channel.open()
@@ -449,5 +458,6 @@ async def no_egress(**_: Any) -> AsyncIterator[Egress]:
         network_name: str | None = None
         proxy_url: str | None = None
         pins: dict[str, list[str]] = field(default_factory=dict)
+        dns_servers: list[str] = field(default_factory=list)
 
     yield _None()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 
@@ -43,7 +42,7 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
             allow_private=bool(overrides),
             image=kiosk.proxy_image,
         ) as egress:
-            yield egress  # type: ignore[misc]
+            yield egress
 
     return make
 
@@ -52,6 +51,9 @@ async def run_gateway(home: CorralHome, ready: anyio.Event | None = None) -> Non
     config = load_config(home.config_file)
     async with open_runtime(home) as runtime:
         await reap_orphans(runtime.backend)
+        from orchestrator.egress import reap_networks
+
+        await reap_networks(runtime.backend)
         manager = SessionManager(
             home,
             config,
@@ -76,4 +78,4 @@ async def run_gateway(home: CorralHome, ready: anyio.Event | None = None) -> Non
             await manager.close_all()
 
 
-__all__ = ["Any", "run_gateway"]
+__all__ = ["run_gateway"]

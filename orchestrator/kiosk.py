@@ -35,7 +35,12 @@ class KioskError(CorralError):
 
 
 def kiosk_create_kwargs(
-    *, image: str, labels: Mapping[str, str], network: str | None, seccomp: str | None
+    *,
+    image: str,
+    labels: Mapping[str, str],
+    network: str | None,
+    seccomp: str | None,
+    dns: list[str] | None = None,
 ) -> dict[str, Any]:
     """Docker create() arguments for a hardened kiosk container (pure)."""
     security = ["no-new-privileges"]
@@ -63,6 +68,8 @@ def kiosk_create_kwargs(
         "stdin_open": True,
         "tty": False,
         "detach": True,
+        # On a session network, DNS goes only to its gateway (where the INPUT rule drops it).
+        **({"dns": list(dns)} if network and dns else {}),
     }
 
 

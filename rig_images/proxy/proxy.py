@@ -1,0 +1,342 @@
+"""corral-proxy: the only way out of a kiosk session (docs/kiosk-internals.md section 3).
+
+An allowlisting HTTP CONNECT proxy. Standard library only; runs as uid 1000 in
+a read-only container attached to the session's internal network (alias
+`proxy`) and to the shared `corral-egress` network.
+
+Configuration (environment):
+  CORRAL_PINS        JSON {"host.example": ["203.0.113.7", ...]}: the only host names
+                     a client may ask for, and the only addresses the proxy connects to
+                     for each. Resolved by the gateway at session start: this process
+                     never resolves a name.
+  CORRAL_ALLOW_FROM  optional CIDR (the session network's subnet): requests from any
+                     other peer are refused.
+  CORRAL_LISTEN_PORT optional, default 3128.
+
+Accepted: exactly `CONNECT host:443 HTTP/1.1` (or HTTP/1.0) where `host`, lower-cased,
+is a key of the pins. Then the proxy connects to one of that host's pinned
+addresses on port 443, answers 200 and splices bytes both ways until either
+side closes. Everything else is refused (403, or 400 when malformed) and
+closed. One line per decision goes to stderr (peer, host, port, decision,
+reason); payload bytes are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import os
+import re
+import signal
+import sys
+import time
+
+LISTEN_HOST = "0.0.0.0"
+UPSTREAM_PORT = 443
+MAX_HEADER_BYTES = 8 * 1024
+HEADER_TIMEOUT = 10.0
+CONNECT_TIMEOUT = 10.0
+MAX_TUNNELS = 256
+MAX_CONNECTIONS = 512  # tunnels plus connections still sending their request
+MAX_ADDRS_PER_HOST = 16
+CHUNK = 64 * 1024
+
+# A DNS name as it may appear in an allowlist: lower-case labels, no trailing dot.
+_LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
+NAME_RE = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+class Refusal(Exception):
+    def __init__(self, status: int, reason: str, host: str = "-", port: str = "-") -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.host = host
+        self.port = port
+
+
+REASONS = {
+    400: "Bad Request",
+    403: "Forbidden",
+    408: "Request Timeout",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+
+
+def safe(text: str, limit: int = 80) -> str:
+    """A client-supplied string made harmless for a log line."""
+    cleaned = "".join(c if c.isprintable() and not c.isspace() else "?" for c in text)
+    return cleaned[:limit] + ("..." if len(cleaned) > limit else "")
+
+
+def log(peer: str, host: str, port: str, decision: str, reason: str) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    line = (
+        f"{stamp} peer={safe(peer)} host={safe(host)} port={safe(port, 8)} "
+        f"decision={decision} reason={reason}\n"
+    )
+    with contextlib.suppress(OSError):
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+
+def normalise_host(raw: str) -> str:
+    """A pin key or a requested host, canonical: lower-case; IP literals in their
+    canonical text form. Raises ValueError for anything that is neither a DNS name
+    nor an IP literal (trailing dots, empty labels, spaces, ...)."""
+    host = raw.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        return str(ipaddress.IPv6Address(host[1:-1]))
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.ip_address(host))
+    if len(host) > 253 or not NAME_RE.match(host):
+        raise ValueError(f"not a host name: {raw!r}")
+    if host.rsplit(".", 1)[-1].isdigit():  # "010.1.2.3": inet_aton would read it as 8.1.2.3
+        raise ValueError(f"not a host name nor an IP address: {raw!r}")
+    return host
+
+
+def load_pins(text: str) -> dict[str, tuple[str, ...]]:
+    raw = json.loads(text)
+    if not isinstance(raw, dict):
+        raise ValueError("CORRAL_PINS must be a JSON object")
+    pins: dict[str, tuple[str, ...]] = {}
+    for host, addrs in raw.items():
+        if not isinstance(host, str) or not isinstance(addrs, list) or not addrs:
+            raise ValueError(f"bad pin entry for {host!r}")
+        if len(addrs) > MAX_ADDRS_PER_HOST:
+            raise ValueError(f"too many addresses for {host!r}")
+        canonical = []
+        for addr in addrs:
+            if not isinstance(addr, str):
+                raise ValueError(f"bad address for {host!r}")
+            canonical.append(str(ipaddress.ip_address(addr)))  # never a name
+        pins[normalise_host(host)] = tuple(canonical)
+    return pins
+
+
+def parse_request(head: bytes) -> tuple[str, str]:
+    """Validate the request head; return (host, port) of an acceptable CONNECT.
+
+    `head` is everything up to and excluding the blank line. Raises Refusal.
+    """
+    try:
+        text = head.decode("ascii")
+    except UnicodeDecodeError:
+        raise Refusal(400, "non_ascii") from None
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not TOKEN_RE.match(parts[0]):
+        raise Refusal(400, "bad_request_line")
+    method, target, version = parts
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        raise Refusal(400, "bad_version")
+    for line in lines[1:]:
+        name, sep, _ = line.partition(":")
+        if not sep or not TOKEN_RE.match(name):
+            raise Refusal(400, "bad_header")
+    if method != "CONNECT":
+        host = target.split("//", 1)[-1].split("/", 1)[0]
+        raise Refusal(403, "method_not_allowed", host=host, port="-")
+    host_part, sep, port = target.rpartition(":")
+    if not sep or not host_part:
+        raise Refusal(400, "bad_authority", host=target)
+    if port != str(UPSTREAM_PORT):
+        raise Refusal(403, "port_not_allowed", host=host_part, port=port)
+    try:
+        host = normalise_host(host_part)
+    except ValueError:
+        raise Refusal(403, "bad_host", host=host_part, port=port) from None
+    return host, port
+
+
+class Proxy:
+    def __init__(
+        self,
+        pins: dict[str, tuple[str, ...]],
+        allow_from: ipaddress.IPv4Network | ipaddress.IPv6Network | None,
+    ) -> None:
+        self.pins = pins
+        self.allow_from = allow_from
+        self.tunnels = asyncio.Semaphore(MAX_TUNNELS)
+        self.connections = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer_info = writer.get_extra_info("peername")
+        peer = str(peer_info[0]) if peer_info else "?"
+        self.connections += 1
+        try:
+            if self.connections > MAX_CONNECTIONS:
+                log(peer, "-", "-", "refuse", "too_many_connections")
+                return  # closed without a word: the host is overloaded
+            await self.serve(peer, reader, writer)
+        except Exception as exc:  # one connection never takes the proxy down
+            log(peer, "-", "-", "error", type(exc).__name__)
+        finally:
+            self.connections -= 1
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def serve(
+        self, peer: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            head, rest = await asyncio.wait_for(read_head(reader), HEADER_TIMEOUT)
+        except TimeoutError:
+            log(peer, "-", "-", "refuse", "header_timeout")
+            await reply(writer, 408)
+            return
+        except Refusal as refusal:
+            if refusal.reason != "empty":  # a bare connect-and-close (a probe) decides nothing
+                log(peer, "-", "-", "refuse", refusal.reason)
+                await reply(writer, refusal.status)
+            return
+        try:
+            if self.allow_from is not None and not peer_in(peer, self.allow_from):
+                raise Refusal(403, "peer_not_allowed")
+            host, port = parse_request(head)
+            addrs = self.pins.get(host)
+            if addrs is None:
+                raise Refusal(403, "host_not_pinned", host=host, port=port)
+        except Refusal as refusal:
+            log(peer, refusal.host, refusal.port, "refuse", refusal.reason)
+            await reply(writer, refusal.status)
+            return
+        if self.tunnels.locked():
+            log(peer, host, port, "refuse", "too_many_tunnels")
+            await reply(writer, 503)
+            return
+        async with self.tunnels:
+            upstream = await connect_pinned(addrs)
+            if upstream is None:
+                log(peer, host, port, "refuse", "upstream_unreachable")
+                await reply(writer, 502)
+                return
+            up_reader, up_writer, addr = upstream
+            log(peer, host, port, "allow", f"upstream={addr}")
+            try:
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                await writer.drain()
+                if rest:
+                    up_writer.write(rest)
+                    await up_writer.drain()
+                await splice(reader, writer, up_reader, up_writer)
+            finally:
+                up_writer.close()
+                with contextlib.suppress(Exception):
+                    await up_writer.wait_closed()
+
+
+def peer_in(peer: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    try:
+        addr = ipaddress.ip_address(peer)
+    except ValueError:
+        return False
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return addr in net
+
+
+async def read_head(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """Read up to the blank line; return (head, bytes already read after it)."""
+    buf = b""
+    while True:
+        end = buf.find(b"\r\n\r\n")
+        if end >= 0:
+            if end > MAX_HEADER_BYTES:
+                raise Refusal(400, "header_too_large")
+            return buf[:end], buf[end + 4 :]
+        if len(buf) > MAX_HEADER_BYTES:
+            raise Refusal(400, "header_too_large")
+        chunk = await reader.read(4096)
+        if not chunk:
+            raise Refusal(400, "empty" if not buf else "truncated")
+        buf += chunk
+
+
+async def reply(writer: asyncio.StreamWriter, status: int) -> None:
+    body = f"{status} {REASONS[status]}\n".encode()
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with contextlib.suppress(Exception):
+        writer.write(head + body)
+        await asyncio.wait_for(writer.drain(), 5)
+
+
+async def connect_pinned(
+    addrs: tuple[str, ...],
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str] | None:
+    """Connect to the first pinned address that answers on 443. Addresses only: no DNS."""
+    for addr in addrs:
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(addr, UPSTREAM_PORT), CONNECT_TIMEOUT
+            )
+        except (OSError, TimeoutError):
+            continue
+        return reader, writer, addr
+    return None
+
+
+async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    while True:
+        data = await src.read(CHUNK)
+        if not data:
+            return
+        dst.write(data)
+        await dst.drain()
+
+
+async def splice(
+    a_reader: asyncio.StreamReader,
+    a_writer: asyncio.StreamWriter,
+    b_reader: asyncio.StreamReader,
+    b_writer: asyncio.StreamWriter,
+) -> None:
+    """Copy both ways; when either direction ends (close or error), end both."""
+    tasks = [
+        asyncio.ensure_future(pump(a_reader, b_writer)),
+        asyncio.ensure_future(pump(b_reader, a_writer)),
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def main() -> int:
+    try:
+        pins = load_pins(os.environ.get("CORRAL_PINS", "{}"))
+        allow_raw = os.environ.get("CORRAL_ALLOW_FROM", "").strip()
+        allow_from = ipaddress.ip_network(allow_raw, strict=False) if allow_raw else None
+        port = int(os.environ.get("CORRAL_LISTEN_PORT", "3128"))
+    except ValueError as exc:
+        sys.stderr.write(f"corral-proxy: bad configuration: {exc}\n")
+        return 2
+    proxy = Proxy(pins, allow_from)
+    server = await asyncio.start_server(proxy.handle, LISTEN_HOST, port, backlog=256)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    sys.stderr.write(
+        f"corral-proxy: listening on {LISTEN_HOST}:{port}; pinned hosts: "
+        f"{', '.join(sorted(pins)) or '(none)'}\n"
+    )
+    sys.stderr.flush()
+    async with server:
+        await stop.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))

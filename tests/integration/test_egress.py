@@ -1,0 +1,961 @@
+"""SPEC S2.6 / docs/kiosk-internals.md section 3: network-enforced egress, on the real engine.
+
+Every address targeted here is this host's own (docker0, a session gateway) or a
+container this test started (the HTTPS sites, the proxy). Names such as
+`site.corral.test` are never looked up by this host: the tests map them through the
+resolve override, and every probe container gets `dns=[<this host's own address>]`
+so that even an unexpected lookup could only reach this host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import importlib.util
+import json
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import docker
+import docker.errors
+import pytest
+from docker.types import EndpointConfig
+
+from orchestrator.docker_backend import DockerBackend
+from orchestrator.egress import (
+    EGRESS_NETWORK,
+    KIND_SESSION_NETWORK,
+    PROXY_URL,
+    SessionEgress,
+    _ensure_egress_network_sync,
+    add_input_drop,
+    input_drop_bridges,
+    network_is_orphan,
+    new_session_id,
+    normalise_host,
+    reap_networks,
+    remove_input_drop,
+    resolve_pins,
+)
+from orchestrator.errors import SandboxUnavailable, UnavailableCode
+from orchestrator.owner import LABEL_KIND, Owner, read_boot_id, read_start_time
+from tests.integration.conftest import bridge_gateway, control_labels, wait_until
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parents[2]
+SANDBOX_IMAGE = "corral-sandbox:latest"
+PROXY_IMAGE = "corral-proxy:latest"
+SITE = "site.corral.test"  # listed, HTTPS on 443
+ALT = "alt.corral.test"  # listed, but its server listens on 8443 only
+OTHER = "other.corral.test"  # not listed; on corral-egress it also answers to SITE's name
+MARKER = "payload-marker-" + secrets.token_hex(4)
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+def test_normalise_host_refuses_dot_games_and_canonicalises() -> None:
+    assert normalise_host("Site.Corral.TEST") == SITE
+    assert normalise_host("[::FFFF:7f00:1]") == "::ffff:7f00:1"
+    assert normalise_host(" 10.1.2.3 ") == "10.1.2.3"
+    bad_hosts = ("site.corral.test.", ".site", "a..b", "-a.b", "a b", "", "a_b.test", "é.test")
+    for bad in (*bad_hosts, "010.1.2.3", "1.2.3", "0x7f.1"):
+        with pytest.raises(ValueError):
+            normalise_host(bad)
+
+
+async def test_resolve_pins_overrides_literals_and_refuses_non_global() -> None:
+    asked: list[str] = []
+
+    def fake(host: str) -> list[str]:
+        asked.append(host)
+        return {
+            "doc.test": ["198.51.100.7", "198.51.100.7", "192.0.2.1"],
+            "private.test": ["10.0.0.5", "127.0.0.1"],
+        }.get(host, [])
+
+    hosts = ["Doc.test", "private.test", "gone.test", "mapped.test", "203.0.113.9", "10.9.9.9"]
+    pins, unresolved = await resolve_pins(hosts, {"MAPPED.test": "172.17.0.99"}, resolver=fake)
+    # 198.51.100.0/24 and 192.0.2.0/24 are documentation ranges: Python calls them
+    # non-global, so only an explicit allow_private keeps them.
+    assert pins == {"mapped.test": ("172.17.0.99",)}
+    assert set(unresolved) == {
+        "doc.test",
+        "private.test",
+        "gone.test",
+        "203.0.113.9",
+        "10.9.9.9",
+    }
+    assert sorted(asked) == ["doc.test", "gone.test", "private.test"]  # literals/overrides
+    pins, _ = await resolve_pins(hosts, {}, resolver=fake, allow_private=True)
+    assert pins["doc.test"] == ("198.51.100.7", "192.0.2.1")
+    assert pins["private.test"] == ("10.0.0.5", "127.0.0.1")
+    assert pins["10.9.9.9"] == ("10.9.9.9",)
+
+
+def test_network_is_orphan_decisions() -> None:
+    boot = read_boot_id()
+    host = socket.gethostname()
+    me = Owner.current().labels(kind=KIND_SESSION_NETWORK, agent="a", session="s")
+    dead = Owner("x", 4_000_000, 1, boot, host).labels(kind="egress-net", agent="a", session="s")
+    elsewhere = {**dead, "corral.owner.host": "another-host"}
+    common: dict[str, Any] = {
+        "host": host,
+        "boot_id": boot,
+        "stale_after": 600.0,
+        "start_time_of": read_start_time,
+    }
+    assert network_is_orphan(dead, attached=0, age_seconds=1, **common)
+    assert not network_is_orphan(dead, attached=1, age_seconds=9999, **common)
+    assert not network_is_orphan(me, attached=0, age_seconds=10, **common)
+    assert network_is_orphan(me, attached=0, age_seconds=601, **common)
+    assert not network_is_orphan(elsewhere, attached=0, age_seconds=9999, **common)
+    assert not network_is_orphan(
+        me, attached=0, age_seconds=9999, **{**common, "stale_after": None}
+    )
+
+
+def _load_proxy_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "corral_proxy", REPO / "rig_images/proxy/proxy.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_proxy_request_parsing() -> None:
+    proxy = _load_proxy_module()
+    assert proxy.parse_request(b"CONNECT Site.Corral.Test:443 HTTP/1.1\r\nHost: x") == (SITE, "443")
+    refusals = {
+        b"GET http://site.corral.test/ HTTP/1.1\r\nHost: x": (403, "method_not_allowed"),
+        b"CONNECT site.corral.test:8443 HTTP/1.1": (403, "port_not_allowed"),
+        b"CONNECT site.corral.test:0443 HTTP/1.1": (403, "port_not_allowed"),
+        b"CONNECT site.corral.test.:443 HTTP/1.1": (403, "bad_host"),
+        b"CONNECT site.corral.test%00:443 HTTP/1.1": (403, "bad_host"),
+        b"CONNECT 0177.0.0.1:443 HTTP/1.1": (403, "bad_host"),
+        b"CONNECT site.corral.test HTTP/1.1": (400, "bad_authority"),
+        b"CONNECT  site.corral.test:443 HTTP/1.1": (400, "bad_request_line"),
+        b"CONNECT site.corral.test:443 HTTP/2": (400, "bad_version"),
+        b"CONNECT site.corral.test:443 HTTP/1.1\r\nno colon": (400, "bad_header"),
+        b"CONNECT s\xc3\xa9.test:443 HTTP/1.1": (400, "non_ascii"),
+    }
+    for head, (status, reason) in refusals.items():
+        with pytest.raises(proxy.Refusal) as info:
+            proxy.parse_request(head)
+        assert (info.value.status, info.value.reason) == (status, reason), head
+    pins = proxy.load_pins('{"A.test": ["192.0.2.1"], "[::1]": ["::1"]}')
+    assert pins == {"a.test": ("192.0.2.1",), "::1": ("::1",)}
+    for bad in ('{"a.test": ["a.test"]}', '{"a.test": []}', '{"a.test.": ["192.0.2.1"]}', "[]"):
+        with pytest.raises(ValueError):
+            proxy.load_pins(bad)
+
+
+async def test_proxy_bounds_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy itself, in this process on 127.0.0.1 only: header read timeout, tunnel
+    cap, bytes sent with the CONNECT forwarded, and the tunnel ends when a side closes."""
+    import asyncio
+
+    proxy = _load_proxy_module()
+
+    echo_active = 0
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal echo_active
+        echo_active += 1
+        try:
+            while data := await reader.readline():  # echo lines; close after "bye"
+                writer.write(b"echo:" + data)
+                await writer.drain()
+                if data == b"bye\n":
+                    break
+        finally:
+            writer.close()
+            echo_active -= 1
+
+    echo = await asyncio.start_server(upstream, "127.0.0.1", 0)
+    echo_port = echo.sockets[0].getsockname()[1]
+    monkeypatch.setattr(proxy, "UPSTREAM_PORT", echo_port)
+    monkeypatch.setattr(proxy, "HEADER_TIMEOUT", 0.3)
+    monkeypatch.setattr(proxy, "MAX_TUNNELS", 1)
+    handler = proxy.Proxy({"echo.test": ("127.0.0.1",)}, None)
+    server = await asyncio.start_server(handler.handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+
+    async def open_tunnel(early: bytes = b"") -> tuple[Any, Any, bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"CONNECT echo.test:{echo_port} HTTP/1.1\r\n\r\n".encode() + early)
+        status = await reader.readuntil(b"\r\n\r\n")
+        return reader, writer, status
+
+    try:
+        async with asyncio.timeout(20):
+            slow_r, slow_w = await asyncio.open_connection("127.0.0.1", port)
+            slow_w.write(b"CONNECT echo.test")  # ... and never the rest
+            assert (await slow_r.read()).startswith(b"HTTP/1.1 408 ")
+            slow_w.close()
+            await slow_w.wait_closed()
+
+            r1, w1, status = await open_tunnel(early=b"early\n")
+            assert status == b"HTTP/1.1 200 Connection established\r\n\r\n"
+            assert await r1.readline() == b"echo:early\n"
+            _, w2, status = await open_tunnel()
+            assert status.startswith(b"HTTP/1.1 503 ")  # the cap is 1 tunnel here
+            w2.close()
+            await w2.wait_closed()
+            w1.write(b"bye\n")
+            assert await r1.readline() == b"echo:bye\n"
+            assert await r1.read() == b""  # upstream closed: so does the tunnel
+            w1.close()
+            await w1.wait_closed()
+            r3, w3, status = await open_tunnel(early=b"again\n")
+            assert status.startswith(b"HTTP/1.1 200 ")  # the slot was released
+            assert await r3.readline() == b"echo:again\n"
+            w3.close()
+            await w3.wait_closed()
+            await wait_until(lambda: handler.connections == 0 and echo_active == 0)
+    finally:
+        server.close()
+        echo.close()
+        await server.wait_closed()
+        await echo.wait_closed()
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    ip: str
+    port: int
+    body: str
+
+
+@dataclass(frozen=True)
+class Sites:
+    site: Site
+    alt: Site
+    other: Site
+    ca_pem: str
+
+
+def _make_certs(directory: Path) -> str:
+    """A test CA and one server certificate for the three test names; returns the CA PEM."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "corral egress test CA")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SITE)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in (SITE, ALT, OTHER)]),
+            critical=False,
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([x509.OID_SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (directory / "site.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "site.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    for path in directory.iterdir():
+        path.chmod(0o644)  # read by uid 1000 in the site containers; a throwaway test key
+    directory.chmod(0o755)
+    return ca_cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+SITE_SERVER = r"""
+import http.server, ssl, sys
+body, port = sys.argv[1].encode(), int(sys.argv[2])
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain("/certs/site.pem", "/certs/site.key")
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    def finish_request(self, request, client_address):
+        request.settimeout(10)
+        super().finish_request(ctx.wrap_socket(request, server_side=True), client_address)
+    def handle_error(self, request, client_address):
+        pass
+server = Server(("0.0.0.0", port), Handler)
+print("ready", flush=True)
+server.serve_forever()
+"""
+
+
+def _start_site(
+    client: docker.DockerClient,
+    certs: Path,
+    body: str,
+    port: int,
+    aliases: Sequence[str],
+    started: list[Any],
+) -> str:
+    """An HTTPS server (uid 1000, no capabilities) on corral-egress; returns its address."""
+    container = client.containers.create(
+        SANDBOX_IMAGE,
+        ["python3", "-c", SITE_SERVER, body, str(port)],
+        labels=control_labels("test-egress-site"),
+        user="1000:1000",
+        read_only=True,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        # uid 1000 may bind 443 in this container's own network namespace only.
+        sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
+        volumes={str(certs): {"bind": "/certs", "mode": "ro"}},
+        network=EGRESS_NETWORK,
+        networking_config={EGRESS_NETWORK: EndpointConfig("1.41", aliases=list(aliases))},
+        mem_limit=128 * 1024**2,
+        pids_limit=64,
+        detach=True,
+    )
+    started.append(container)
+    container.start()
+    deadline = time.monotonic() + 30
+    while b"ready" not in container.logs():
+        container.reload()
+        assert container.status == "running", container.logs().decode()
+        assert time.monotonic() < deadline, "the test site did not start"
+        time.sleep(0.05)  # polling the readiness line, not a sleep-sync
+    container.reload()
+    return str(container.attrs["NetworkSettings"]["Networks"][EGRESS_NETWORK]["IPAddress"])
+
+
+@pytest.fixture(scope="module")
+def sites(docker_client: docker.DockerClient) -> Iterator[Sites]:
+    for image in (SANDBOX_IMAGE, PROXY_IMAGE):
+        try:
+            docker_client.images.get(image)
+        except docker.errors.ImageNotFound:
+            pytest.fail(f"{image} is missing; build it first", pytrace=False)
+    _ensure_egress_network_sync(docker_client)  # shared, persistent: never removed here
+    certs = Path(tempfile.mkdtemp(prefix="corral-egress-certs-"))
+    started: list[Any] = []
+    try:
+        ca_pem = _make_certs(certs)
+        a = _start_site(docker_client, certs, "hello from site", 443, [], started)
+        b = _start_site(docker_client, certs, "hello from alt", 8443, [], started)
+        # `other` also answers to SITE's name on corral-egress: the DNS trick.
+        c = _start_site(docker_client, certs, "hello from other", 443, [SITE], started)
+        yield Sites(
+            site=Site(SITE, a, 443, "hello from site"),
+            alt=Site(ALT, b, 8443, "hello from alt"),
+            other=Site(OTHER, c, 443, "hello from other"),
+            ca_pem=ca_pem,
+        )
+    finally:
+        for container in started:
+            container.remove(force=True)
+        shutil.rmtree(certs, ignore_errors=True)
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[DockerBackend]:
+    b = DockerBackend(Owner.current())
+    try:
+        yield b
+    finally:
+        await b.close()
+
+
+def session(backend: DockerBackend, sites: Sites, **kwargs: Any) -> SessionEgress:
+    override = {SITE: sites.site.ip, ALT: sites.alt.ip}
+    return SessionEgress(
+        backend,
+        session_id=new_session_id(),
+        agent="test-egress",
+        allowed_hosts=kwargs.pop("allowed_hosts", [SITE, ALT]),
+        resolve_override=kwargs.pop("resolve_override", override),
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def host_listener() -> Iterator[int]:
+    """A TCP listener on all of this host's IPv4 addresses that answers b'pong'."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"pong")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    server.close()
+    thread.join(timeout=5)
+
+
+# ---------------------------------------------------------------- probes in containers
+
+PROBE_SCRIPT = r"""
+import concurrent.futures, json, os, socket, ssl, threading
+CA = os.environ.get("CA_PEM", "")
+PROBES = json.loads(os.environ["PROBES"])
+
+def head_of(sock):
+    buf = b""
+    while b"\r\n\r\n" not in buf and len(buf) < 65536:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf.split(b"\r\n", 1)[0].decode(errors="replace")
+
+def https_get(sock, host, path):
+    tls = ssl.create_default_context(cadata=CA).wrap_socket(sock, server_hostname=host)
+    request = "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, host)
+    tls.sendall(request.encode())
+    data = b""
+    while True:
+        chunk = tls.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\r\n\r\n", 1)[1].decode()
+
+def run(p):
+    op = p["op"]
+    try:
+        if op == "proxy":  # send raw bytes to the proxy; tunnel TLS if it answers 200
+            sock = socket.create_connection((p.get("proxy", "proxy"), 3128), timeout=10)
+            with sock:
+                sock.sendall(p["data"].encode())
+                status = head_of(sock)
+                out = {"status": status}
+                if " 200 " in status and p.get("tls_host"):
+                    out["body"] = https_get(sock, p["tls_host"], p.get("path", "/"))
+                return out
+        if op == "tls":  # direct HTTPS, no proxy (controls)
+            sock = socket.create_connection((p["addr"], p["port"]), timeout=5)
+            with sock:
+                return {"body": https_get(sock, p["tls_host"], "/")}
+        if op == "tcp":
+            sock = socket.create_connection((p["addr"], p["port"]), timeout=p.get("timeout", 3))
+            with sock:
+                return {"connected": sock.recv(4).decode()}
+        if op == "resolve":  # bounded: a dropped query would otherwise take ~10 s to fail
+            box = {}
+            def lookup():
+                try:
+                    box["resolved"] = socket.gethostbyname(p["name"])
+                except Exception as exc:
+                    box["error"] = type(exc).__name__ + ": " + str(exc)
+            worker = threading.Thread(target=lookup, daemon=True)
+            worker.start()
+            worker.join(p.get("timeout", 3))
+            return dict(box) or {"error": "timeout"}
+    except Exception as exc:
+        return {"error": type(exc).__name__ + ": " + str(exc)}
+    return {"error": "unknown op"}
+
+with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    results = dict(zip([p["id"] for p in PROBES], pool.map(run, PROBES)))
+print(json.dumps(results))
+"""
+
+
+def run_probes(
+    client: docker.DockerClient,
+    network: str,
+    probes: Sequence[Mapping[str, Any]],
+    *,
+    dns: Sequence[str],
+    ca_pem: str = "",
+) -> dict[str, dict[str, str]]:
+    """Run the probes in a fresh hardened container attached ONLY to `network`."""
+    container = client.containers.create(
+        SANDBOX_IMAGE,
+        ["python3", "-c", PROBE_SCRIPT],
+        labels=control_labels("test-egress-probe"),
+        environment={"PROBES": json.dumps(list(probes)), "CA_PEM": ca_pem},
+        user="1000:1000",
+        read_only=True,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        network=network,
+        dns=list(dns),
+        mem_limit=256 * 1024**2,
+        pids_limit=64,
+        detach=True,
+    )
+    try:
+        container.start()
+        status = container.wait(timeout=120)
+        out = container.logs(stdout=True, stderr=False).decode()
+        err = container.logs(stdout=False, stderr=True).decode()
+        assert status["StatusCode"] == 0, err
+        result: dict[str, dict[str, str]] = json.loads(out)
+        return result
+    finally:
+        container.remove(force=True)
+
+
+async def probes(
+    client: docker.DockerClient,
+    network: str,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    dns: Sequence[str],
+    ca_pem: str = "",
+) -> dict[str, dict[str, str]]:
+    def call() -> dict[str, dict[str, str]]:
+        return run_probes(client, network, items, dns=dns, ca_pem=ca_pem)
+
+    result: dict[str, dict[str, str]] = await anyio.to_thread.run_sync(call)
+    return result
+
+
+def connect(
+    target: str, *, id: str, tls_host: str | None = None, extra: str = ""
+) -> dict[str, Any]:
+    data = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{extra}\r\n"
+    return {"id": id, "op": "proxy", "data": data, "tls_host": tls_host, "path": f"/{MARKER}"}
+
+
+def iptables_rules(tool: str = "iptables") -> str:
+    return subprocess.run([tool, "-S", "INPUT"], capture_output=True, text=True, check=True).stdout
+
+
+def network_exists(client: docker.DockerClient, name: str) -> bool:
+    return any(n.name == name for n in client.networks.list(names=[name]))
+
+
+def container_exists(client: docker.DockerClient, container_id: str) -> bool:
+    try:
+        client.containers.get(container_id)
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def assert_gone(client: docker.DockerClient, eg: SessionEgress, proxy_id: str | None) -> None:
+    assert not network_exists(client, f"corral-s-{eg.session_id}")
+    if proxy_id is not None:
+        assert not container_exists(client, proxy_id)
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool):
+            assert eg.bridge not in iptables_rules(tool), tool
+    leftovers = client.containers.list(
+        all=True, filters={"label": f"corral.session={eg.session_id}"}
+    )
+    assert not leftovers
+
+
+# ---------------------------------------------------------------- the tests
+
+
+async def test_only_connect_to_pinned_hosts_on_443_gets_through(
+    backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient
+) -> None:
+    eg = session(backend, sites)
+    async with eg:
+        assert eg.network_name == f"corral-s-{eg.session_id}"
+        assert eg.proxy_url == PROXY_URL == "http://proxy:3128"
+        assert eg.pins == {SITE: (sites.site.ip,), ALT: (sites.alt.ip,)}
+        proxy_id = eg.proxy_container_id
+        assert proxy_id is not None
+        rules = iptables_rules()
+        assert f"-A INPUT -i {eg.bridge} -m conntrack --ctstate NEW -j DROP" in rules
+        if shutil.which("ip6tables"):
+            assert f"-A INPUT -i {eg.bridge} -m conntrack --ctstate NEW -j DROP" in (
+                iptables_rules("ip6tables")
+            )
+        proxy = docker_client.containers.get(proxy_id)
+        host_config = proxy.attrs["HostConfig"]
+        assert host_config["ReadonlyRootfs"] is True
+        assert host_config["CapDrop"] == ["ALL"]
+        assert host_config["SecurityOpt"] == ["no-new-privileges"]
+        assert host_config["PidsLimit"] == 64
+        assert host_config["Memory"] == 128 * 1024**2
+        assert proxy.attrs["Config"]["User"] == "1000:1000"
+        assert proxy.labels["corral.kind"] == "proxy"
+        assert proxy.labels["corral.session"] == eg.session_id
+        assert proxy.labels["corral.instance"] == backend.owner.instance_id
+        networks = proxy.attrs["NetworkSettings"]["Networks"]
+        assert set(networks) == {EGRESS_NETWORK, eg.network_name}
+        assert "proxy" in networks[eg.network_name]["Aliases"]
+        net = docker_client.networks.get(eg.network_name)
+        assert net.attrs["Internal"] is True
+        assert net.attrs["Options"]["com.docker.network.bridge.name"] == eg.bridge
+        assert net.attrs["Labels"][LABEL_KIND] == KIND_SESSION_NETWORK
+
+        big = "X-Pad: " + "a" * 9000 + "\r\n"
+        items = [
+            connect(f"{SITE}:443", id="allowed", tls_host=SITE),
+            connect("SITE.Corral.Test:443", id="upper_case", tls_host=SITE),
+            connect(f"{SITE}.:443", id="trailing_dot", tls_host=SITE),
+            connect(f"{OTHER}:443", id="not_listed", tls_host=OTHER),
+            connect(f"{ALT}:8443", id="listed_other_port", tls_host=ALT),
+            connect(f"{ALT}:443", id="listed_nothing_on_443"),
+            connect(f"{sites.site.ip}:443", id="raw_ip", tls_host=SITE),
+            connect(f"{SITE}:443", id="oversized", extra=big),
+            connect(f"{SITE}:443", id="secret_header", tls_host=SITE, extra=f"X-S: {MARKER}\r\n"),
+            {
+                "id": "plain_get",
+                "op": "proxy",
+                "data": f"GET http://{SITE}/{MARKER} HTTP/1.1\r\nHost: {SITE}\r\n\r\n",
+            },
+            {"id": "garbage", "op": "proxy", "data": "HELLO\r\n\r\n"},
+        ]
+        got = await probes(
+            docker_client, eg.network_name, items, dns=eg.dns_servers, ca_pem=sites.ca_pem
+        )
+        assert got["allowed"] == {
+            "status": "HTTP/1.1 200 Connection established",
+            "body": "hello from site",
+        }
+        assert got["upper_case"]["body"] == "hello from site"
+        assert got["secret_header"]["body"] == "hello from site"
+        for key in ("trailing_dot", "not_listed", "listed_other_port", "raw_ip", "plain_get"):
+            assert got[key] == {"status": "HTTP/1.1 403 Forbidden"}, (key, got[key])
+        assert got["listed_nothing_on_443"] == {"status": "HTTP/1.1 502 Bad Gateway"}
+        assert got["oversized"] == {"status": "HTTP/1.1 400 Bad Request"}
+        assert got["garbage"] == {"status": "HTTP/1.1 400 Bad Request"}
+
+        # Controls from corral-egress: the refused sites do answer when asked directly,
+        # so each refusal above is the proxy's doing. And the proxy refuses a peer that
+        # is not on the session network.
+        control = await probes(
+            docker_client,
+            EGRESS_NETWORK,
+            [
+                {
+                    "id": "other",
+                    "op": "tls",
+                    "addr": sites.other.ip,
+                    "port": 443,
+                    "tls_host": OTHER,
+                },
+                {"id": "alt", "op": "tls", "addr": sites.alt.ip, "port": 8443, "tls_host": ALT},
+                {**connect(f"{SITE}:443", id="foreign_peer"), "proxy": eg.proxy_egress_ip},
+            ],
+            dns=[bridge_gateway()],
+            ca_pem=sites.ca_pem,
+        )
+        assert control["other"] == {"body": "hello from other"}
+        assert control["alt"] == {"body": "hello from alt"}
+        assert control["foreign_peer"] == {"status": "HTTP/1.1 403 Forbidden"}
+
+        log = proxy.logs().decode()
+        decisions = [line for line in log.splitlines() if " decision=" in line]
+        assert any(f"host={SITE} port=443 decision=allow" in d for d in decisions), log
+        assert any(
+            f"host={OTHER} port=443 decision=refuse reason=host_not_pinned" in d for d in decisions
+        )
+        assert any(
+            f"host={ALT} port=8443 decision=refuse reason=port_not_allowed" in d for d in decisions
+        )
+        assert any("reason=method_not_allowed" in d for d in decisions)
+        assert any("reason=peer_not_allowed" in d for d in decisions)
+        assert len(decisions) == len(items) + 1, log  # one line per decision, probes silent
+        assert MARKER not in log  # never payloads, paths or header values
+    assert_gone(docker_client, eg, proxy_id)
+
+
+async def test_no_direct_path_out_of_the_session_network(
+    backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient, host_listener: int
+) -> None:
+    docker0 = bridge_gateway()
+    async with session(backend, sites) as eg:
+        assert eg.network_name is not None and eg.gateway is not None
+        port = host_listener
+        got = await probes(
+            docker_client,
+            eg.network_name,
+            [
+                {"id": "site_direct", "op": "tcp", "addr": sites.site.ip, "port": 443},
+                {"id": "gateway", "op": "tcp", "addr": eg.gateway, "port": port},
+                {"id": "docker0", "op": "tcp", "addr": docker0, "port": port},
+                {"id": "proxy_name", "op": "resolve", "name": "proxy"},
+            ],
+            dns=eg.dns_servers,
+        )
+        for key in ("site_direct", "gateway", "docker0"):
+            assert "error" in got[key], (key, got[key])
+        # The gateway is on-link: only the INPUT rule stops that SYN (it times out).
+        assert "timed out" in got["gateway"]["error"], got["gateway"]
+        # The kiosk's `dns` setting keeps the name of the proxy resolvable.
+        assert got["proxy_name"]["resolved"] == _proxy_ip(docker_client, eg)
+
+        # Control: from the default bridge the same listener answers on both addresses,
+        # so it was reachable and it is the session network's rule that blocks it.
+        control = await probes(
+            docker_client,
+            "bridge",
+            [
+                {"id": "gateway", "op": "tcp", "addr": eg.gateway, "port": port},
+                {"id": "docker0", "op": "tcp", "addr": docker0, "port": port},
+            ],
+            dns=[docker0],
+        )
+        assert control == {"gateway": {"connected": "pong"}, "docker0": {"connected": "pong"}}
+
+
+def _proxy_ip(client: docker.DockerClient, eg: SessionEgress) -> str:
+    assert eg.proxy_container_id is not None and eg.network_name is not None
+    attrs = client.containers.get(eg.proxy_container_id).attrs
+    return str(attrs["NetworkSettings"]["Networks"][eg.network_name]["IPAddress"])
+
+
+async def test_the_input_rule_is_what_closes_the_host(
+    backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient, host_listener: int
+) -> None:
+    """Without the rule (removed here by hand), `internal=True` alone lets a session
+    container reach this host's services through the gateway, TCP and UDP (DNS) alike."""
+    async with session(backend, sites) as eg:
+        assert eg.network_name is not None and eg.gateway is not None
+        dns_sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        dns_sink.bind((eg.gateway, 53))  # the session bridge's own address: nothing else uses it
+        dns_sink.setblocking(False)
+        try:
+            name = f"leak-{secrets.token_hex(4)}.corral.test"
+            item: list[dict[str, Any]] = [
+                {"id": "gateway", "op": "tcp", "addr": eg.gateway, "port": host_listener},
+                {"id": "dns", "op": "resolve", "name": name},
+            ]
+            closed = await probes(docker_client, eg.network_name, item, dns=eg.dns_servers)
+            assert "timed out" in closed["gateway"]["error"], closed
+            assert "error" in closed["dns"], closed
+            with pytest.raises(BlockingIOError):
+                dns_sink.recv(4096)  # the query (sent seconds ago) was dropped too
+
+            await remove_input_drop(eg.bridge)
+            assert eg.bridge not in iptables_rules()
+            opened = await probes(docker_client, eg.network_name, item, dns=eg.dns_servers)
+            assert opened["gateway"] == {"connected": "pong"}, opened
+
+            def received() -> bytes | None:
+                try:
+                    return dns_sink.recv(4096)
+                except BlockingIOError:
+                    return None
+
+            query = await wait_until(received, limit=10)
+            assert name.split(".")[0].encode() in query
+        finally:
+            dns_sink.close()
+
+
+async def test_pins_hold_when_the_name_later_resolves_elsewhere(
+    backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient
+) -> None:
+    """On corral-egress, SITE's name now belongs to the `other` site (a network alias),
+    yet the proxy connects to the address pinned at session start: it never resolves."""
+    async with session(backend, sites) as eg:
+        assert eg.network_name is not None
+        premise = await probes(
+            docker_client,
+            EGRESS_NETWORK,
+            [{"id": "dns", "op": "resolve", "name": SITE}],
+            dns=[bridge_gateway()],  # an unexpected forward could only reach this host
+        )
+        assert premise["dns"] == {"resolved": sites.other.ip}
+        assert sites.other.ip != sites.site.ip
+        got = await probes(
+            docker_client,
+            eg.network_name,
+            [connect(f"{SITE}:443", id="tunnel", tls_host=SITE)],
+            dns=eg.dns_servers,
+            ca_pem=sites.ca_pem,
+        )
+        assert got["tunnel"]["body"] == "hello from site"
+
+
+async def test_empty_allowlist_creates_nothing(
+    backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient
+) -> None:
+    before = {n.name for n in docker_client.networks.list()}
+    eg = session(backend, sites, allowed_hosts=[], resolve_override={})
+    async with eg:
+        assert eg.network_name is None
+        assert eg.proxy_url is None
+        assert eg.pins == {}
+        assert eg.dns_servers == []
+        assert eg.bridge not in iptables_rules()
+        assert {n.name for n in docker_client.networks.list()} == before
+    assert_gone(docker_client, eg, None)
+
+
+async def test_cleanup_after_a_failed_enter(
+    backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient
+) -> None:
+    missing = session(backend, sites, image="corral-proxy-missing:none")
+    with pytest.raises(SandboxUnavailable) as info:
+        async with missing:
+            pytest.fail("entered without a proxy image")
+    assert info.value.code is UnavailableCode.IMAGE_MISSING
+    assert_gone(docker_client, missing, None)
+
+    # An image that exits at once (the sandbox prints its version): enter fails after
+    # the container was started and connected.
+    from orchestrator.egress import EgressError
+
+    exits = session(backend, sites, image=SANDBOX_IMAGE)
+    with pytest.raises(EgressError, match="exited with code 0"):
+        async with exits:
+            pytest.fail("entered with a proxy that is not running")
+    assert_gone(docker_client, exits, None)
+
+
+async def test_cancelled_enter_leaves_nothing(
+    backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient
+) -> None:
+    eg = session(backend, sites)
+    name = f"corral-s-{eg.session_id}"
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_once_the_network_exists() -> None:
+                await wait_until(
+                    lambda: anyio.to_thread.run_sync(network_exists, docker_client, name)
+                )
+                scope.cancel()
+
+            tg.start_soon(cancel_once_the_network_exists)
+            async with eg:
+                await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    assert_gone(docker_client, eg, None)
+
+
+async def test_reap_networks_removes_only_orphans(
+    backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient
+) -> None:
+    """A dead owner's session network and its rule go; a rule with no network goes; a
+    live session's network and rule stay."""
+    dead_owner = Owner(secrets.token_hex(8), 4_000_000, 1, read_boot_id(), socket.gethostname())
+    orphan_id, stray_id = new_session_id(), new_session_id()
+    labels = {**dead_owner.labels(kind="proxy", agent="t", session=orphan_id)}
+    labels[LABEL_KIND] = KIND_SESSION_NETWORK
+    created = docker_client.api.create_network(
+        f"corral-s-{orphan_id}",
+        driver="bridge",
+        internal=True,
+        options={"com.docker.network.bridge.name": f"crl{orphan_id}"},
+        labels=labels,
+    )
+    try:
+        await add_input_drop(f"crl{orphan_id}")
+        await add_input_drop(f"crl{stray_id}")  # a rule whose network is already gone
+        async with session(backend, sites) as live:
+            assert {f"crl{orphan_id}", f"crl{stray_id}", live.bridge} <= await input_drop_bridges()
+            reaped = await reap_networks(
+                backend,
+                stale_after=None,
+                label_filters={"corral.instance": dead_owner.instance_id},
+                sweep_rules={f"crl{orphan_id}", f"crl{stray_id}", live.bridge},
+            )
+            assert reaped.networks == (f"corral-s-{orphan_id}",)
+            assert set(reaped.rules) == {f"crl{orphan_id}", f"crl{stray_id}"}
+            assert not network_exists(docker_client, f"corral-s-{orphan_id}")
+            bridges = await input_drop_bridges()
+            assert f"crl{orphan_id}" not in bridges and f"crl{stray_id}" not in bridges
+            assert live.bridge in bridges
+            assert live.network_name is not None
+            assert network_exists(docker_client, live.network_name)
+
+            # The live owner's own network (proxy attached) is kept even when "stale".
+            reaped = await reap_networks(
+                backend,
+                stale_after=0.0,
+                label_filters={"corral.session": live.session_id},
+                sweep_rules={live.bridge},
+            )
+            assert reaped.networks == () and reaped.rules == ()
+            assert network_exists(docker_client, live.network_name)
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            docker_client.api.remove_network(created["Id"])
+        await remove_input_drop(f"crl{orphan_id}")
+        await remove_input_drop(f"crl{stray_id}")
+
+
+def test_session_ids_fit_a_bridge_name() -> None:
+    sid = new_session_id()
+    assert len(sid) == 10 and len(f"crl{sid}") <= 15
+    for bad in ("Bad-Id", "", "a" * 13, "abc/def"):
+        with pytest.raises(ValueError):
+            SessionEgress(
+                DockerBackend(Owner.current()), session_id=bad, agent="a", allowed_hosts=[]
+            )
