@@ -60,7 +60,7 @@ def kiosk_create_kwargs(
         "security_opt": security,
         "tmpfs": {
             "/tmp": "rw,exec,nosuid,nodev,size=512m",
-            "/home/sandbox": "rw,nosuid,nodev,size=256m",
+            "/home/sandbox": "rw,nosuid,nodev,size=256m,uid=1000,gid=1000",
         },
         "shm_size": 256 * 1024**2,
         "environment": {"HOME": "/home/sandbox"},
