@@ -403,8 +403,12 @@ def reap() -> None:
     """Remove corral containers whose owning process is gone (never a live owner's)."""
 
     async def go() -> list[str]:
+        from orchestrator.egress import reap_networks
+
         async with open_runtime(_home()) as rt:
-            return await reap_orphans(rt.backend)
+            removed = await reap_orphans(rt.backend)
+            networks = await reap_networks(rt.backend)
+            return removed + [f"network {name}" for name in networks.networks]
 
     removed = anyio.run(go)
     out.print(

@@ -38,7 +38,7 @@ from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import ConfigError, CorralError
 from orchestrator.home import CorralHome
 from orchestrator.kiosk import KioskChannel, KioskError, kiosk_create_kwargs, load_seccomp
-from sandboxes.masking import Probe, apply_mask, plan_mask
+from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
 from sandboxes.urls import check_url
 
 COUNTED = frozenset(
@@ -409,10 +409,14 @@ class SessionManager:
         probe: Probe | None = None
         try:
             shot = await session.channel.request("screenshot", SCREENSHOT_DEADLINE)
-        except KioskError:
-            if session.channel.broken:
-                raise
-            raise
+        except KioskError as exc:
+            # No image could be read safely: answer an all-black one that says why.
+            plan = plan_mask(
+                Probe(0, False, (), "", "", error=f"the screenshot failed ({exc})"),
+                session.deny_list,
+                (session.width, session.height),
+            )
+            return self._image_answer(session, blank_png(session.width, session.height), plan)
         png = base64.b64decode(shot["png"])
         raw_probe = shot.get("probe")
         if isinstance(raw_probe, dict):
@@ -430,11 +434,14 @@ class SessionManager:
         size = (int(shot.get("width", session.width)), int(shot.get("height", session.height)))
         plan = plan_mask(probe, session.deny_list, size)
         masked = await anyio.to_thread.run_sync(apply_mask, png, plan)
+        return self._image_answer(session, masked, plan)
+
+    def _image_answer(self, session: KioskSession, png: bytes, plan: MaskPlan) -> dict[str, Any]:
         text = " ".join(
             part for part in (plan.describe(), session.status_line(time.monotonic())) if part
         )
         return answer(
-            {"type": "image", "data": base64.b64encode(masked).decode(), "mimeType": "image/png"},
+            {"type": "image", "data": base64.b64encode(png).decode(), "mimeType": "image/png"},
             text_block(text),
             masked=plan.full,
             mask_reason=plan.reason or None,

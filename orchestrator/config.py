@@ -96,8 +96,8 @@ class ComputerUseConfig(_Model):
     allowed_domains: list[str] = Field(default_factory=list)
     # Pages whose screenshots are fully masked: host names (subdomains included) or URL prefixes.
     deny_list: list[str] = Field(default_factory=list)
-    idle_timeout_seconds: Annotated[int, Field(ge=30, le=3600)] = 600
-    max_lifetime_seconds: Annotated[int, Field(ge=60, le=86_400)] = 3600
+    idle_timeout_seconds: Annotated[int, Field(ge=5, le=3600)] = 600
+    max_lifetime_seconds: Annotated[int, Field(ge=10, le=86_400)] = 3600
 
 
 class Capabilities(_Model):

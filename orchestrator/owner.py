@@ -35,13 +35,16 @@ def read_boot_id() -> str:
 
 
 def read_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (start time in clock ticks), or None if no such process."""
+    """Field 22 of /proc/PID/stat (start time in clock ticks), or None if no such process
+    runs. A zombie (state Z: exited, not yet waited for) does not run: None too."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
     fields = raw[raw.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
     return int(fields[19])
 
 

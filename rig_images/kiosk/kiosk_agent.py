@@ -817,14 +817,15 @@ class Kiosk:
             win = focus
             for _ in range(64):  # up to the top-level window
                 tree = win.query_tree()
-                if tree.parent is None or tree.parent.id == self.root.id:
+                parent = tree.parent
+                if parent is None or isinstance(parent, int) or parent.id == self.root.id:
                     break
                 win = tree.parent
             if win.id == self.root.id:
                 return False
             attrs = win.get_attributes()
             return attrs.map_state == X.IsViewable
-        except xerror.XError:
+        except Exception:  # unreadable for any reason: the caller masks the whole image
             return False
 
     def _probe(self) -> dict[str, Any]:

@@ -21,7 +21,13 @@ from mcp.client.stdio import StdioServerParameters
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
-from tests.integration.conftest import corral_bin, env_with_home, leaked_containers, wait_until
+from tests.integration.conftest import (
+    corral_bin,
+    env_with_home,
+    leaked_containers,
+    remove_and_wait,
+    wait_until,
+)
 
 __all__ = ["McpHarness", "wait_until"]
 
@@ -39,7 +45,7 @@ def docker_client() -> Iterator[docker.DockerClient]:
     left = leaked_containers(client)
     names = [(c.name, c.labels.get("corral.kind")) for c in left]
     for container in left:
-        container.remove(force=True)
+        remove_and_wait(container)
     assert not names, f"containers leaked by the e2e suite: {names}"
 
 

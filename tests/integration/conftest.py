@@ -6,6 +6,7 @@ If the engine or the image is missing these tests FAIL (they are never skipped):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -65,6 +66,19 @@ def leaked_containers(client: docker.DockerClient) -> list[Any]:
     return leaked
 
 
+def remove_and_wait(container: Any) -> None:
+    """Force-remove; if a removal is already in progress (409), wait for it to finish."""
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        return
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:
+            raise
+    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        container.wait(condition="removed", timeout=60)
+
+
 def control_labels(kind: str) -> dict[str, str]:
     """Labels for containers a test starts itself (controls, helpers)."""
     return {LABEL_MANAGED: "true", "corral.kind": kind, "corral.test.pid": str(os.getpid())}
@@ -77,7 +91,7 @@ def no_container_left_behind(docker_client: docker.DockerClient) -> Iterator[Non
     left = leaked_containers(docker_client)
     names = [(c.name, c.labels.get("corral.kind"), c.status) for c in left]
     for container in left:
-        container.remove(force=True)
+        remove_and_wait(container)
     assert not names, f"containers leaked by the suite: {names}"
 
 

@@ -10,7 +10,6 @@ so that even an unexpected lookup could only reach this host.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import importlib.util
 import json
 import secrets
@@ -19,7 +18,6 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +28,6 @@ import anyio
 import docker
 import docker.errors
 import pytest
-from docker.types import EndpointConfig
 
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.egress import (
@@ -51,6 +48,7 @@ from orchestrator.egress import (
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
 from orchestrator.owner import LABEL_KIND, Owner, read_boot_id, read_start_time
 from tests.integration.conftest import bridge_gateway, control_labels, wait_until
+from tests.sites import make_certs, start_site
 
 pytestmark = pytest.mark.anyio
 
@@ -254,100 +252,7 @@ class Sites:
 
 
 def _make_certs(directory: Path) -> str:
-    """A test CA and one server certificate for the three test names; returns the CA PEM."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "corral egress test CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SITE)]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in (SITE, ALT, OTHER)]),
-            critical=False,
-        )
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.OID_SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (directory / "site.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "site.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    for path in directory.iterdir():
-        path.chmod(0o644)  # read by uid 1000 in the site containers; a throwaway test key
-    directory.chmod(0o755)
-    return ca_cert.public_bytes(serialization.Encoding.PEM).decode()
-
-
-SITE_SERVER = r"""
-import http.server, ssl, sys
-body, port = sys.argv[1].encode(), int(sys.argv[2])
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain("/certs/site.pem", "/certs/site.key")
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-class Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    def finish_request(self, request, client_address):
-        request.settimeout(10)
-        super().finish_request(ctx.wrap_socket(request, server_side=True), client_address)
-    def handle_error(self, request, client_address):
-        pass
-server = Server(("0.0.0.0", port), Handler)
-print("ready", flush=True)
-server.serve_forever()
-"""
+    return make_certs(directory, (SITE, ALT, OTHER))
 
 
 def _start_site(
@@ -358,34 +263,7 @@ def _start_site(
     aliases: Sequence[str],
     started: list[Any],
 ) -> str:
-    """An HTTPS server (uid 1000, no capabilities) on corral-egress; returns its address."""
-    container = client.containers.create(
-        SANDBOX_IMAGE,
-        ["python3", "-c", SITE_SERVER, body, str(port)],
-        labels=control_labels("test-egress-site"),
-        user="1000:1000",
-        read_only=True,
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        # uid 1000 may bind 443 in this container's own network namespace only.
-        sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
-        volumes={str(certs): {"bind": "/certs", "mode": "ro"}},
-        network=EGRESS_NETWORK,
-        networking_config={EGRESS_NETWORK: EndpointConfig("1.41", aliases=list(aliases))},
-        mem_limit=128 * 1024**2,
-        pids_limit=64,
-        detach=True,
-    )
-    started.append(container)
-    container.start()
-    deadline = time.monotonic() + 30
-    while b"ready" not in container.logs():
-        container.reload()
-        assert container.status == "running", container.logs().decode()
-        assert time.monotonic() < deadline, "the test site did not start"
-        time.sleep(0.05)  # polling the readiness line, not a sleep-sync
-    container.reload()
-    return str(container.attrs["NetworkSettings"]["Networks"][EGRESS_NETWORK]["IPAddress"])
+    return start_site(client, certs, {"*": (200, {}, body)}, port, aliases, started)
 
 
 @pytest.fixture(scope="module")

@@ -191,3 +191,23 @@ def test_read_boot_id_is_the_kernel_boot_id() -> None:
 
     assert boot == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     assert boot != "unknown"
+
+
+def test_a_zombie_process_counts_as_dead() -> None:
+    import subprocess
+
+    from orchestrator.owner import read_start_time as start_time
+
+    child = subprocess.Popen(["true"])
+    try:
+        # Not waited for yet: it exits and stays a zombie until we reap it.
+        def state() -> str:
+            with open(f"/proc/{child.pid}/stat") as fh:
+                raw = fh.read()
+            return raw[raw.rindex(")") + 2 :].split()[0]
+
+        while state() != "Z":
+            pass  # busy-polls the exit itself, which takes microseconds
+        assert start_time(child.pid) is None
+    finally:
+        child.wait()

@@ -1,0 +1,351 @@
+"""SPEC S2 end to end: a real MCP client -> corral mcp -> signed loopback -> corral gateway ->
+kiosk and proxy containers -> local HTTPS sites (containers this module starts, with names
+we map ourselves). Effects are read back by polling screenshots, never by sleeping."""
+
+from __future__ import annotations
+
+import base64
+import io
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+import mcp_types as types
+import pytest
+from PIL import Image
+
+from orchestrator.config import render_new_agent
+from orchestrator.home import CorralHome
+from tests.e2e.conftest import McpHarness, connect, free_port, wait_until
+from tests.integration.conftest import corral_bin, env_with_home
+from tests.sites import EGRESS_NETWORK, make_certs, start_site
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+SITE = "site.corral.test"  # allowed
+OTHER = "other.corral.test"  # resolvable (mapped) but not allowed
+WHITE, GREEN, BLUE, RED = (255, 255, 255), (0, 255, 0), (0, 0, 255), (255, 0, 0)
+
+PAGE = """<!doctype html><html><head><title>{title}</title></head>
+<body style="margin:0;background:{bg}">{body}</body></html>"""
+
+ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
+    "/": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="home",
+            bg="#fff",
+            body='<button style="position:absolute;left:100px;top:100px;width:200px;'
+            'height:80px" onclick="document.body.style.background=\'#0f0\'">Go</button>'
+            '<input style="position:absolute;left:100px;top:300px;width:300px;height:40px">'
+            '<div style="height:3000px"></div>',
+        ),
+    ),
+    "/login": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="login",
+            bg="#f00",
+            body='<input type="password" value="hunter2" style="position:absolute;'
+            'left:100px;top:100px;width:200px;height:40px;background:#fff;border:0">',
+        ),
+    ),
+    "/sub": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="sub",
+            bg="#ff0",
+            body="<script>fetch('https://other.corral.test/',{mode:'no-cors'})"
+            ".then(()=>{document.body.style.background='#0f0'})"
+            ".catch(()=>{document.body.style.background='#00f'})</script>",
+        ),
+    ),
+    "/redirect": (302, {"Location": f"https://{OTHER}/"}, ""),
+    "/popup": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="popup",
+            bg="#fff",
+            body='<button style="position:absolute;left:0;top:0;width:400px;height:200px" '
+            "onclick=\"window.open('/', 'w2', 'width=300,height=300')\">Open</button>",
+        ),
+    ),
+}
+OTHER_ROUTES = {
+    "*": (200, {"Content-Type": "text/html"}, PAGE.format(title="o", bg="#f0f", body=""))
+}
+
+
+@dataclass
+class World:
+    home: CorralHome
+    gateway_pid: int
+
+
+@pytest.fixture(scope="module")
+def sites(docker_client: docker.DockerClient) -> Iterator[tuple[str, str, str]]:
+    from orchestrator.egress import _ensure_egress_network_sync
+
+    _ensure_egress_network_sync(docker_client)
+    certs = Path(tempfile.mkdtemp(prefix="corral-e2e-certs-"))
+    started: list[Any] = []
+    try:
+        ca_pem = make_certs(certs, (SITE, OTHER))
+        site_ip = start_site(docker_client, certs, ROUTES, 443, [], started)
+        other_ip = start_site(docker_client, certs, OTHER_ROUTES, 443, [], started)
+        (certs / "ca.pem").write_text(ca_pem)
+        yield str(certs / "ca.pem"), site_ip, other_ip
+    finally:
+        for container in started:
+            container.remove(force=True)
+        shutil.rmtree(certs, ignore_errors=True)
+
+
+def write_agent(home: CorralHome, name: str, **cu: object) -> None:
+    text = render_new_agent(name).replace("computer_use = false", "computer_use = true")
+    for key, value in cu.items():
+        rendered = repr(value).replace("'", '"')
+        text = text.replace(
+            "[capabilities.computer_use_config]\n",
+            f"[capabilities.computer_use_config]\n{key} = {rendered}\n",
+            1,
+        )
+    lines, seen = [], set()
+    for line in text.splitlines():  # keep the first definition of each key
+        key = line.split("=")[0].strip()
+        if key in cu and key in seen:
+            continue
+        seen.add(key)
+        lines.append(line)
+    path = home.agent_file(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIterator[World]:
+    ca_file, site_ip, other_ip = sites
+    port = free_port()
+    corral_home.config_file.write_text(
+        f'[gateway]\nport = {port}\n\n[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
+        f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}" }}\n'
+    )
+    write_agent(corral_home, "alice", allowed_domains=[SITE], deny_list=["bank.corral.test"])
+    proc = subprocess.Popen(
+        [corral_bin(), "gateway"],
+        env=env_with_home(corral_home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    async def healthy() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"gateway exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
+        try:
+            async with httpx.AsyncClient() as client:
+                return (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        await wait_until(healthy, limit=30)
+        yield World(corral_home, proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def kiosks(client: docker.DockerClient, agent: str) -> list[Any]:
+    return client.containers.list(
+        all=True, filters={"label": ["corral.kind=kiosk", f"corral.agent={agent}"]}
+    )
+
+
+async def call(mcp: McpHarness, tool: str, **arguments: Any) -> types.CallToolResult:
+    return await mcp.client.call_tool(tool, arguments)
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+def image_of(result: types.CallToolResult) -> Image.Image:
+    blocks = [b for b in result.content if isinstance(b, types.ImageContent)]
+    assert len(blocks) == 1 and blocks[0].mime_type == "image/png", text_of(result)
+    image = Image.open(io.BytesIO(base64.b64decode(blocks[0].data)))
+    return image.convert("RGB")
+
+
+async def screen_until(mcp: McpHarness, check: Any, limit: float = 20) -> types.CallToolResult:
+    """Poll screenshots until `check(result, image)` holds."""
+    last: list[types.CallToolResult] = []
+
+    async def ok() -> bool:
+        result = await call(mcp, "computer_screenshot")
+        last[:] = [result]
+        return not result.is_error and bool(check(result, image_of(result)))
+
+    try:
+        await wait_until(ok, limit=limit)
+    except TimeoutError as exc:
+        raise AssertionError(f"screen never matched; last: {text_of(last[0])}") from exc
+    return last[0]
+
+
+async def test_a_kiosk_session_through_mcp(
+    world: World, docker_client: docker.DockerClient
+) -> None:
+    async with connect(world.home, "stdio", agent="alice") as mcp:
+        started = await call(mcp, "computer_session_start", width="1280", height=800)
+        assert not started.is_error, text_of(started)
+        text = text_of(started)
+        assert "50 actions" in text and f"computer_navigate may open: {SITE}" in text
+        assert "High-risk actions cannot be confirmed in chat" in text
+        assert started.structured_content["chromium_sandbox"] is True  # type: ignore[index]
+        assert len(kiosks(docker_client, "alice")) == 1
+
+        first = await call(mcp, "computer_screenshot")
+        assert image_of(first).size == (1280, 800)
+        assert "Actions used: 0/50" in text_of(first)
+
+        nav = await call(mcp, "computer_navigate", url=f"https://{SITE}/")
+        assert not nav.is_error, text_of(nav)
+        await screen_until(mcp, lambda r, img: img.getpixel((50, 50)) == WHITE)
+        click = await call(mcp, "computer_click", x=200, y=140)
+        assert not click.is_error and "Actions used: 2/50" in text_of(click)
+        await screen_until(mcp, lambda r, img: img.getpixel((50, 50)) == GREEN)
+
+        assert not (await call(mcp, "computer_click", x="250", y="320", double="true")).is_error
+        typed = await call(mcp, "computer_type", text="hello")
+        assert not typed.is_error and "Typed 5 characters" in text_of(typed)
+        assert not (await call(mcp, "computer_key", key="ctrl+a")).is_error
+        scrolled = await call(mcp, "computer_scroll", x=640, y=400, direction="down", amount=5)
+        assert not scrolled.is_error and "Actions used: 6/50" in text_of(scrolled)
+
+        stopped = await call(mcp, "computer_session_stop")
+        assert not stopped.is_error, text_of(stopped)
+        assert kiosks(docker_client, "alice") == []
+        after = await call(mcp, "computer_screenshot")
+        assert after.is_error and "Your session ended: stopped by the agent" in text_of(after)
+    audit = world.home.audit_file.read_text()
+    assert "hello" not in audit and '"chars":5' in audit  # typed text never reaches the audit
+
+
+async def test_egress_is_only_the_allowlist(world: World) -> None:
+    async with connect(world.home, "stdio", agent="alice") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+        refused = {
+            f"https://{OTHER}/": "is not in this agent's allowed_domains",
+            f"http://{SITE}/": "only https:// URLs",
+            f"https://{SITE}:8443/": "only port 443",
+            f"https://user:pw@{SITE}/": "user name or password",
+            f"https://{SITE}/" + "a" * 2000: "at most 2000 bytes",
+        }
+        for url, reason in refused.items():
+            result = await call(mcp, "computer_navigate", url=url)
+            assert result.is_error and reason in text_of(result), (url, text_of(result))
+        # A page's sub-request to a non-listed host fails in the network (the page turns blue).
+        assert not (await call(mcp, "computer_navigate", url=f"https://{SITE}/sub")).is_error
+        await screen_until(mcp, lambda r, img: img.getpixel((50, 50)) == BLUE)
+        # A redirect from the allowed host to a non-listed one fails too.
+        redirect = await call(mcp, "computer_navigate", url=f"https://{SITE}/redirect")
+        assert redirect.is_error and "ERR_" in text_of(redirect), text_of(redirect)
+        await call(mcp, "computer_session_stop")
+
+
+async def test_password_fields_are_masked_and_unclear_screens_are_masked_whole(
+    world: World, docker_client: docker.DockerClient
+) -> None:
+    async with connect(world.home, "stdio", agent="alice") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+        await call(mcp, "computer_navigate", url=f"https://{SITE}/login")
+        shot = await screen_until(mcp, lambda r, img: img.getpixel((50, 50)) == RED)
+        img = image_of(shot)
+        assert img.getpixel((200, 120)) == (0, 0, 0)  # inside the password field
+        assert img.getpixel((150, 160)) == RED  # just below it
+        assert "1 password field(s) masked" in text_of(shot)
+
+        await call(mcp, "computer_navigate", url=f"https://{SITE}/popup")
+        await screen_until(mcp, lambda r, img: img.getpixel((10, 300)) == WHITE)
+        await call(mcp, "computer_click", x=200, y=100)
+        popup = await screen_until(mcp, lambda r, img: "multiple windows" in text_of(r))
+        assert image_of(popup).getextrema() == ((0, 0), (0, 0), (0, 0))
+        assert popup.structured_content["masked"] is True  # type: ignore[index]
+
+        # Kill the browser the probe reads: the probe fails, and the whole image is masked.
+        (kiosk,) = kiosks(docker_client, "alice")
+        kiosk.exec_run(["pkill", "-KILL", "-f", "chromium"], user="1000:1000")
+        dead = await screen_until(mcp, lambda r, img: "detection failed" in text_of(r))
+        assert image_of(dead).getextrema() == ((0, 0), (0, 0), (0, 0))
+        await call(mcp, "computer_session_stop")
+
+
+async def test_max_actions_no_network_and_parameter_ranges(world: World) -> None:
+    write_agent(world.home, "bob", max_actions=2)
+    async with connect(world.home, "stdio", agent="bob") as mcp:
+        bad = await call(mcp, "computer_session_start", width=319)
+        assert bad.is_error and "width" in text_of(bad) and "320 to 1920" in text_of(bad)
+        started = await call(mcp, "computer_session_start", width=800, height=600)
+        assert "no network" in text_of(started)
+        nav = await call(mcp, "computer_navigate", url=f"https://{SITE}/")
+        assert nav.is_error and "no network" in text_of(nav)
+        assert not (await call(mcp, "computer_click", x=10, y=10)).is_error
+        assert not (await call(mcp, "computer_key", key="Return")).is_error
+        over = await call(mcp, "computer_click", x=10, y=10)
+        assert over.is_error and "2 actions are used up" in text_of(over)
+        right_double = await call(mcp, "computer_click", x=1, y=1, button="right", double=True)
+        assert right_double.is_error and "double" in text_of(right_double)
+        await call(mcp, "computer_session_stop")
+
+
+async def test_an_idle_session_is_removed(world: World, docker_client: docker.DockerClient) -> None:
+    write_agent(world.home, "carol", idle_timeout_seconds=5)
+    async with connect(world.home, "stdio", agent="carol") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+        assert kiosks(docker_client, "carol")
+        await wait_until(lambda: not kiosks(docker_client, "carol"), limit=30)
+        after = await call(mcp, "computer_screenshot")
+        assert "it was idle for 5 s" in text_of(after)
+
+
+async def test_killing_the_gateway_leaves_no_session_container(
+    world: World, docker_client: docker.DockerClient
+) -> None:
+    async with connect(world.home, "stdio", agent="alice") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+        owned = {"label": [f"corral.owner.pid={world.gateway_pid}"]}
+        assert len(docker_client.containers.list(all=True, filters=owned)) == 2  # kiosk, proxy
+        import os
+
+        os.kill(world.gateway_pid, signal.SIGKILL)
+        await wait_until(lambda: not docker_client.containers.list(all=True, filters=owned))
+        down = await call(mcp, "computer_screenshot")
+        assert down.is_error and "corral gateway is not running" in text_of(down)
+    # The session network outlives the killed gateway; the next gateway (or `corral reap`)
+    # removes it, and its INPUT rule, because its owner is dead.
+    owned_nets = {"label": f"corral.owner.pid={world.gateway_pid}"}
+    assert docker_client.networks.list(filters=owned_nets)
+    reap = subprocess.run(
+        [corral_bin(), "reap"], env=env_with_home(world.home), capture_output=True, timeout=60
+    )
+    assert reap.returncode == 0, reap.stderr
+    assert docker_client.networks.list(filters=owned_nets) == []
+    assert EGRESS_NETWORK  # the shared egress network stays

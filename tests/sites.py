@@ -1,0 +1,164 @@
+"""Local HTTPS test sites for egress and kiosk tests: a throwaway CA, a server
+certificate for names we map ourselves, and site containers on corral-egress.
+
+Test targets are always containers a test started; nothing here reaches any other address.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.types import EndpointConfig
+
+from tests.integration.conftest import control_labels
+
+SANDBOX_IMAGE = "corral-sandbox:latest"
+EGRESS_NETWORK = "corral-egress"
+
+Route = tuple[int, Mapping[str, str], str]  # status, headers, body
+
+
+def make_certs(directory: Path, names: Sequence[str]) -> str:
+    """A test CA and one server certificate for `names`, written to `directory`
+    (site.pem, site.key); returns the CA certificate as PEM."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "corral test CA")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([x509.OID_SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (directory / "site.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "site.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    for path in directory.iterdir():
+        path.chmod(0o644)  # read by uid 1000 in the site containers; a throwaway test key
+    directory.chmod(0o755)
+    return ca_cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+SITE_SERVER = r"""
+import http.server, json, ssl, sys
+routes, port = json.loads(sys.argv[1]), int(sys.argv[2])
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain("/certs/site.pem", "/certs/site.key")
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        status, headers, body = routes.get(self.path.split("?")[0], routes.get("*", [404, {}, ""]))
+        body = body.encode()
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    def finish_request(self, request, client_address):
+        request.settimeout(10)
+        super().finish_request(ctx.wrap_socket(request, server_side=True), client_address)
+    def handle_error(self, request, client_address):
+        pass
+server = Server(("0.0.0.0", port), Handler)
+print("ready", flush=True)
+server.serve_forever()
+"""
+
+
+def start_site(
+    client: docker.DockerClient,
+    certs: Path,
+    routes: Mapping[str, Route],
+    port: int,
+    aliases: Sequence[str],
+    started: list[Any],
+) -> str:
+    """An HTTPS server (uid 1000, no capabilities) on corral-egress serving `routes`
+    (path -> (status, headers, body); "*" for every other path); returns its address."""
+    container = client.containers.create(
+        SANDBOX_IMAGE,
+        ["python3", "-c", SITE_SERVER, json.dumps(routes), str(port)],
+        labels=control_labels("test-site"),
+        user="1000:1000",
+        read_only=True,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        # uid 1000 may bind 443 in this container's own network namespace only.
+        sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
+        volumes={str(certs): {"bind": "/certs", "mode": "ro"}},
+        network=EGRESS_NETWORK,
+        networking_config={EGRESS_NETWORK: EndpointConfig("1.41", aliases=list(aliases))},
+        mem_limit=128 * 1024**2,
+        pids_limit=64,
+        detach=True,
+    )
+    started.append(container)
+    container.start()
+    deadline = time.monotonic() + 30
+    while b"ready" not in container.logs():
+        container.reload()
+        assert container.status == "running", container.logs().decode()
+        assert time.monotonic() < deadline, "the test site did not start"
+        time.sleep(0.05)  # polling the readiness line, not a sleep-sync
+    container.reload()
+    return str(container.attrs["NetworkSettings"]["Networks"][EGRESS_NETWORK]["IPAddress"])
