@@ -1,5 +1,5 @@
 # corral: two commands on a fresh machine.
-#   make run    set everything up, then start the main job (foreground)
+#   make run    set everything up, then start the gateway in the foreground
 #   make test   set everything up, then ruff, mypy and the whole test suite
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -38,6 +38,8 @@ run: setup
 	@$(BIN)/corral doctor
 	@echo "== a real sandboxed run: what the sandbox enforces, seen from inside =="
 	@$(BIN)/corral run examples/sandbox_report.py
+	@echo "== the gateway (kiosk sessions); Ctrl-C stops it and removes every session =="
+	@$(BIN)/corral gateway
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
