@@ -66,6 +66,20 @@ def to_result(answer: ComputerUseAnswer) -> types.CallToolResult:
     )
 
 
+def gateway_client(
+    transport: httpx.AsyncBaseTransport | None = None,
+    timeout_seconds: float = TIMEOUT_SECONDS,
+) -> httpx.AsyncClient:
+    """An HTTP client for the loopback gateway: plain HTTP (no CA bundle to load), and never
+    through an HTTP(S)_PROXY."""
+    return httpx.AsyncClient(
+        transport=transport,
+        timeout=httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS),
+        trust_env=False,
+        verify=False,  # no TLS on this hop: it is loopback HTTP, authenticated by HMAC
+    )
+
+
 async def forward(
     home: CorralHome,
     gateway_url: str,
@@ -75,8 +89,12 @@ async def forward(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     timeout_seconds: float = TIMEOUT_SECONDS,
+    client: httpx.AsyncClient | None = None,
 ) -> types.CallToolResult:
-    """Sign and send one computer_* call to the gateway; its answer as a CallToolResult."""
+    """Sign and send one computer_* call to the gateway; its answer as a CallToolResult.
+
+    Pass a long-lived `client` (see `gateway_client`): making one per call costs ~15 ms
+    (httpx loads its CA bundle), which is most of a click's round trip."""
     body = json.dumps(
         {"agent": agent, "tool": tool, "arguments": arguments},
         separators=(",", ":"),
@@ -90,12 +108,16 @@ async def forward(
     headers["Content-Type"] = "application/json"
     url = gateway_url.rstrip("/") + COMPUTER_USE_PATH
     try:
-        async with httpx.AsyncClient(
-            transport=transport,
-            timeout=httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS),
-            trust_env=False,  # never through an HTTP(S)_PROXY: the gateway is on loopback
-        ) as client:
-            response = await client.post(url, content=body, headers=headers)
+        if client is not None:
+            response = await client.post(
+                url,
+                content=body,
+                headers=headers,
+                timeout=httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS),
+            )
+        else:
+            async with gateway_client(transport, timeout_seconds) as own:
+                response = await own.post(url, content=body, headers=headers)
     except httpx.ConnectError:
         return _error(not_running_message(gateway_url))
     except httpx.TimeoutException:

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -27,7 +28,7 @@ from mcp_front.agent_view import load_view
 from mcp_front.catalogue import BY_NAME, ToolSpec
 from mcp_front.errors import INVALID_PARAMS, GateRefusal, NotAvailable, call_outcome
 from mcp_front.families.script import run_execute_program
-from mcp_front.forwarder import forward, gateway_base_url
+from mcp_front.forwarder import forward, gateway_base_url, gateway_client
 from mcp_front.params import validate
 from mcp_front.tool_log import ToolCallLog
 from mcp_front.visibility import decide, permission_refusal, visible_names, visible_tools
@@ -66,6 +67,7 @@ class CorralMCP:
         self.bus = InMemorySubscriptionBus()
         self._sessions: set[ServerSession] = set()  # strong refs: notified from a task
         self._runtime: Runtime | None = None
+        self._http: httpx.AsyncClient | None = None  # one client for every forwarded call
         self.server = _CorralServer(
             "corral",
             version="0.1.0",
@@ -80,14 +82,20 @@ class CorralMCP:
     # ----------------------------------------------------------------- lifespan
     @asynccontextmanager
     async def _lifespan(self, _: Server[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-        async with open_runtime(self.home) as runtime, anyio.create_task_group() as tg:
+        async with (
+            open_runtime(self.home) as runtime,
+            gateway_client() as http,
+            anyio.create_task_group() as tg,
+        ):
             self._runtime = runtime
+            self._http = http
             tg.start_soon(self._watch)
             try:
                 yield {}
             finally:
                 tg.cancel_scope.cancel()
                 self._runtime = None
+                self._http = None
 
     async def _watch(self) -> None:
         last = visible_names(load_view(self.home, self.agent))
@@ -183,6 +191,7 @@ class CorralMCP:
                 self.agent,
                 spec.name,
                 params.model_dump(mode="json"),
+                client=self._http,
             )
         assert self._runtime is not None, "the server lifespan opens the runtime"
         if spec.name == "execute_program":

@@ -433,7 +433,10 @@ class SessionManager:
             )
         size = (int(shot.get("width", session.width)), int(shot.get("height", session.height)))
         plan = plan_mask(probe, session.deny_list, size)
-        masked = await anyio.to_thread.run_sync(apply_mask, png, plan)
+        if plan.full or plan.rects:
+            masked = await anyio.to_thread.run_sync(apply_mask, png, plan, size)
+        else:
+            masked = apply_mask(png, plan, size)  # header check only: no decode
         return self._image_answer(session, masked, plan)
 
     def _image_answer(self, session: KioskSession, png: bytes, plan: MaskPlan) -> dict[str, Any]:

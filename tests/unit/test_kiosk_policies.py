@@ -160,3 +160,17 @@ def test_deny_list_entries_match_hosts_subdomains_and_url_prefixes(
     url: str, entries: list[str], hit: str | None
 ) -> None:
     assert deny_matches(url, entries) == hit
+
+
+def test_with_nothing_to_mask_a_png_of_the_right_size_passes_unchanged() -> None:
+    png = _png(40, 30, (1, 2, 3))
+    plan = plan_mask(_probe(), [], (40, 30))
+    assert apply_mask(png, plan, (40, 30)) is png
+
+
+def test_a_png_of_the_wrong_size_or_not_a_png_is_decoded_not_passed_through() -> None:
+    png = _png(40, 30, (1, 2, 3))
+    plan = plan_mask(_probe(), [], (40, 30))
+    assert apply_mask(png, plan, (41, 30)) is not png  # re-encoded
+    with pytest.raises(Exception):  # noqa: B017 - Pillow's own error for non-images
+        apply_mask(b"GIF89a" + png[6:], plan, (40, 30))
