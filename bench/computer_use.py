@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import math
 import os
 import platform
 import shlex
@@ -60,7 +59,7 @@ from typing import Any
 import anyio
 import httpx
 import mcp_types as types
-from _sections import markers, write_section
+from _common import BenchError, Timings, markers, nearest_rank, run_main, write_section
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rich.console import Console
@@ -119,10 +118,6 @@ sys.stdout.buffer.write(buf.getvalue())
 console = Console(width=None if sys.stdout.isatty() else 120)
 
 
-class BenchError(RuntimeError):
-    """The benchmark cannot produce trustworthy figures (a failed call, leftovers, ...)."""
-
-
 # --- rows and statistics --------------------------------------------------------------
 
 START = "start + 1st screenshot"
@@ -160,31 +155,10 @@ def key(row: Row) -> RowKey:
     return (row.operation, row.path)
 
 
-def nearest_rank(samples: Sequence[float], percent: float) -> float:
-    """The nearest-rank percentile: the ceil(percent/100 * n)-th smallest sample."""
-    if not samples:
-        raise ValueError("no samples")
-    ordered = sorted(samples)
-    rank = max(1, math.ceil(percent / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
 @dataclass(frozen=True, slots=True)
-class Result:
+class Result(Timings):
     row: Row
     samples_ms: tuple[float, ...]
-
-    @property
-    def p50(self) -> float:
-        return nearest_rank(self.samples_ms, 50)
-
-    @property
-    def p95(self) -> float:
-        return nearest_rank(self.samples_ms, 95)
-
-    @property
-    def minimum(self) -> float:
-        return min(self.samples_ms)
 
     @property
     def met(self) -> bool | None:
@@ -932,8 +906,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        console.print(f"[bold red]benchmark failed:[/bold red] {exc}")
-        sys.exit(1)
+    run_main(main, console)

@@ -19,13 +19,11 @@ left at the end; either failure stops the benchmark with a non-zero exit.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -34,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
-from _sections import markers, write_section
+from _common import BenchError, Timings, markers, run_main, write_section
 from rich.console import Console
 from rich.table import Table
 
@@ -83,26 +81,10 @@ DOCKER_FLAGS: tuple[str, ...] = (
 console = Console()
 
 
-class BenchError(RuntimeError):
-    """The benchmark cannot produce trustworthy figures (wrong output, leftovers, ...)."""
-
-
 @dataclass(frozen=True, slots=True)
-class PathResult:
+class PathResult(Timings):
     name: str
     samples_ms: tuple[float, ...]
-
-    @property
-    def p50(self) -> float:
-        return nearest_rank(self.samples_ms, 50)
-
-    @property
-    def p95(self) -> float:
-        return nearest_rank(self.samples_ms, 95)
-
-    @property
-    def minimum(self) -> float:
-        return min(self.samples_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,15 +93,6 @@ class Machine:
     docker_version: str
     kernel: str
     date: str
-
-
-def nearest_rank(samples: Sequence[float], percent: float) -> float:
-    """The nearest-rank percentile: the ceil(percent/100 * n)-th smallest sample."""
-    if not samples:
-        raise ValueError("no samples")
-    ordered = sorted(samples)
-    rank = max(1, math.ceil(percent / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 def check_output(path: str, run: int, exit_code: int | None, output: str, stderr: str = "") -> None:
@@ -417,8 +390,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        console.print(f"[bold red]benchmark failed:[/bold red] {exc}")
-        sys.exit(1)
+    run_main(main, console)

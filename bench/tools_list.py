@@ -25,7 +25,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _sections import markers, write_section
+from _common import BenchError, markers, run_main, write_section
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rich.console import Console
@@ -70,10 +69,6 @@ TIMEOUT_S = 60.0
 REFERENCE_PACKAGES: tuple[str, ...] = ("mcp-server-time", "mcp-server-git", "mcp")
 
 console = Console()
-
-
-class BenchError(RuntimeError):
-    """The benchmark cannot produce trustworthy figures."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,8 +340,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        console.print(f"[bold red]benchmark failed:[/bold red] {exc}")
-        sys.exit(1)
+    run_main(main, console)

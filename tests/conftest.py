@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from orchestrator.home import CorralHome
+
+if TYPE_CHECKING:
+    import docker
 
 _FOLDER_MARKERS = {"unit": "unit", "integration": "docker", "e2e": "e2e"}
 
@@ -29,3 +34,30 @@ def corral_home(tmp_path: Path) -> CorralHome:
     home = CorralHome(root=tmp_path / "corral-home")
     home.ensure()
     return home
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    import docker
+
+    client = docker.from_env(version="1.41")
+    try:
+        client.ping()
+    except Exception as exc:  # a clear failure, never a skip
+        pytest.fail(f"the Docker engine does not answer ({exc}); run `make test`", pytrace=False)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def no_container_left_behind(docker_client: docker.DockerClient) -> Iterator[None]:
+    """After the whole suite, no container labelled as corral's may remain (SPEC S0).
+    Not autouse here: the Docker-backed folders switch it on, so unit tests need no engine."""
+    from tests.helpers import leaked_containers, remove_and_wait
+
+    yield
+    left = leaked_containers(docker_client)
+    names = [(c.name, c.labels.get("corral.kind"), c.status) for c in left]
+    for container in left:
+        remove_and_wait(container)
+    assert not names, f"containers leaked by the suite: {names}"

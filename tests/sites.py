@@ -16,7 +16,7 @@ from typing import Any
 import docker
 from docker.types import EndpointConfig
 
-from tests.integration.conftest import control_labels
+from tests.helpers import control_labels
 
 SANDBOX_IMAGE = "corral-sandbox:latest"
 EGRESS_NETWORK = "corral-egress"

@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
-import docker
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -21,32 +20,16 @@ from mcp.client.stdio import StdioServerParameters
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
-from tests.integration.conftest import (
-    corral_bin,
-    env_with_home,
-    leaked_containers,
-    remove_and_wait,
-    wait_until,
-)
+from tests.helpers import corral_bin, env_with_home, wait_until
 
 __all__ = ["McpHarness", "wait_until"]
 
 AGENT = "alice"
 
 
-@pytest.fixture(scope="session")
-def docker_client() -> Iterator[docker.DockerClient]:
-    client = docker.from_env(version="1.41")
-    try:
-        client.ping()
-    except Exception as exc:
-        pytest.fail(f"the Docker engine does not answer ({exc}); run `make test`", pytrace=False)
-    yield client
-    left = leaked_containers(client)
-    names = [(c.name, c.labels.get("corral.kind")) for c in left]
-    for container in left:
-        remove_and_wait(container)
-    assert not names, f"containers leaked by the e2e suite: {names}"
+@pytest.fixture(scope="session", autouse=True)
+def _no_leaks(no_container_left_behind: None) -> None:
+    """Switches the root conftest's leak check on for this folder."""
 
 
 @pytest.fixture

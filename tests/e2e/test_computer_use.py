@@ -24,7 +24,7 @@ from PIL import Image
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import McpHarness, connect, free_port, wait_until
-from tests.integration.conftest import corral_bin, env_with_home
+from tests.helpers import corral_bin, env_with_home
 from tests.sites import EGRESS_NETWORK, make_certs, start_site
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import AGENT, serve_http
-from tests.integration.conftest import corral_bin, env_with_home
+from tests.helpers import corral_bin, env_with_home
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -313,35 +312,6 @@ def session(backend: DockerBackend, sites: Sites, **kwargs: Any) -> SessionEgres
         resolve_override=kwargs.pop("resolve_override", override),
         **kwargs,
     )
-
-
-@pytest.fixture
-def host_listener() -> Iterator[int]:
-    """A TCP listener on all of this host's IPv4 addresses that answers b'pong'."""
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("0.0.0.0", 0))
-    server.listen(16)
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
-                conn.sendall(b"pong")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    server.close()
-    thread.join(timeout=5)
 
 
 # ---------------------------------------------------------------- probes in containers

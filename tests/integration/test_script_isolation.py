@@ -7,8 +7,6 @@ the attack itself works (so the test could fail).
 from __future__ import annotations
 
 import json
-import socket
-import threading
 from collections.abc import Iterator
 
 import docker
@@ -27,35 +25,6 @@ from tests.integration.conftest import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def host_listener() -> Iterator[int]:
-    """A TCP listener on all of this host's addresses that answers b'pong'."""
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("0.0.0.0", 0))
-    server.listen(16)
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
-                conn.sendall(b"pong")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    server.close()
-    thread.join(timeout=5)
 
 
 CONNECT_SCRIPT = """

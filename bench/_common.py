@@ -1,9 +1,56 @@
-"""Writing one benchmark's section into docs/benchmarks.md, shared by every bench script."""
+"""What every bench script shares: percentiles, the error type, the entry point, and
+writing one benchmark's section into docs/benchmarks.md."""
 
 from __future__ import annotations
 
+import math
 import os
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from rich.console import Console
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot produce trustworthy figures (wrong output, leftovers, ...)."""
+
+
+def nearest_rank(samples: Sequence[float], percent: float) -> float:
+    """The nearest-rank percentile: the ceil(percent/100 * n)-th smallest sample."""
+    if not samples:
+        raise ValueError("no samples")
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(percent / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+class Timings:
+    """p50 / p95 / min of `samples_ms`, for result dataclasses."""
+
+    samples_ms: tuple[float, ...]
+
+    @property
+    def p50(self) -> float:
+        return nearest_rank(self.samples_ms, 50)
+
+    @property
+    def p95(self) -> float:
+        return nearest_rank(self.samples_ms, 95)
+
+    @property
+    def minimum(self) -> float:
+        return min(self.samples_ms)
+
+
+def run_main(main: Callable[[], int], console: Console) -> None:
+    """The `if __name__ == "__main__"` body: exit with main's code; a BenchError is reported."""
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        console.print(f"[bold red]benchmark failed:[/bold red] {exc}")
+        sys.exit(1)
+
 
 INTRO = (
     "# Benchmarks\n\n"

@@ -1,0 +1,111 @@
+"""Plain helpers shared by the Docker-backed test folders (no fixtures here)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import docker
+import docker.errors
+
+from orchestrator.home import CorralHome
+from orchestrator.owner import LABEL_MANAGED
+
+
+def leaked_containers(client: docker.DockerClient) -> list[Any]:
+    """corral containers this test process left: owned by it (or by a process of it that
+    died). Containers of another live owner (a gateway, another test run) are not ours."""
+    import socket as _socket
+
+    from orchestrator.owner import owner_is_alive, read_boot_id, read_start_time
+
+    me = str(os.getpid())
+    host, boot = _socket.gethostname(), read_boot_id()
+    leaked = []
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}):
+        labels = container.labels
+        if (
+            labels.get("corral.test.pid") == me
+            or labels.get("corral.owner.pid") == me
+            or (
+                "corral.owner.pid" in labels
+                and (
+                    owner_is_alive(labels, host=host, boot_id=boot, start_time_of=read_start_time)
+                    is False
+                )
+            )
+        ):
+            leaked.append(container)
+    return leaked
+
+
+def remove_and_wait(container: Any) -> None:
+    """Force-remove; if a removal is already in progress (409), wait for it to finish."""
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        return
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:
+            raise
+    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        container.wait(condition="removed", timeout=60)
+
+
+def control_labels(kind: str) -> dict[str, str]:
+    """Labels for containers a test starts itself (controls, helpers)."""
+    return {LABEL_MANAGED: "true", "corral.kind": kind, "corral.test.pid": str(os.getpid())}
+
+
+def write_config(home: CorralHome, text: str) -> None:
+    home.config_file.write_text(text)
+
+
+def host_addresses() -> list[str]:
+    """This machine's own IPv4 addresses (docker0 gateway, primary), never a remote one."""
+    out = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True
+    ).stdout
+    addrs = []
+    for line in out.splitlines():
+        parts = line.split()
+        addr = parts[3].split("/")[0]
+        if not addr.startswith("127."):
+            addrs.append(addr)
+    return addrs
+
+
+def bridge_gateway() -> str:
+    """The host's own address on docker0, which containers on the default bridge can reach."""
+    out = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "docker0"], capture_output=True, text=True, check=True
+    ).stdout
+    return out.split()[3].split("/")[0]
+
+
+async def wait_until(predicate: Callable[[], Any], limit: float = 30.0) -> Any:
+    """Poll `predicate` (sync or async) until truthy; fail after `limit` s. Not a sleep-sync:
+    the check is the condition itself, polled."""
+    with anyio.fail_after(limit):
+        while True:
+            value = predicate()
+            if hasattr(value, "__await__"):
+                value = await value
+            if value:
+                return value
+            await anyio.sleep(0.05)
+
+
+def env_with_home(home: CorralHome) -> dict[str, str]:
+    env = dict(os.environ)
+    env["CORRAL_HOME"] = str(home.root)
+    return env
+
+
+def corral_bin() -> str:
+    return str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "corral")
