@@ -16,6 +16,21 @@ import docker.errors
 from orchestrator.home import CorralHome
 from orchestrator.owner import LABEL_MANAGED
 
+# SPEC S2.1's eight tools, spelled out here (not read from the catalogue) so tests check
+# the code against the SPEC.
+COMPUTER_TOOLS = frozenset(
+    {
+        "computer_session_start",
+        "computer_screenshot",
+        "computer_click",
+        "computer_type",
+        "computer_key",
+        "computer_scroll",
+        "computer_navigate",
+        "computer_session_stop",
+    }
+)
+
 
 def leaked_containers(client: docker.DockerClient) -> list[Any]:
     """corral containers this test process left: owned by it (or by a process of it that

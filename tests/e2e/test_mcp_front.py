@@ -17,19 +17,10 @@ from tests.e2e.conftest import (
     tool_calls,
     wait_until,
 )
+from tests.helpers import COMPUTER_TOOLS
 
 pytestmark = pytest.mark.anyio
 
-COMPUTER_TOOLS = {
-    "computer_session_start",
-    "computer_screenshot",
-    "computer_click",
-    "computer_type",
-    "computer_key",
-    "computer_scroll",
-    "computer_navigate",
-    "computer_session_stop",
-}
 NOTIFY_WITHIN = 3.0  # SPEC S5.3 / the issue: within 3 seconds
 
 

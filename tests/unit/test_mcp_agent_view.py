@@ -14,19 +14,9 @@ from orchestrator import grants as grants_module
 from orchestrator.config import render_new_agent
 from orchestrator.grants import add_grant, grants_file, read_grants, revoke_grant, write_grants
 from orchestrator.home import CorralHome
+from tests.helpers import COMPUTER_TOOLS
 
 pytestmark = pytest.mark.unit
-
-COMPUTER_TOOLS = {
-    "computer_session_start",
-    "computer_screenshot",
-    "computer_click",
-    "computer_type",
-    "computer_key",
-    "computer_scroll",
-    "computer_navigate",
-    "computer_session_stop",
-}
 
 
 @pytest.fixture

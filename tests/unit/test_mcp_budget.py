@@ -17,19 +17,9 @@ from mcp_front.catalogue import (
     description_sizes,
 )
 from mcp_front.params import Params
+from tests.helpers import COMPUTER_TOOLS
 
 pytestmark = pytest.mark.unit
-
-COMPUTER_TOOLS = {
-    "computer_session_start",
-    "computer_screenshot",
-    "computer_click",
-    "computer_type",
-    "computer_key",
-    "computer_scroll",
-    "computer_navigate",
-    "computer_session_stop",
-}
 
 
 # ------------------------------------------------------------------ the budget

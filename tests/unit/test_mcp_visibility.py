@@ -16,23 +16,12 @@ from mcp_front.visibility import (
     permission_refusal,
     visible_names,
 )
+from tests.helpers import COMPUTER_TOOLS
 
 pytestmark = pytest.mark.unit
 
 PROPERTY = settings(database=None, deadline=None, max_examples=200)
 
-COMPUTER_TOOLS = frozenset(
-    {
-        "computer_session_start",
-        "computer_screenshot",
-        "computer_click",
-        "computer_type",
-        "computer_key",
-        "computer_scroll",
-        "computer_navigate",
-        "computer_session_stop",
-    }
-)
 CODRIVE_TOOLS = frozenset({"codrive_run", "codrive_status"})
 ALL_TOOLS = frozenset(spec.name for spec in CATALOGUE)
 EVERYTHING_ON = frozenset({"computer_use", "codrive"})
