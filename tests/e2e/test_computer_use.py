@@ -326,6 +326,23 @@ async def test_an_idle_session_is_removed(world: World, docker_client: docker.Do
         assert "it was idle for 5 s" in text_of(after)
 
 
+async def test_a_session_past_its_lifetime_is_removed_even_while_busy(
+    world: World, docker_client: docker.DockerClient
+) -> None:
+    write_agent(world.home, "dave", max_lifetime_seconds=10, max_actions=10_000)
+    async with connect(world.home, "stdio", agent="dave") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+
+        async def ended() -> bool:
+            # Keep acting (so the idle timeout never fires) until the lifetime ends it.
+            result = await call(mcp, "computer_key", key="shift")
+            return result.is_error and "it reached its 10 s lifetime" in text_of(result)
+
+        await wait_until(ended, limit=30)
+        # Refused at once; the container's removal then completes.
+        await wait_until(lambda: not kiosks(docker_client, "dave"), limit=30)
+
+
 async def test_killing_the_gateway_leaves_no_session_container(
     world: World, docker_client: docker.DockerClient
 ) -> None:
