@@ -38,6 +38,9 @@ UPSTREAM_PORT = 443
 MAX_HEADER_BYTES = 8 * 1024
 HEADER_TIMEOUT = 10.0
 CONNECT_TIMEOUT = 10.0
+# A tunnel with no byte in either direction for this long is closed (the session's own
+# lifetime bounds it too: the proxy container is removed with the session).
+IDLE_TIMEOUT = 300.0
 MAX_TUNNELS = 256
 MAX_CONNECTIONS = 512  # tunnels plus connections still sending their request
 MAX_ADDRS_PER_HOST = 16
@@ -225,7 +228,8 @@ class Proxy:
                 if rest:
                     up_writer.write(rest)
                     await up_writer.drain()
-                await splice(reader, writer, up_reader, up_writer)
+                if await splice(reader, writer, up_reader, up_writer) == "idle":
+                    log(peer, host, port, "close", "idle")
             finally:
                 up_writer.close()
                 with contextlib.suppress(Exception):
@@ -285,11 +289,13 @@ async def connect_pinned(
     return None
 
 
-async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, activity: list[float]) -> None:
+    loop = asyncio.get_running_loop()
     while True:
         data = await src.read(CHUNK)
         if not data:
             return
+        activity[0] = loop.time()
         dst.write(data)
         await dst.drain()
 
@@ -299,14 +305,25 @@ async def splice(
     a_writer: asyncio.StreamWriter,
     b_reader: asyncio.StreamReader,
     b_writer: asyncio.StreamWriter,
-) -> None:
-    """Copy both ways; when either direction ends (close or error), end both."""
+) -> str:
+    """Copy both ways; when either direction ends (close or error), or neither has moved
+    a byte for IDLE_TIMEOUT seconds, end both. Returns "idle" or "closed"."""
+    loop = asyncio.get_running_loop()
+    activity = [loop.time()]
     tasks = [
-        asyncio.ensure_future(pump(a_reader, b_writer)),
-        asyncio.ensure_future(pump(b_reader, a_writer)),
+        asyncio.ensure_future(pump(a_reader, b_writer, activity)),
+        asyncio.ensure_future(pump(b_reader, a_writer, activity)),
     ]
     try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        while True:
+            remaining = IDLE_TIMEOUT - (loop.time() - activity[0])
+            if remaining <= 0:
+                return "idle"
+            done, _ = await asyncio.wait(
+                tasks, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
+            if done:
+                return "closed"
     finally:
         for task in tasks:
             task.cancel()

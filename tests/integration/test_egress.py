@@ -231,6 +231,53 @@ async def test_proxy_bounds_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None
         await echo.wait_closed()
 
 
+async def test_an_idle_tunnel_is_closed_and_a_busy_one_is_not(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The proxy in this process on 127.0.0.1 only: no byte either way for IDLE_TIMEOUT
+    closes the tunnel; traffic in either direction keeps it open."""
+    import asyncio
+
+    proxy = _load_proxy_module()
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.readline():
+                writer.write(b"echo:" + data)
+                await writer.drain()
+        writer.close()
+
+    echo = await asyncio.start_server(upstream, "127.0.0.1", 0)
+    echo_port = echo.sockets[0].getsockname()[1]
+    monkeypatch.setattr(proxy, "UPSTREAM_PORT", echo_port)
+    monkeypatch.setattr(proxy, "IDLE_TIMEOUT", 0.5)
+    handler = proxy.Proxy({"echo.test": ("127.0.0.1",)}, None)
+    server = await asyncio.start_server(handler.handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with asyncio.timeout(20):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"CONNECT echo.test:{echo_port} HTTP/1.1\r\n\r\n".encode())
+            assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
+            loop = asyncio.get_running_loop()
+            busy_until = loop.time() + 1.5  # three idle periods of traffic
+            while loop.time() < busy_until:
+                writer.write(b"ping\n")
+                assert await reader.readline() == b"echo:ping\n"  # still open
+                await asyncio.sleep(0.1)  # pacing the traffic, not synchronising
+            opened_quiet = loop.time()
+            assert await reader.read() == b""  # then silence: the proxy closes it
+            assert loop.time() - opened_quiet >= 0.4
+            writer.close()
+            await writer.wait_closed()
+    finally:
+        server.close()
+        echo.close()
+        await server.wait_closed()
+        await echo.wait_closed()
+    assert "decision=close reason=idle" in capfd.readouterr().err
+
+
 # ---------------------------------------------------------------- fixtures
 
 
