@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,6 +17,16 @@ from rich.console import Console
 
 class BenchError(RuntimeError):
     """The benchmark cannot produce trustworthy figures (wrong output, leftovers, ...)."""
+
+
+def docker_cli(*args: str) -> str:
+    """Run a short docker CLI command; return its stdout, fail loudly otherwise."""
+    if shutil.which("docker") is None:
+        raise BenchError("the docker CLI is not on PATH")
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise BenchError(f"`docker {shlex.join(args)}` failed: {done.stderr.strip()}")
+    return done.stdout
 
 
 def nearest_rank(samples: Sequence[float], percent: float) -> float:

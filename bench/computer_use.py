@@ -39,7 +39,6 @@ import contextlib
 import os
 import platform
 import shlex
-import shutil
 import signal
 import socket
 import struct
@@ -59,7 +58,7 @@ from typing import Any
 import anyio
 import httpx
 import mcp_types as types
-from _common import BenchError, Timings, markers, nearest_rank, run_main, write_section
+from _common import BenchError, Timings, docker_cli, markers, nearest_rank, run_main, write_section
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rich.console import Console
@@ -189,16 +188,6 @@ class Machine:
 
 
 # --- small helpers --------------------------------------------------------------------
-
-
-def docker_cli(*args: str) -> str:
-    """Run a short docker CLI command; return its stdout, fail loudly otherwise."""
-    if shutil.which("docker") is None:
-        raise BenchError("the docker CLI is not on PATH")
-    done = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise BenchError(f"`docker {shlex.join(args)}` failed: {done.stderr.strip()}")
-    return done.stdout
 
 
 def describe_machine() -> Machine:

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
-from _common import BenchError, Timings, markers, run_main, write_section
+from _common import BenchError, Timings, docker_cli, markers, run_main, write_section
 from rich.console import Console
 from rich.table import Table
 
@@ -102,16 +102,6 @@ def check_output(path: str, run: int, exit_code: int | None, output: str, stderr
             f"got exit {exit_code} and output {output!r}"
             + (f"; stderr: {stderr.strip()!r}" if stderr.strip() else "")
         )
-
-
-def docker_cli(*args: str) -> str:
-    """Run a short docker CLI command; return its stdout, fail loudly otherwise."""
-    if shutil.which("docker") is None:
-        raise BenchError("the docker CLI is not on PATH")
-    done = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise BenchError(f"`docker {shlex.join(args)}` failed: {done.stderr.strip()}")
-    return done.stdout
 
 
 def managed_containers() -> list[str]:
