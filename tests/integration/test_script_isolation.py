@@ -256,3 +256,19 @@ async def test_no_docker_socket_and_only_workspace_is_mounted_read_only(
     # Docker's own per-container files are the only other disk mounts.
     assert set(from_host) == {"/workspace", "/etc/resolv.conf", "/etc/hostname", "/etc/hosts"}
     assert from_host["/workspace"].split(",")[0] == "ro"
+
+
+async def test_the_script_gets_one_cpu(run_script: RunScript) -> None:
+    result = await run_script(
+        "from pathlib import Path\n"
+        "v1 = Path('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')\n"
+        "if v1.exists():\n"
+        "    quota = int(v1.read_text())\n"
+        "    period = int(Path('/sys/fs/cgroup/cpu/cpu.cfs_period_us').read_text())\n"
+        "else:\n"
+        "    q, p = Path('/sys/fs/cgroup/cpu.max').read_text().split()\n"
+        "    quota, period = int(q), int(p)\n"
+        "print(quota / period)\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert float(result.output) == 1.0
