@@ -67,9 +67,11 @@ from rich.table import Table
 from orchestrator.config import AgentConfig, KioskConfig, load_config, render_new_agent
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.home import CorralHome
-from orchestrator.kiosk import KioskChannel, kiosk_create_kwargs, load_seccomp
+from orchestrator.kiosk import KioskChannel, load_seccomp
 from orchestrator.owner import LABEL_MANAGED, LABEL_OWNER_PID, LABEL_OWNER_START, Owner
 from orchestrator.owner import read_start_time as owner_start_time
+from sandboxes.isolation import kiosk_spec
+from sandboxes.ports import ContainerSpec
 
 SECTION = "computer_use"
 SECTION_START, SECTION_END = markers(SECTION)
@@ -97,7 +99,7 @@ KIOSK_ACTION_DEADLINE_S = 10.0
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # The reference screenshot: one fresh process per screenshot, the same grab and the same
-# PNG encoder settings as the kiosk agent (rig_images/kiosk/kiosk_agent.py `_grab_png`),
+# PNG encoder settings as the kiosk agent (rig_images/kiosk/kiosk_agent/screen.py `grab_png`),
 # so the difference measured is the path, not the encoder.
 SHOT_PY = """\
 import io, sys
@@ -397,12 +399,12 @@ class McpPath:
         return elapsed
 
 
-def reference_kwargs(backend: DockerBackend) -> dict[str, Any]:
+def reference_spec(backend: DockerBackend) -> ContainerSpec:
     """The kiosk container as the gateway creates one for a session without network (default
     image, same hardening, this process as its owner)."""
-    return kiosk_create_kwargs(
+    return kiosk_spec(
         image=KioskConfig().image,
-        labels=backend.owner.labels(kind="bench-kiosk", agent=AGENT, session="reference"),
+        labels=backend.labels(kind="bench-kiosk", agent=AGENT, session="reference"),
         network=None,
         seccomp=load_seccomp(),
     )
@@ -410,9 +412,8 @@ def reference_kwargs(backend: DockerBackend) -> dict[str, Any]:
 
 @asynccontextmanager
 async def started_kiosk(backend: DockerBackend, obs: Observations) -> AsyncIterator[KioskChannel]:
-    channel = KioskChannel(backend, reference_kwargs(backend))
+    channel = await KioskChannel.open(backend, reference_spec(backend))
     try:
-        await channel.open()
         ready = await channel.request(
             "start",
             KIOSK_START_DEADLINE_S,
@@ -768,7 +769,7 @@ session without network.
   container's attached stdin/stdout -> kiosk agent, and back. A screenshot includes the
   kiosk agent's two masking probes (before and after the grab) and the gateway's masking pass.
 - **kiosk channel** (no MCP, no gateway): the same kind of kiosk container (same image, same
-  hardening: `orchestrator.kiosk.kiosk_create_kwargs` + the rig's seccomp profile) driven
+  hardening: `sandboxes.isolation.kiosk_spec` + the rig's seccomp profile) driven
   from this process through `orchestrator.kiosk.KioskChannel`, ops `screenshot` and `click`:
   the difference to the row above is what MCP and the gateway add.
 - **docker exec python3**, **docker exec xdotool** (the reference): what other

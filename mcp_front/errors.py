@@ -18,8 +18,7 @@ import uuid
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from orchestrator.errors import CorralError
-from sandboxes.script_policy import ParamError
+from orchestrator.errors import CorralError, ParamError
 
 PERMISSION_DENIED = -32003
 INVALID_PARAMS = -32602
@@ -33,10 +32,6 @@ class GateRefusal(MCPError):
     def __init__(self, message: str, code: int = PERMISSION_DENIED) -> None:
         super().__init__(code, message)
         self.gate_message = message
-
-
-class NotAvailable(CorralError):
-    """The tool passed the gate but this version of corral does not execute it yet."""
 
 
 def error_result(message: str) -> types.CallToolResult:

@@ -18,22 +18,21 @@ import httpx
 import mcp_types as types
 from pydantic import ValidationError
 
-from orchestrator.gateway import (
+from orchestrator.errors import KeyFileError
+from orchestrator.home import CorralHome
+from orchestrator.signing import load_or_create_key, new_nonce, sign
+from orchestrator.wire import (
     COMPUTER_USE_PATH,
     ComputerUseAnswer,
     ImageBlock,
     TextBlock,
+    gateway_base_url,
 )
-from orchestrator.home import CorralHome
-from orchestrator.signing import KeyFileError, load_or_create_key, new_nonce, sign
+
+__all__ = ["forward", "gateway_base_url", "gateway_client", "not_running_message", "to_result"]
 
 TIMEOUT_SECONDS = 120.0
 CONNECT_TIMEOUT_SECONDS = 5.0
-
-
-def gateway_base_url(host: str, port: int) -> str:
-    """http://host:port for [gateway] host/port (IPv6 literals in brackets)."""
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def not_running_message(url: str) -> str:

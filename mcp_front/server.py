@@ -24,18 +24,20 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_front.agent_view import load_view
-from mcp_front.catalogue import BY_NAME, ToolSpec
-from mcp_front.errors import INVALID_PARAMS, GateRefusal, NotAvailable, call_outcome
+from mcp_front.errors import INVALID_PARAMS, GateRefusal, call_outcome
 from mcp_front.families.script import run_execute_program
-from mcp_front.forwarder import forward, gateway_base_url, gateway_client
-from mcp_front.params import validate
+from mcp_front.forwarder import forward, gateway_client
 from mcp_front.tool_log import ToolCallLog
-from mcp_front.visibility import decide, permission_refusal, visible_names, visible_tools
+from orchestrator.agent_view import load_view
 from orchestrator.audit import AuditLog
 from orchestrator.config import load_config
+from orchestrator.errors import NotAvailable
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
+from orchestrator.wire import gateway_base_url
+from sandboxes.catalogue import BY_NAME, ToolSpec
+from sandboxes.params import validate
+from sandboxes.visibility import decide, permission_refusal, visible_names, visible_tools
 
 logger = logging.getLogger("corral.mcp")
 
@@ -180,7 +182,7 @@ class CorralMCP:
         if not spec.available:
             raise NotAvailable(
                 f"{spec.name} is not available in this version of corral: its schema and gate "
-                "are in place and its execution arrives with the kiosk/codrive release."
+                "are in place, and it cannot run yet. See docs/tools.md for what runs today."
             )
         if spec.name.startswith("computer_"):
             # The gateway owns sessions and performs every check; re-read its address per call.

@@ -13,12 +13,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.config import AGENT_NAME_RE, load_agent, load_config, render_new_agent
-from orchestrator.errors import ConfigError, CorralError, SandboxUnavailable
+from orchestrator.errors import ConfigError, CorralError, ParamError, SandboxUnavailable
 from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
 from orchestrator.runtime import open_runtime
 from sandboxes.script import execute_program
-from sandboxes.script_policy import TIMEOUT_DEFAULT, ParamError, parse_params
+from sandboxes.script_policy import TIMEOUT_DEFAULT, parse_params
 
 EXIT_TIMEOUT = 124
 EXIT_UNAVAILABLE = 125
@@ -403,7 +403,7 @@ def reap() -> None:
     """Remove corral containers whose owning process is gone (never a live owner's)."""
 
     async def go() -> list[str]:
-        from orchestrator.egress import reap_networks
+        from orchestrator.network_reaper import reap_networks
 
         async with open_runtime(_home()) as rt:
             removed = await reap_orphans(rt.backend)

@@ -9,6 +9,7 @@ one place, `map_docker_errors`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import socket
@@ -24,10 +25,13 @@ import requests.exceptions
 from docker.models.containers import Container
 from docker.utils.socket import frames_iter
 
-from orchestrator.backend import ContainerSpec, ExitInfo, ManagedContainer
 from orchestrator.errors import EngineError, SandboxUnavailable, UnavailableCode
 from orchestrator.owner import LABEL_MANAGED, Owner
 from orchestrator.watchdog import OwnerWatchdog
+from sandboxes.ports import ContainerSpec, ExitInfo, ManagedContainer
+
+logger = logging.getLogger("corral.docker")
+STDOUT = 1
 
 API_VERSION = "1.41"  # Docker 20.10, the oldest engine corral supports
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
@@ -121,14 +125,14 @@ def map_docker_errors(url: str, image: str | None = None) -> Iterator[None]:
         raise classify_connection_error(exc, url) from exc
 
 
-def host_config_kwargs(spec: ContainerSpec) -> dict[str, Any]:
-    """The SDK's `containers.create` keyword arguments for a spec (pure)."""
-    return {
+def create_kwargs(spec: ContainerSpec) -> dict[str, Any]:
+    """The SDK's `containers.create` keyword arguments for a spec (pure): the one place a
+    ContainerSpec becomes engine arguments. Docker's `init` is never used: it would
+    bind-mount the host's docker-init; images that need an init bring tini."""
+    kwargs: dict[str, Any] = {
         "image": spec.image,
-        "command": list(spec.command),
         "labels": dict(spec.labels),
         "user": spec.user,
-        "network_mode": spec.network,
         "read_only": spec.read_only,
         "mem_limit": spec.memory_bytes,
         "memswap_limit": spec.memory_swap_bytes,
@@ -137,17 +141,38 @@ def host_config_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         "cap_drop": list(spec.cap_drop),
         "security_opt": list(spec.security_opt),
         "tmpfs": dict(spec.tmpfs),
-        "volumes": {
-            m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts
-        },
         "environment": dict(spec.environment),
-        "working_dir": spec.working_dir,
-        "init": spec.init,
-        "log_config": {"type": "none", "config": {}},
-        "stdin_open": False,
+        "log_config": (
+            {"type": "json-file", "config": {"max-size": "1m", "max-file": "2"}}
+            if spec.keep_logs
+            else {"type": "none", "config": {}}
+        ),
+        "stdin_open": spec.stdin_open,
+        "init": False,  # explicit: a daemon.json `init: true` would mount the host's binary
         "tty": False,
         "detach": True,
     }
+    if spec.command is not None:
+        kwargs["command"] = list(spec.command)
+    # A named network is joined at create time (`network`); otherwise there is none.
+    if spec.network is None:
+        kwargs["network_mode"] = "none"
+    else:
+        kwargs["network"] = spec.network
+    if spec.mounts:
+        kwargs["volumes"] = {
+            m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
+            for m in spec.mounts
+        }
+    if spec.working_dir is not None:
+        kwargs["working_dir"] = spec.working_dir
+    if spec.name is not None:
+        kwargs["name"] = spec.name
+    if spec.shm_size_bytes is not None:
+        kwargs["shm_size"] = spec.shm_size_bytes
+    if spec.dns:
+        kwargs["dns"] = list(spec.dns)
+    return kwargs
 
 
 class DockerBackend:
@@ -166,7 +191,16 @@ class DockerBackend:
                 self._client = docker.DockerClient(base_url=self.url, version=API_VERSION)
         return self._client
 
-    async def _call(self, func: Any, *args: Any, image: str | None = None, **kwargs: Any) -> Any:
+    def labels(self, *, kind: str, agent: str, session: str) -> dict[str, str]:
+        return self.owner.labels(kind=kind, agent=agent, session=session)
+
+    async def ensure_watchdog(self) -> None:
+        """Start the owner watchdog (once) before the first container is created."""
+        await anyio.to_thread.run_sync(self._watchdog.ensure_started)
+
+    async def call(self, func: Any, *args: Any, image: str | None = None, **kwargs: Any) -> Any:
+        """Run one blocking SDK call in a worker thread, its errors mapped."""
+
         def run() -> Any:
             with map_docker_errors(self.url, image):
                 return func(*args, **kwargs)
@@ -175,8 +209,8 @@ class DockerBackend:
 
     async def check(self, image: str) -> None:
         await anyio.to_thread.run_sync(probe_unix_socket, self.url)
-        await self._call(lambda: self.client.ping())
-        await self._call(lambda: self.client.images.get(image), image=image)
+        await self.call(lambda: self.client.ping())
+        await self.call(lambda: self.client.images.get(image), image=image)
 
     def start(self, spec: ContainerSpec) -> DockerRun:
         return DockerRun(self, spec)
@@ -193,24 +227,35 @@ class DockerBackend:
                 for c in found
             ]
 
-        result: list[ManagedContainer] = await self._call(run)
+        result: list[ManagedContainer] = await self.call(run)
         return result
 
-    async def remove(self, container_id: str) -> None:
-        def run() -> None:
-            with contextlib.suppress(docker.errors.NotFound):
-                self.client.api.remove_container(container_id, force=True, v=True)
-            # A removal already in progress answers 409; wait for it to finish.
-            with contextlib.suppress(docker.errors.NotFound):
-                self.client.api.wait(container_id, condition="removed", timeout=30)
+    async def open_attached(self, spec: ContainerSpec) -> DockerAttached:
+        attached = DockerAttached(self, spec)
+        await attached.open()
+        return attached
 
-        with contextlib.suppress(docker.errors.APIError):
-            await self._call(run)
+    async def remove(self, container_id: str) -> None:
+        await self.call(remove_and_wait, self.client, container_id)
 
     async def close(self) -> None:
         await anyio.to_thread.run_sync(self._watchdog.stop)
         if self._client is not None:
             self._client.close()
+
+
+def remove_and_wait(client: docker.DockerClient, container_id: str) -> None:
+    """Force-remove a container and return once it is gone. Gone already: fine. Another
+    removal in progress (the engine answers 409): wait for that one to finish."""
+    try:
+        client.api.remove_container(container_id, force=True, v=True)
+    except docker.errors.NotFound:
+        return
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:
+            raise
+    with contextlib.suppress(docker.errors.NotFound):
+        client.api.wait(container_id, condition="removed", timeout=30)
 
 
 def _close_socket(sock: Any) -> None:
@@ -236,24 +281,24 @@ class DockerRun:
 
     async def __aenter__(self) -> DockerRun:
         backend = self._backend
-        await anyio.to_thread.run_sync(backend._watchdog.ensure_started)
-        kwargs = host_config_kwargs(self._spec)
+        await backend.ensure_watchdog()
+        kwargs = create_kwargs(self._spec)
         try:
-            self._container = await backend._call(
+            self._container = await backend.call(
                 partial(backend.client.containers.create, **kwargs), image=self._spec.image
             )
             assert self._container is not None
             self.id = self._container.id or ""
             # Attach before start so no byte of output is missed; the log driver is "none".
             # attach_socket hands us the socket itself, so we can shut it down and close it.
-            self._stream = await backend._call(
+            self._stream = await backend.call(
                 partial(
                     backend.client.api.attach_socket,
                     self.id,
                     params={"stdout": 1, "stderr": 1, "stream": 1},
                 )
             )
-            await backend._call(self._container.start)
+            await backend.call(self._container.start)
         except BaseException:
             await self._cleanup()
             raise
@@ -296,8 +341,8 @@ class DockerRun:
     async def wait(self) -> ExitInfo:
         container = self._container
         assert container is not None
-        status = await self._backend._call(container.wait)
-        await self._backend._call(container.reload)
+        status = await self._backend.call(container.wait)
+        await self._backend.call(container.reload)
         state = container.attrs.get("State", {})
         return ExitInfo(
             exit_code=int(status.get("StatusCode", -1)),
@@ -310,3 +355,67 @@ class DockerRun:
             return
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
             await anyio.to_thread.run_sync(partial(container.kill, signal="SIGKILL"))
+
+
+class DockerAttached:
+    """A long-lived container attached on stdin/stdout before it starts (the kiosk agent's
+    channel). `close` shuts the socket (waking a blocked reader) and removes the container."""
+
+    def __init__(self, backend: DockerBackend, spec: ContainerSpec) -> None:
+        self._backend = backend
+        self._spec = spec
+        self._sock: Any = None
+        self._frames: Iterator[tuple[int, bytes]] | None = None
+        self.id = ""
+
+    async def open(self) -> None:
+        backend = self._backend
+        await backend.ensure_watchdog()
+
+        def create() -> None:
+            container = backend.client.containers.create(**create_kwargs(self._spec))
+            self.id = container.id or ""
+            self._sock = backend.client.api.attach_socket(
+                self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            self._frames = frames_iter(self._sock, tty=False)  # type: ignore[no-untyped-call]
+            container.start()
+
+        try:
+            await backend.call(create, image=self._spec.image)
+        except BaseException:
+            await self.close()
+            raise
+
+    def _raw(self) -> socket.socket:
+        return getattr(self._sock, "_sock", self._sock)  # type: ignore[no-any-return]
+
+    async def send(self, data: bytes) -> None:
+        if self._sock is None:
+            raise OSError("the channel is closed")
+        await anyio.to_thread.run_sync(self._raw().sendall, data)
+
+    async def receive(self) -> bytes | None:
+        while True:
+            if self._frames is None:
+                return None
+            frame = await anyio.to_thread.run_sync(
+                partial(next, self._frames, None), abandon_on_cancel=True
+            )
+            if frame is None:
+                return None
+            stream, data = frame
+            if stream == STDOUT:
+                return bytes(data)
+            for text in data.decode(errors="replace").splitlines():
+                logger.debug("container %s: %s", self.id[:12], text)
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            if self._sock is not None:
+                _close_socket(self._sock)
+                self._sock = None
+                self._frames = None
+            if self.id:
+                container_id, self.id = self.id, ""
+                await self._backend.remove(container_id)

@@ -24,45 +24,39 @@ context exits); with an empty allowlist nothing is created, `network_name` is No
 the kiosk runs with `network_mode=none`.
 
 Every Docker SDK call runs in a worker thread, with errors translated by
-`map_docker_errors`; the firewall tools run with `anyio.run_process`.
+`orchestrator.docker_backend.map_docker_errors` (through `DockerBackend.call`); the
+firewall rule is `orchestrator.firewall`'s, orphans are `orchestrator.network_reaper`'s,
+and the host-name policy is `sandboxes.hostnames`'.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import logging
 import re
 import secrets
-import shutil
 import socket
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import docker
 import docker.errors
 
-from orchestrator.docker_backend import DockerBackend, map_docker_errors
-from orchestrator.errors import CorralError, EngineError
-from orchestrator.owner import (
-    LABEL_KIND,
-    LABEL_MANAGED,
-    owner_is_alive,
-    read_boot_id,
-    read_start_time,
-)
+from orchestrator.docker_backend import DockerBackend, create_kwargs
+from orchestrator.errors import EgressError, EngineError
+from orchestrator.firewall import add_input_drop, remove_input_drop
+from orchestrator.owner import LABEL_KIND, LABEL_MANAGED
+from sandboxes.hostnames import is_ip_literal, normalise_host, usable_address
+from sandboxes.isolation import PROXY_PORT, proxy_spec
 
 logger = logging.getLogger("corral.egress")
 
 PROXY_IMAGE = "corral-proxy:latest"
-PROXY_PORT = 3128
 PROXY_ALIAS = "proxy"
 PROXY_URL = f"http://{PROXY_ALIAS}:{PROXY_PORT}"
 EGRESS_NETWORK = "corral-egress"
@@ -77,19 +71,6 @@ SESSION_ID_LENGTH = 10
 SESSION_ID_RE = re.compile(r"^[a-z0-9]{1,12}$")  # crl + 12 = 15, the kernel's IFNAMSIZ-1
 RESOLVE_TIMEOUT = 10.0
 MAX_ADDRS_PER_HOST = 8
-_LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
-HOST_NAME_RE = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
-RULE_RE = re.compile(r"^-A INPUT -i (crl[a-z0-9]{1,12}) -m conntrack --ctstate NEW -j DROP$")
-
-PROXY_MEMORY = 128 * 1024**2
-PROXY_PIDS = 64
-PROXY_NANO_CPUS = 1_000_000_000
-
-T = TypeVar("T")
-
-
-class EgressError(CorralError):
-    """The session's egress could not be set up or torn down."""
 
 
 def new_session_id() -> str:
@@ -103,44 +84,6 @@ def session_network_name(session_id: str) -> str:
 
 def bridge_name(session_id: str) -> str:
     return f"{BRIDGE_PREFIX}{session_id}"
-
-
-def input_drop_rule(bridge: str) -> list[str]:
-    """The rule (without the action flag) that drops new connections from `bridge` to the host."""
-    return ["INPUT", "-i", bridge, "-m", "conntrack", "--ctstate", "NEW", "-j", "DROP"]
-
-
-def normalise_host(raw: str) -> str:
-    """An allowlist entry in canonical form: a lower-case DNS name without a trailing dot,
-    or an IP literal. The proxy applies the same rules to what clients ask for."""
-    host = raw.strip().lower()
-    if host.startswith("[") and host.endswith("]"):
-        return str(ipaddress.IPv6Address(host[1:-1]))
-    with contextlib.suppress(ValueError):
-        return str(ipaddress.ip_address(host))
-    if len(host) > 253 or not HOST_NAME_RE.match(host):
-        raise ValueError(f"not a host name: {raw!r}")
-    if host.rsplit(".", 1)[-1].isdigit():  # "010.1.2.3": inet_aton would read it as 8.1.2.3
-        raise ValueError(f"not a host name nor an IP address: {raw!r}")
-    return host
-
-
-def _is_ip_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def usable_address(addr: str, *, allow_private: bool) -> bool:
-    """Whether a resolved address may be pinned. Loopback, private, link-local and other
-    non-global addresses would turn an allowlisted name with hostile DNS into a way into
-    this host or its network, so they need `allow_private` (or an explicit override)."""
-    ip = ipaddress.ip_address(addr)
-    if ip.is_unspecified or ip.is_multicast:
-        return False
-    return allow_private or ip.is_global
 
 
 def _resolve_sync(host: str) -> list[str]:
@@ -177,7 +120,7 @@ async def resolve_pins(
         if host in overrides:
             results[host] = [overrides[host]]
             return
-        if _is_ip_literal(host):
+        if is_ip_literal(host):
             candidates = [host]
         else:
             candidates = []
@@ -203,87 +146,7 @@ async def resolve_pins(
     return pins, unresolved
 
 
-# ---------------------------------------------------------------- firewall (iptables)
-
-
-def firewall_tools() -> list[str]:
-    return [tool for tool in ("iptables", "ip6tables") if shutil.which(tool) is not None]
-
-
-def _ipv6_enabled() -> bool:
-    try:
-        return Path("/proc/sys/net/ipv6/conf/all/disable_ipv6").read_text().strip() == "0"
-    except OSError:
-        return False
-
-
-async def _run_tool(tool: str, *args: str) -> tuple[int, str]:
-    proc = await anyio.run_process([tool, "-w", *args], check=False)
-    return proc.returncode, (proc.stderr or b"").decode(errors="replace").strip()
-
-
-async def add_input_drop(bridge: str) -> None:
-    """Insert the INPUT drop rule for `bridge` with iptables, and ip6tables if present.
-
-    Fails when iptables is missing or refuses; an ip6tables failure is tolerated only
-    when IPv6 is disabled on this host (then there is nothing to filter)."""
-    tools = firewall_tools()
-    if "iptables" not in tools:
-        raise EgressError(
-            "iptables is not installed: a kiosk session's network cannot be closed "
-            "to this host (apt-get install iptables)"
-        )
-    for tool in tools:
-        code, err = await _run_tool(tool, "-I", *input_drop_rule(bridge))
-        if code != 0:
-            if tool == "ip6tables" and not _ipv6_enabled():
-                continue
-            raise EgressError(f"{tool} could not add the INPUT rule for {bridge}: {err}")
-
-
-async def remove_input_drop(bridge: str) -> int:
-    """Delete every copy of the INPUT drop rule for `bridge` (idempotent); return how
-    many rules were deleted."""
-    problems = []
-    deleted = 0
-    for tool in firewall_tools():
-        for _ in range(16):
-            code, _err = await _run_tool(tool, "-C", *input_drop_rule(bridge))
-            if code != 0:
-                break  # no (more) such rule
-            code, err = await _run_tool(tool, "-D", *input_drop_rule(bridge))
-            if code != 0:
-                problems.append(f"{tool}: {err}")
-                break
-            deleted += 1
-    if problems:
-        raise EgressError(f"could not remove the INPUT rule for {bridge}: {'; '.join(problems)}")
-    return deleted
-
-
-async def input_drop_bridges() -> set[str]:
-    """Bridges that have a corral INPUT drop rule, in any of the firewall tools."""
-    found: set[str] = set()
-    for tool in firewall_tools():
-        proc = await anyio.run_process([tool, "-w", "-S", "INPUT"], check=False)
-        if proc.returncode != 0:
-            continue
-        for line in proc.stdout.decode(errors="replace").splitlines():
-            match = RULE_RE.match(line.strip())
-            if match:
-                found.add(match.group(1))
-    return found
-
-
 # ---------------------------------------------------------------- engine helpers
-
-
-async def _engine(backend: DockerBackend, func: Callable[[], T], image: str | None = None) -> T:
-    def run() -> T:
-        with map_docker_errors(backend.url, image):
-            return func()
-
-    return await anyio.to_thread.run_sync(run)
 
 
 def _named_networks(client: docker.DockerClient, name: str) -> list[dict[str, Any]]:
@@ -316,7 +179,8 @@ async def ensure_egress_network(backend: DockerBackend) -> str:
     """Create the shared `corral-egress` bridge network if absent; return its id.
 
     It is shared by every session (and every corral process) and never removed by one."""
-    return await _engine(backend, lambda: _ensure_egress_network_sync(backend.client))
+    network_id: str = await backend.call(_ensure_egress_network_sync, backend.client)
+    return network_id
 
 
 def _remove_network_sync(client: docker.DockerClient, network_id: str) -> None:
@@ -338,13 +202,6 @@ def _remove_network_sync(client: docker.DockerClient, network_id: str) -> None:
         client.api.remove_network(network_id)
 
 
-def _remove_container_sync(client: docker.DockerClient, container_id: str) -> None:
-    with contextlib.suppress(docker.errors.NotFound):
-        client.api.remove_container(container_id, force=True, v=True)
-    with contextlib.suppress(docker.errors.NotFound):
-        client.api.wait(container_id, condition="removed", timeout=30)
-
-
 def _logs_tail(client: docker.DockerClient, container_id: str) -> bytes:
     out: Any = client.api.logs(container_id, stream=False, tail=20)
     return out if isinstance(out, bytes) else b"".join(out)
@@ -359,40 +216,6 @@ def _probe_tcp(addr: str, port: int) -> bool:
 
 
 # ---------------------------------------------------------------- the session's egress
-
-
-@dataclass(frozen=True, slots=True)
-class ProxySpec:
-    """Keyword arguments for the SDK's `containers.create` of one session's proxy (pure)."""
-
-    image: str
-    name: str
-    pins: Mapping[str, tuple[str, ...]]
-    allow_from: str
-    labels: Mapping[str, str]
-
-    def create_kwargs(self) -> dict[str, Any]:
-        return {
-            "image": self.image,
-            "name": self.name,
-            "labels": dict(self.labels),
-            "environment": {
-                "CORRAL_PINS": json.dumps({h: list(a) for h, a in self.pins.items()}),
-                "CORRAL_ALLOW_FROM": self.allow_from,
-            },
-            "user": "1000:1000",
-            "read_only": True,
-            "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges"],
-            "pids_limit": PROXY_PIDS,
-            "mem_limit": PROXY_MEMORY,
-            "memswap_limit": PROXY_MEMORY,
-            "nano_cpus": PROXY_NANO_CPUS,
-            "network": EGRESS_NETWORK,
-            # The decision log (host, port, decision; never payloads), bounded.
-            "log_config": {"type": "json-file", "config": {"max-size": "1m", "max-file": "2"}},
-            "detach": True,
-        }
 
 
 class SessionEgress:
@@ -483,8 +306,7 @@ class SessionEgress:
 
         name = session_network_name(self.session_id)
         net_labels = {**owner_labels, LABEL_KIND: KIND_SESSION_NETWORK}
-        created = await _engine(
-            backend,
+        created = await backend.call(
             partial(
                 client.api.create_network,
                 name,
@@ -497,7 +319,7 @@ class SessionEgress:
         )
         self.network_id = str(created["Id"])
         self.network_name = name
-        info = await _engine(backend, partial(client.api.inspect_network, self.network_id))
+        info = await backend.call(client.api.inspect_network, self.network_id)
         ipam = (info.get("IPAM") or {}).get("Config") or [{}]
         self.subnet = ipam[0].get("Subnet")
         self.gateway = ipam[0].get("Gateway")
@@ -508,28 +330,26 @@ class SessionEgress:
         self._rule_attempted = True
         await add_input_drop(self.bridge)
 
-        await anyio.to_thread.run_sync(backend._watchdog.ensure_started)
-        spec = ProxySpec(
+        await backend.ensure_watchdog()
+        spec = proxy_spec(
             image=self.image,
             name=f"corral-proxy-{self.session_id}",
+            labels=owner_labels,
+            network=EGRESS_NETWORK,
             pins=self.pins,
             allow_from=self.subnet,
-            labels=owner_labels,
         )
-        container = await _engine(
-            backend, partial(client.containers.create, **spec.create_kwargs()), image=self.image
+        container = await backend.call(
+            partial(client.containers.create, **create_kwargs(spec)), image=self.image
         )
         self.proxy_container_id = str(container.id)
-        await _engine(
-            backend,
-            partial(
-                client.api.connect_container_to_network,
-                self.proxy_container_id,
-                self.network_id,
-                aliases=[PROXY_ALIAS],
-            ),
+        await backend.call(
+            client.api.connect_container_to_network,
+            self.proxy_container_id,
+            self.network_id,
+            aliases=[PROXY_ALIAS],
         )
-        await _engine(backend, container.start)
+        await backend.call(container.start)
         await self._wait_ready()
         self.proxy_url = PROXY_URL
 
@@ -540,12 +360,10 @@ class SessionEgress:
         assert container_id is not None
         deadline = time.monotonic() + self._ready_timeout
         while True:
-            info = await _engine(
-                backend, partial(backend.client.api.inspect_container, container_id)
-            )
+            info = await backend.call(backend.client.api.inspect_container, container_id)
             state = info.get("State") or {}
             if state.get("Status") in ("exited", "dead"):
-                logs = await _engine(backend, partial(_logs_tail, backend.client, container_id))
+                logs = await backend.call(_logs_tail, backend.client, container_id)
                 raise EgressError(
                     f"the egress proxy exited with code {state.get('ExitCode')}: "
                     f"{logs.decode(errors='replace').strip()}"
@@ -568,18 +386,13 @@ class SessionEgress:
         with anyio.CancelScope(shield=True):
             if self.proxy_container_id is not None:
                 try:
-                    await _engine(
-                        backend,
-                        partial(_remove_container_sync, backend.client, self.proxy_container_id),
-                    )
+                    await backend.remove(self.proxy_container_id)
                     self.proxy_container_id = None
                 except Exception as exc:
                     problems.append(f"proxy container: {exc}")
             if self.network_id is not None:
                 try:
-                    await _engine(
-                        backend, partial(_remove_network_sync, backend.client, self.network_id)
-                    )
+                    await backend.call(_remove_network_sync, backend.client, self.network_id)
                     self.network_id = None
                 except Exception as exc:
                     problems.append(f"network {self.network_name}: {exc}")
@@ -597,138 +410,3 @@ class SessionEgress:
                 raise EngineError(message)
 
 
-# ---------------------------------------------------------------- reaping orphans
-
-
-def network_is_orphan(
-    labels: Mapping[str, str],
-    *,
-    attached: int,
-    age_seconds: float,
-    host: str,
-    boot_id: str,
-    start_time_of: Callable[[int], int | None],
-    stale_after: float | None,
-) -> bool:
-    """Whether a session network may be removed (pure).
-
-    Never while a container is attached. Yes when its owner process is gone; also when
-    its owner lives but it has had no container for longer than `stale_after` seconds
-    (a live session always has its proxy attached). A network of another host: never.
-    """
-    if attached:
-        return False
-    alive = owner_is_alive(labels, host=host, boot_id=boot_id, start_time_of=start_time_of)
-    if alive is None:
-        return False
-    if alive is False:
-        return True
-    return stale_after is not None and age_seconds > stale_after
-
-
-def _age_seconds(created: str, now: float) -> float:
-    """Seconds since a Docker `Created` timestamp (RFC 3339 with nanoseconds)."""
-    from datetime import datetime
-
-    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", created)
-    if not match:
-        return 0.0
-    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
-    stamp = datetime.fromisoformat(match.group(1) + zone).timestamp()
-    return now - stamp
-
-
-@dataclass(frozen=True, slots=True)
-class ReapedNetworks:
-    networks: tuple[str, ...]  # session networks removed
-    rules: tuple[str, ...]  # bridges whose orphaned INPUT rules were removed
-
-
-async def reap_networks(
-    backend: DockerBackend,
-    *,
-    stale_after: float | None = 600.0,
-    label_filters: Mapping[str, str] | None = None,
-    sweep_rules: bool | Collection[str] = True,
-) -> ReapedNetworks:
-    """Remove orphaned `corral-s-*` networks (see `network_is_orphan`) with their INPUT
-    rules, then INPUT rules of `crl*` bridges that no network has any more.
-
-    `label_filters` narrows the networks considered (all corral session networks by
-    default); `sweep_rules` is True (every orphaned corral rule), False, or the bridge
-    names whose orphaned rules may be removed.
-
-    Run it after the container reaper (a network with a container attached is kept).
-    The rule snapshot is taken before the network listing: a rule is only ever added
-    for a network that already exists, so a live session's rule is never taken for an
-    orphan."""
-    client = backend.client
-    host, boot_id = socket.gethostname(), read_boot_id()
-    rule_bridges = await input_drop_bridges()
-    if sweep_rules is False:
-        rule_bridges = set()
-    elif sweep_rules is not True:
-        rule_bridges &= set(sweep_rules)
-    wanted = dict(label_filters or {})
-
-    def list_networks() -> list[dict[str, Any]]:
-        return list(client.api.networks())
-
-    networks = await _engine(backend, list_networks)
-    removed: list[str] = []
-    now = time.time()
-    live_bridges: set[str] = set()
-    for summary in networks:
-        name = str(summary.get("Name", ""))
-        labels = summary.get("Labels") or {}
-        bridge = (summary.get("Options") or {}).get(BRIDGE_NAME_OPTION)
-        is_session = (
-            name.startswith(SESSION_NETWORK_PREFIX)
-            and labels.get(LABEL_MANAGED) == "true"
-            and labels.get(LABEL_KIND) == KIND_SESSION_NETWORK
-        )
-        if not is_session or any(labels.get(k) != v for k, v in wanted.items()):
-            if bridge:
-                live_bridges.add(str(bridge))
-            continue
-        try:
-            info = await _engine(backend, partial(client.api.inspect_network, summary["Id"]))
-        except EngineError:
-            continue
-        if not network_is_orphan(
-            labels,
-            attached=len(info.get("Containers") or {}),
-            age_seconds=_age_seconds(str(info.get("Created", "")), now),
-            host=host,
-            boot_id=boot_id,
-            start_time_of=read_start_time,
-            stale_after=stale_after,
-        ):
-            if bridge:
-                live_bridges.add(str(bridge))
-            continue
-
-        def remove(network_id: str = str(summary["Id"])) -> None:
-            with contextlib.suppress(docker.errors.NotFound):
-                client.api.remove_network(network_id)
-
-        try:
-            await _engine(backend, remove)
-        except EngineError as exc:  # e.g. a container got attached meanwhile
-            logger.warning("could not remove orphaned network %s: %s", name, exc)
-            if bridge:
-                live_bridges.add(str(bridge))
-            continue
-        removed.append(name)
-        if bridge and sweep_rules is not False:
-            rule_bridges.add(str(bridge))  # removed below even if it was not in the snapshot
-    rules_removed = []
-    for bridge in sorted(rule_bridges - live_bridges):
-        try:
-            deleted = await remove_input_drop(bridge)
-        except EgressError as exc:
-            logger.warning("%s", exc)
-            continue
-        if deleted:
-            rules_removed.append(bridge)
-    return ReapedNetworks(networks=tuple(removed), rules=tuple(rules_removed))

@@ -1,22 +1,63 @@
-"""Errors raised by the orchestrator package.
+"""corral's one exception tree. Every `CorralError` subclass is drawn here.
 
-    CorralError
-    ├── ConfigError            a config file is missing a key, has a bad value or is not TOML
-    ├── SandboxUnavailable     the script sandbox cannot be used (closed set of codes)
-    ├── ImageBuildError        `corral images build` failed
-    └── EngineError            the container engine answered with an unexpected error
+    CorralError                    sandboxes.errors   base of every error raised on purpose
+    ├── ParamError                 sandboxes.errors   a tool parameter out of its range
+    ├── SandboxUnavailable         sandboxes.errors   the script sandbox cannot be used
+    │                                                 (closed set: UnavailableCode)
+    ├── EngineError                sandboxes.errors   the engine failed otherwise
+    ├── SessionRefused             sandboxes.errors   a session rule refused the call
+    ├── KioskError                 sandboxes.errors   the kiosk did not answer as it should
+    ├── ConfigError                orchestrator.errors a config file is unreadable or invalid
+    ├── ImageBuildError            orchestrator.errors `corral images build` failed
+    ├── EgressError                orchestrator.errors a session's egress could not be set up
+    ├── GatewayStartError          orchestrator.errors the gateway cannot listen
+    ├── NotAvailable               orchestrator.errors a listed tool this version cannot run
+    └── SigningError               orchestrator.errors the signed loopback channel
+        ├── KeyFileError           orchestrator.errors gateway.key unusable
+        ├── SignatureRefused       orchestrator.errors a request's signature refused (401)
+        └── NonceCacheFull         orchestrator.errors too many fresh nonces (503)
+
+The root and the errors the sandbox kinds raise live in `sandboxes.errors` (the
+bottom layer: sandboxes imports no other corral package); the rest live here.
+Both are re-exported from this module, so callers above import from here.
 
 Docker SDK exceptions are translated into this tree in exactly one place:
-`orchestrator.docker_backend.map_docker_errors`.
+`orchestrator.docker_backend.map_docker_errors`. The MCP front maps the tree to
+MCP answers in exactly one place: `mcp_front.errors.call_outcome`.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from pathlib import Path
 
+from sandboxes.errors import (
+    CorralError,
+    EngineError,
+    KioskError,
+    ParamError,
+    SandboxUnavailable,
+    SessionRefused,
+    UnavailableCode,
+)
 
-class CorralError(Exception):
-    """Base of every error corral raises on purpose."""
+__all__ = [
+    "ConfigError",
+    "CorralError",
+    "EgressError",
+    "EngineError",
+    "GatewayStartError",
+    "ImageBuildError",
+    "KeyFileError",
+    "KioskError",
+    "NonceCacheFull",
+    "NotAvailable",
+    "ParamError",
+    "SandboxUnavailable",
+    "SessionRefused",
+    "SignatureRefused",
+    "SigningError",
+    "UnavailableCode",
+]
 
 
 class ConfigError(CorralError):
@@ -29,27 +70,6 @@ class ConfigError(CorralError):
         super().__init__(f"invalid config {file}:\n  {joined}")
 
 
-class UnavailableCode(StrEnum):
-    """Why the script sandbox cannot be used. A closed set: callers may switch on it."""
-
-    DOCKER_NOT_INSTALLED = "docker_not_installed"
-    DAEMON_UNREACHABLE = "daemon_unreachable"
-    PERMISSION_DENIED = "permission_denied"
-    IMAGE_MISSING = "image_missing"
-    INVALID_CONFIG = "invalid_config"
-    ENGINE_ERROR = "engine_error"
-
-
-class SandboxUnavailable(CorralError):
-    """The sandbox cannot run the script; the script did not run."""
-
-    def __init__(self, code: UnavailableCode, reason: str, fix: str) -> None:
-        self.code = code
-        self.reason = reason
-        self.fix = fix
-        super().__init__(f"Script sandbox unavailable ({code.value}): {reason}. Fix: {fix}")
-
-
 class ImageBuildError(CorralError):
     """Building an image failed; `log_tail` holds the last lines of the build output."""
 
@@ -58,5 +78,40 @@ class ImageBuildError(CorralError):
         super().__init__(message if not log_tail else f"{message}\n{log_tail}")
 
 
-class EngineError(CorralError):
-    """The container engine failed in a way that is not one of the unavailable codes."""
+class EgressError(CorralError):
+    """The session's egress could not be set up or torn down."""
+
+
+class GatewayStartError(CorralError):
+    """The gateway cannot listen where it was told to."""
+
+
+class NotAvailable(CorralError):
+    """The tool passed the gate but this version of corral does not execute it."""
+
+
+class SigningError(CorralError):
+    """The signed loopback channel between `corral mcp` and the gateway."""
+
+
+class KeyFileError(SigningError):
+    """CORRAL_HOME/gateway.key is missing, unreadable, malformed or too open."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class SignatureRefused(SigningError):
+    """The request's signature headers are missing, malformed, stale, replayed or wrong.
+    `reason` is safe to return to the caller and to audit (it holds no secret)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class NonceCacheFull(SigningError):
+    """Too many fresh nonces are remembered; the request is refused (503) rather than
+    weakening replay protection."""

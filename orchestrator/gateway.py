@@ -15,7 +15,7 @@ with {"reason", "path", "peer"}:
     4. body not a valid ComputerUseRequest      -> 400
     5. the handler's answer                     -> 200
 
-The handler (the session manager, later) receives arguments that passed
+The handler (`orchestrator.sessions.SessionManager.handle`) receives arguments that passed
 all of the above and returns the answer as a plain dict; the gateway checks
 it against ComputerUseAnswer before sending it, so a malformed answer is a
 logged 500, never a half-valid reply.
@@ -26,16 +26,15 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import re
 import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import anyio
 import uvicorn
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -44,21 +43,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchestrator.audit import AuditLog
-from orchestrator.config import AGENT_NAME_RE
-from orchestrator.errors import CorralError
+from orchestrator.errors import GatewayStartError, NonceCacheFull, SignatureRefused
 from orchestrator.home import CorralHome
-from orchestrator.signing import (
-    NonceCache,
-    NonceCacheFull,
-    SignatureRefused,
-    load_or_create_key,
-    verify,
-)
+from orchestrator.signing import NonceCache, load_or_create_key, verify
+from orchestrator.wire import COMPUTER_USE_PATH, ComputerUseAnswer, ComputerUseRequest
 
 logger = logging.getLogger("corral.gateway")
 
 INTERNAL_PREFIX = "/api/internal"
-COMPUTER_USE_PATH = "/api/internal/computer-use"
 MAX_BODY_BYTES = 1024 * 1024
 REFUSED_EVENT = "internal_request_refused"
 SHUTDOWN_GRACE_SECONDS = 5.0
@@ -67,66 +59,10 @@ REASON_NOT_LOOPBACK = "peer is not on loopback"
 REASON_BODY_TOO_LARGE = "body larger than 1 MiB"
 REASON_NONCE_CACHE_FULL = "nonce cache full"
 
-_TOOL_RE = re.compile(r"computer_[a-z][a-z_]{0,62}", re.ASCII)
 _AUDIT_PATH_CHARS = 200
 
 ComputerUseHandler = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 """(agent, tool, arguments) -> the JSON answer, as a dict shaped like ComputerUseAnswer."""
-
-
-class GatewayStartError(CorralError):
-    """The gateway cannot listen where it was told to."""
-
-
-# ------------------------------------------------------------------ wire models
-class _Wire(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True
-    )
-
-
-class ComputerUseRequest(_Wire):
-    """Body of POST /api/internal/computer-use."""
-
-    agent: str
-    tool: str
-    arguments: dict[str, Any]
-
-    @field_validator("agent")
-    @classmethod
-    def _agent(cls, value: str) -> str:
-        if not AGENT_NAME_RE.fullmatch(value):
-            raise ValueError("not a valid agent name")
-        return value
-
-    @field_validator("tool")
-    @classmethod
-    def _tool(cls, value: str) -> str:
-        if not _TOOL_RE.fullmatch(value):
-            raise ValueError("not a computer_* tool name")
-        return value
-
-
-class TextBlock(_Wire):
-    type: Literal["text"]
-    text: str
-
-
-class ImageBlock(_Wire):
-    type: Literal["image"]
-    data: str = Field(description="base64")
-    mime_type: str = Field(alias="mimeType", pattern=r"^image/[a-z0-9.+-]{1,40}$")
-
-
-Block = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
-
-
-class ComputerUseAnswer(_Wire):
-    """The 200 answer: MCP-shaped content blocks, the error flag and structured content."""
-
-    content: list[Block]
-    is_error: bool = False
-    structured: dict[str, Any] | None = None
 
 
 # ------------------------------------------------------------------ refusals

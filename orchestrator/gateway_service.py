@@ -11,13 +11,14 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from orchestrator.computer_use import Egress, EgressFactory, SessionManager, no_egress
 from orchestrator.config import CorralConfig, load_config
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.gateway import serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
 from orchestrator.runtime import open_runtime
+from orchestrator.sessions import EgressFactory, SessionManager, no_egress
+from sandboxes.ports import Egress
 
 
 def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactory:
@@ -51,7 +52,7 @@ async def run_gateway(home: CorralHome, ready: anyio.Event | None = None) -> Non
     config = load_config(home.config_file)
     async with open_runtime(home) as runtime:
         await reap_orphans(runtime.backend)
-        from orchestrator.egress import reap_networks
+        from orchestrator.network_reaper import reap_networks
 
         await reap_networks(runtime.backend)
         manager = SessionManager(

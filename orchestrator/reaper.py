@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import socket
 
-from orchestrator.backend import ContainerBackend
 from orchestrator.owner import owner_is_alive, read_boot_id, read_start_time
+from sandboxes.ports import ContainerBackend
 
 
 async def reap_orphans(backend: ContainerBackend) -> list[str]:

@@ -15,7 +15,7 @@ from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
 from orchestrator.owner import Owner
-from sandboxes.script import ScriptContext
+from sandboxes.script import InvalidSettings, ScriptContext, ScriptSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +32,21 @@ class Runtime:
         return self.config.container.sandbox
 
     def script_context(self, agent: str) -> ScriptContext:
+        sandbox = self.sandbox_config()
+        settings: ScriptSettings | InvalidSettings
+        if isinstance(sandbox, ConfigError):
+            settings = InvalidSettings(tuple(sandbox.problems), sandbox.file)
+        else:
+            settings = ScriptSettings(
+                image=sandbox.image,
+                tmp_size_mb=sandbox.tmp_size_mb,
+                when_unavailable=sandbox.script_when_unavailable,
+            )
         return ScriptContext(
             backend=self.backend,
-            owner=self.owner,
             audit=self.audit,
             work_dir=self.home.work_dir,
-            sandbox=self.sandbox_config(),
+            sandbox=settings,
             agent=agent,
         )
 

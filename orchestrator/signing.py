@@ -13,10 +13,8 @@ remembered only after its signature checked out, so someone without the key
 cannot burn nonces; a remembered nonce is kept for 60 s, which covers the
 whole +-30 s window in which its timestamp is accepted.
 
-    CorralError
-    ├── KeyFileError        gateway.key is unreadable, malformed or readable by others
-    ├── SignatureRefused    an internal request failed verification (`reason`)
-    └── NonceCacheFull      too many fresh nonces to remember: refuse rather than forget
+Its errors (`KeyFileError`, `SignatureRefused`, `NonceCacheFull`) are the
+`SigningError` branch of the tree drawn in `orchestrator/errors.py`.
 
 Everything here is a pure function of its arguments apart from the key file
 and the `NonceCache`; the caller passes `now` and the nonce.
@@ -35,7 +33,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.errors import CorralError
+from orchestrator.errors import KeyFileError, NonceCacheFull, SignatureRefused
 from orchestrator.home import CorralHome
 
 HEADER_TIMESTAMP = "X-Corral-Timestamp"
@@ -67,27 +65,6 @@ _TIMESTAMP_RE = re.compile(r"[0-9]{1,12}", re.ASCII)
 _NONCE_RE = re.compile(r"[0-9a-f]{32}", re.ASCII)
 _SIGNATURE_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 _KEY_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
-
-
-class KeyFileError(CorralError):
-    """gateway.key cannot be used. The message names the file and the fix."""
-
-    def __init__(self, path: Path, problem: str) -> None:
-        self.path = path
-        self.problem = problem
-        super().__init__(f"{path}: {problem}")
-
-
-class SignatureRefused(CorralError):
-    """An internal request failed verification. `reason` is one of `REASONS`."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
-
-
-class NonceCacheFull(CorralError):
-    """More fresh nonces than the cache may hold: the request is refused, none is forgotten."""
 
 
 # ------------------------------------------------------------------------- key

@@ -16,7 +16,7 @@ from types import TracebackType
 import anyio
 from anyio.abc import Process
 
-from orchestrator.backend import ExitInfo
+from sandboxes.ports import ExitInfo
 
 
 class HostRun:

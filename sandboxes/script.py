@@ -15,21 +15,13 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 
-from orchestrator.audit import AuditLog
-from orchestrator.backend import ContainerBackend, ExitInfo
-from orchestrator.config import SandboxConfig
-from orchestrator.errors import (
-    ConfigError,
-    EngineError,
-    SandboxUnavailable,
-    UnavailableCode,
-)
-from orchestrator.owner import Owner
+from sandboxes.errors import EngineError, SandboxUnavailable, UnavailableCode
 from sandboxes.host_exec import HostRun
+from sandboxes.ports import AuditSink, ContainerBackend, ExitInfo
 from sandboxes.script_policy import (
     HARD_CAP_SECONDS,
     SCRIPT_FILES,
@@ -95,14 +87,30 @@ class _Execution(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class ScriptSettings:
+    """`[container.sandbox]` as the script kind needs it."""
+
+    image: str
+    tmp_size_mb: int
+    when_unavailable: Literal["refuse", "run_unsandboxed"] = "refuse"
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidSettings:
+    """`[container.sandbox]` could not be read: nothing runs, and this says why."""
+
+    problems: tuple[str, ...]
+    file: str
+
+
+@dataclass(frozen=True, slots=True)
 class ScriptContext:
     """What one execute_program call needs from its surroundings."""
 
     backend: ContainerBackend
-    owner: Owner
-    audit: AuditLog
+    audit: AuditSink
     work_dir: Path
-    sandbox: SandboxConfig | ConfigError
+    sandbox: ScriptSettings | InvalidSettings
     agent: str = "cli"
 
 
@@ -142,8 +150,8 @@ async def _drive(
     return await execution.wait(), timed_out
 
 
-async def _check_sandbox(ctx: ScriptContext) -> SandboxConfig:
-    if isinstance(ctx.sandbox, ConfigError):
+async def _check_sandbox(ctx: ScriptContext) -> ScriptSettings:
+    if isinstance(ctx.sandbox, InvalidSettings):
         raise SandboxUnavailable(
             UnavailableCode.INVALID_CONFIG,
             f"[container.sandbox] is invalid: {'; '.join(ctx.sandbox.problems)} "
@@ -175,8 +183,8 @@ async def execute_program(
             {"code_name": exc.code.value, "reason": exc.reason},
         )
         bypass = (
-            not isinstance(ctx.sandbox, ConfigError)
-            and ctx.sandbox.script_when_unavailable == "run_unsandboxed"
+            isinstance(ctx.sandbox, ScriptSettings)
+            and ctx.sandbox.when_unavailable == "run_unsandboxed"
         )
         if not bypass:
             raise
@@ -228,13 +236,13 @@ async def _run(
 async def _run_in_container(
     params: ExecuteProgramParams,
     ctx: ScriptContext,
-    sandbox: SandboxConfig,
+    sandbox: ScriptSettings,
     on_output: OutputSink | None,
     hard_cap_seconds: int,
 ) -> ScriptResult:
     session = uuid.uuid4().hex[:12]
     user = sandbox_user(os.getuid(), os.getgid(), is_wsl=_is_wsl())
-    labels = ctx.owner.labels(kind="script", agent=ctx.agent, session=session)
+    labels = ctx.backend.labels(kind="script", agent=ctx.agent, session=session)
 
     def start(workspace: Path) -> contextlib.AbstractAsyncContextManager[_Execution]:
         spec = build_script_spec(

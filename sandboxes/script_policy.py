@@ -14,7 +14,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.backend import BindMount, ContainerSpec
+from sandboxes.errors import ParamError
+from sandboxes.isolation import PATH, locked_down
+from sandboxes.ports import BindMount, ContainerSpec
 
 TIMEOUT_DEFAULT = 30
 TIMEOUT_MAX = 300
@@ -22,9 +24,6 @@ HARD_CAP_SECONDS = 600
 READ_CAP_BYTES = 2 * 1024 * 1024
 REPLY_CAP_BYTES = 1024 * 1024
 CODE_MAX_BYTES = 1024 * 1024
-MEMORY_BYTES = 2 * 1024**3
-PIDS_LIMIT = 256
-NANO_CPUS = 1_000_000_000
 WORKSPACE = "/workspace"
 
 Language = Literal["python", "bash", "sh"]
@@ -56,10 +55,6 @@ class ExecuteProgramParams(BaseModel):
         if isinstance(value, bool):
             raise ValueError("a boolean is not a number of seconds")
         return value
-
-
-class ParamError(ValueError):
-    """A tool parameter is invalid. The message names the parameter and what is allowed."""
 
 
 def _describe(loc: str, err_type: str, got: object) -> str:
@@ -132,20 +127,13 @@ def build_script_spec(
     tmp_size_mb: int,
     hard_cap_seconds: int = HARD_CAP_SECONDS,
 ) -> ContainerSpec:
-    """Every S1.2 isolation flag at once."""
-    return ContainerSpec(
+    """Every S1.2 isolation flag at once (the limits themselves: `sandboxes.isolation`)."""
+    return locked_down(
         image=image,
         command=script_command(language, hard_cap_seconds),
-        labels=dict(labels),
+        labels=labels,
         user=user,
-        network="none",
-        read_only=True,
-        memory_bytes=MEMORY_BYTES,
-        memory_swap_bytes=MEMORY_BYTES,  # equal to memory: no swap
-        pids_limit=PIDS_LIMIT,
-        nano_cpus=NANO_CPUS,
-        cap_drop=("ALL",),
-        security_opt=("no-new-privileges",),
+        network=None,
         tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={tmp_size_mb}m"},
         mounts=(BindMount(source=workspace_dir, target=WORKSPACE, read_only=True),),
         environment={
@@ -153,10 +141,9 @@ def build_script_spec(
             "LANG": "C.UTF-8",
             "PYTHONUNBUFFERED": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
-            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "PATH": PATH,
         },
         working_dir=WORKSPACE,
-        init=False,  # tini from the image is PID 1 (see script_command)
     )
 
 

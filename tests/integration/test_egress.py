@@ -35,17 +35,14 @@ from orchestrator.egress import (
     PROXY_URL,
     SessionEgress,
     _ensure_egress_network_sync,
-    add_input_drop,
-    input_drop_bridges,
-    network_is_orphan,
     new_session_id,
-    normalise_host,
-    reap_networks,
-    remove_input_drop,
     resolve_pins,
 )
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
+from orchestrator.firewall import add_input_drop, input_drop_bridges, remove_input_drop
+from orchestrator.network_reaper import network_is_orphan, reap_networks
 from orchestrator.owner import LABEL_KIND, Owner, read_boot_id, read_start_time
+from sandboxes.hostnames import normalise_host
 from tests.integration.conftest import bridge_gateway, control_labels, wait_until
 from tests.sites import make_certs, start_site
 
@@ -336,7 +333,7 @@ def sites(docker_client: docker.DockerClient) -> Iterator[Sites]:
         )
     finally:
         for container in started:
-            container.remove(force=True)
+            container.stop()  # removes it (testcontainers' stop is a forced remove)
         shutil.rmtree(certs, ignore_errors=True)
 
 
@@ -764,7 +761,7 @@ async def test_cleanup_after_a_failed_enter(
 
     # An image that exits at once (the sandbox prints its version): enter fails after
     # the container was started and connected.
-    from orchestrator.egress import EgressError
+    from orchestrator.errors import EgressError
 
     exits = session(backend, sites, image=SANDBOX_IMAGE)
     with pytest.raises(EgressError, match="exited with code 0"):

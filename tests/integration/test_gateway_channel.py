@@ -23,7 +23,8 @@ from starlette.types import Message
 
 from mcp_front.forwarder import forward, gateway_base_url, not_running_message
 from orchestrator.audit import AuditLog
-from orchestrator.gateway import COMPUTER_USE_PATH, GatewayStartError, create_app, serve_gateway
+from orchestrator.errors import GatewayStartError
+from orchestrator.gateway import create_app, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.signing import (
     HEADER_NONCE,
@@ -33,6 +34,7 @@ from orchestrator.signing import (
     new_nonce,
     sign,
 )
+from orchestrator.wire import COMPUTER_USE_PATH
 from tests.integration.conftest import bridge_gateway, host_addresses
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mcp_front.agent_view import load_view
+from orchestrator.agent_view import load_view
 from orchestrator.cli import main
 from orchestrator.home import CorralHome
 

@@ -7,8 +7,8 @@ from typing import Annotated
 import pytest
 from pydantic import Field
 
-from mcp_front import catalogue
-from mcp_front.catalogue import (
+from sandboxes import catalogue
+from sandboxes.catalogue import (
     BUDGET_EXEMPTIONS,
     BY_NAME,
     CATALOGUE,
@@ -16,7 +16,7 @@ from mcp_front.catalogue import (
     ToolSpec,
     description_sizes,
 )
-from mcp_front.params import Params
+from sandboxes.params import Params
 from tests.helpers import COMPUTER_TOOLS
 
 pytestmark = pytest.mark.unit

@@ -19,14 +19,19 @@ from mcp_front.errors import (
     INVALID_PARAMS,
     PERMISSION_DENIED,
     GateRefusal,
-    NotAvailable,
     call_outcome,
 )
-from mcp_front.params import ParamError
 from mcp_front.server import CorralMCP
 from mcp_front.tool_log import ToolCallLog
 from orchestrator.audit import AuditLog
-from orchestrator.errors import ConfigError, EngineError, SandboxUnavailable, UnavailableCode
+from orchestrator.errors import (
+    ConfigError,
+    EngineError,
+    NotAvailable,
+    ParamError,
+    SandboxUnavailable,
+    UnavailableCode,
+)
 from orchestrator.home import CorralHome
 
 pytestmark = pytest.mark.unit

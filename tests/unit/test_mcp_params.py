@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from mcp_front import params as p
-from mcp_front.catalogue import BY_NAME, CATALOGUE
-from mcp_front.params import ParamError, validate
+from sandboxes import params as p
+from sandboxes.catalogue import BY_NAME, CATALOGUE
+from sandboxes.params import ParamError, validate
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_front.catalogue import BY_NAME, CATALOGUE
-from mcp_front.visibility import (
+from sandboxes.catalogue import BY_NAME, CATALOGUE
+from sandboxes.visibility import (
     AgentView,
     decide,
     pattern_matches,

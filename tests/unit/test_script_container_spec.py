@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from docker.models.containers import _create_container_args
 
-from orchestrator.backend import BindMount, ContainerSpec
-from orchestrator.docker_backend import API_VERSION, host_config_kwargs
+from orchestrator.docker_backend import API_VERSION, create_kwargs
+from sandboxes.isolation import kiosk_spec, locked_down
+from sandboxes.ports import BindMount, ContainerSpec
 from sandboxes.script_policy import HARD_CAP_SECONDS, build_script_spec, sandbox_user
 
 pytestmark = pytest.mark.unit
@@ -57,7 +58,8 @@ def test_wsl_always_runs_the_script_as_1000_1000(uid: int, gid: int) -> None:
 
 
 def test_the_script_container_has_no_network() -> None:
-    assert spec_for().network == "none"
+    assert spec_for().network is None
+    assert create_kwargs(spec_for())["network_mode"] == "none"
 
 
 def test_the_script_container_root_filesystem_is_read_only() -> None:
@@ -115,7 +117,7 @@ def test_pid_1_is_tini_from_the_image_not_docker_init_from_the_host() -> None:
     spec = spec_for()
 
     assert spec.command[:3] == ("tini", "-s", "--")
-    assert spec.init is False
+    assert create_kwargs(spec)["init"] is False
 
 
 def test_labels_user_and_image_are_passed_through() -> None:
@@ -176,13 +178,13 @@ def test_the_command_merges_stderr_into_stdout_in_the_order_written(tmp_path: Pa
     assert done.stderr == b""
 
 
-# ------------------------------------------------------------------ host_config_kwargs
+# ------------------------------------------------------------------ create_kwargs
 
 
-def test_host_config_kwargs_maps_every_isolation_field() -> None:
+def test_create_kwargs_maps_every_isolation_field() -> None:
     spec = spec_for(workspace="/w/exec-1", tmp_size_mb=32)
 
-    kwargs = host_config_kwargs(spec)
+    kwargs = create_kwargs(spec)
 
     assert kwargs["image"] == "corral-sandbox:latest"
     assert kwargs["command"] == list(spec.command)
@@ -200,11 +202,11 @@ def test_host_config_kwargs_maps_every_isolation_field() -> None:
     assert kwargs["volumes"] == {"/w/exec-1": {"bind": "/workspace", "mode": "ro"}}
     assert kwargs["environment"] == dict(spec.environment)
     assert kwargs["working_dir"] == "/workspace"
-    assert kwargs["init"] is spec.init
+    assert kwargs["init"] is False
 
 
-def test_host_config_kwargs_turns_off_logging_tty_and_stdin() -> None:
-    kwargs = host_config_kwargs(spec_for())
+def test_create_kwargs_turns_off_logging_tty_and_stdin() -> None:
+    kwargs = create_kwargs(spec_for())
 
     assert kwargs["log_config"] == {"type": "none", "config": {}}
     assert kwargs["tty"] is False
@@ -212,23 +214,22 @@ def test_host_config_kwargs_turns_off_logging_tty_and_stdin() -> None:
     assert kwargs["detach"] is True
 
 
-@pytest.mark.parametrize("init", [True, False])
-def test_host_config_kwargs_passes_the_init_flag_through(init: bool) -> None:
-    spec = ContainerSpec(image="x", command=("true",), labels={}, user="1:1", init=init)
+def test_no_container_ever_gets_dockers_init_which_mounts_a_host_binary() -> None:
+    kiosk = kiosk_spec(image="x", labels={}, network=None, seccomp=None)
 
-    assert host_config_kwargs(spec)["init"] is init
+    assert create_kwargs(kiosk)["init"] is False
+    assert create_kwargs(spec_for())["init"] is False
 
 
 def test_a_writable_mount_is_mapped_to_mode_rw() -> None:
-    spec = ContainerSpec(
+    spec = locked_down(
         image="x",
         command=("true",),
         labels={},
-        user="1000:1000",
         mounts=(BindMount("/a", "/in"), BindMount("/b", "/out", read_only=False)),
     )
 
-    assert host_config_kwargs(spec)["volumes"] == {
+    assert create_kwargs(spec)["volumes"] == {
         "/a": {"bind": "/in", "mode": "ro"},
         "/b": {"bind": "/out", "mode": "rw"},
     }
@@ -236,7 +237,7 @@ def test_a_writable_mount_is_mapped_to_mode_rw() -> None:
 
 def test_the_docker_sdk_turns_the_kwargs_into_the_locked_down_engine_config() -> None:
     """The SDK's own (pure) translation: every kwarg is one it knows, nothing is dropped."""
-    kwargs = {**host_config_kwargs(spec_for(workspace="/w/exec-2")), "version": API_VERSION}
+    kwargs = {**create_kwargs(spec_for(workspace="/w/exec-2")), "version": API_VERSION}
 
     create = _create_container_args(kwargs)
 

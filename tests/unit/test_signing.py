@@ -14,16 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orchestrator.errors import KeyFileError, NonceCacheFull, SignatureRefused
 from orchestrator.home import CorralHome
 from orchestrator.signing import (
     HEADER_NONCE,
     HEADER_SIGNATURE,
     HEADER_TIMESTAMP,
     REASONS,
-    KeyFileError,
     NonceCache,
-    NonceCacheFull,
-    SignatureRefused,
     canonical,
     key_path,
     load_or_create_key,

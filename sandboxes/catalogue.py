@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mcp_front import params as p
+from sandboxes import params as p
 
 DESCRIPTION_BUDGET_BYTES = 200
 DOCS = "docs/tools.md"

@@ -11,64 +11,45 @@ import base64
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
-from mcp_front.agent_view import load_view
-from mcp_front.catalogue import BY_NAME
-from mcp_front.params import (
+from orchestrator.agent_view import load_view
+from orchestrator.audit import AuditLog
+from orchestrator.config import AgentConfig, CorralConfig, load_agent
+from orchestrator.errors import ConfigError, CorralError, KioskError, ParamError, SessionRefused
+from orchestrator.home import CorralHome
+from orchestrator.kiosk import KioskChannel, load_seccomp
+from sandboxes.catalogue import BY_NAME
+from sandboxes.isolation import kiosk_spec
+from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
+from sandboxes.params import (
     ClickParams,
     KeyParams,
     NavigateParams,
-    ParamError,
     ScrollParams,
     SessionStartParams,
     SessionStopParams,
     TypeParams,
     validate,
 )
-from mcp_front.visibility import decide
-from orchestrator.audit import AuditLog
-from orchestrator.config import AgentConfig, CorralConfig, load_agent
-from orchestrator.docker_backend import DockerBackend
-from orchestrator.errors import ConfigError, CorralError
-from orchestrator.home import CorralHome
-from orchestrator.kiosk import KioskChannel, KioskError, kiosk_create_kwargs, load_seccomp
-from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
+from sandboxes.ports import ContainerBackend, Egress
+from sandboxes.session_rules import SessionClock
 from sandboxes.urls import check_url
+from sandboxes.visibility import decide
 
-COUNTED = frozenset(
-    {"computer_click", "computer_type", "computer_key", "computer_scroll", "computer_navigate"}
-)
 START_DEADLINE = 60.0
 ACTION_DEADLINE = 10.0
 SCREENSHOT_DEADLINE = 5.0
 NAVIGATE_DEADLINE = 30.0
 
 
-class Egress(Protocol):
-    @property
-    def network_name(self) -> str | None: ...
-
-    @property
-    def proxy_url(self) -> str | None: ...
-
-    @property
-    def pins(self) -> Mapping[str, Sequence[str]]: ...
-
-    @property
-    def dns_servers(self) -> list[str]: ...
-
-
 EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
-
-
-class SessionRefused(CorralError):
-    """A computer_* call refused by a session rule; the message says which and what to do."""
+Clock = Callable[[], float]
 
 
 @dataclass
@@ -77,30 +58,21 @@ class KioskSession:
     agent: str
     width: int
     height: int
-    max_actions: int
-    idle_timeout: int
-    max_lifetime: int
+    clock: SessionClock
     allowed_domains: tuple[str, ...]
     deny_list: tuple[str, ...]
     channel: KioskChannel
     stack: contextlib.AsyncExitStack
     pinned: tuple[str, ...] = ()
     chromium_sandbox: bool = True
-    started: float = field(default_factory=time.monotonic)
-    last_action: float = field(default_factory=time.monotonic)
-    used: int = 0
 
-    def time_left(self, now: float) -> tuple[int, int]:
-        idle = self.idle_timeout - (now - self.last_action)
-        life = self.max_lifetime - (now - self.started)
-        return max(0, int(idle)), max(0, int(life))
+    @property
+    def used(self) -> int:
+        return self.clock.used
 
-    def status_line(self, now: float) -> str:
-        idle, life = self.time_left(now)
-        return (
-            f"Actions used: {self.used}/{self.max_actions}. Time left: {life} s of the session "
-            f"lifetime; it ends after {idle} s without an action."
-        )
+    @property
+    def max_actions(self) -> int:
+        return self.clock.max_actions
 
 
 def text_block(text: str) -> dict[str, Any]:
@@ -116,15 +88,18 @@ class SessionManager:
         self,
         home: CorralHome,
         config: CorralConfig,
-        backend: DockerBackend,
+        backend: ContainerBackend,
         audit: AuditLog,
         egress_factory: EgressFactory,
+        *,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.home = home
         self.config = config
         self.backend = backend
         self.audit = audit
         self.egress_factory = egress_factory
+        self.clock = clock
         self.sessions: dict[str, KioskSession] = {}
         self.ended: dict[str, str] = {}  # agent -> why its last session ended
         self._starting: set[str] = set()
@@ -154,24 +129,20 @@ class SessionManager:
             assert isinstance(params, SessionStopParams)
             return await self.stop_tool(agent, params.session_id)
         session = self._session_of(agent)
-        now = time.monotonic()
         if tool == "computer_screenshot":
             return await self.screenshot(session)
-        if tool in COUNTED and session.used >= session.max_actions:
+        try:
+            session.clock.check_budget(tool)
+        except SessionRefused:
             self.audit.record("computer_action_refused", agent, {"tool": tool, "why": "budget"})
-            raise SessionRefused(
-                f"action refused: this session's {session.max_actions} actions are used up. "
-                "Stop the session (computer_session_stop) and start a new one if the task "
-                "allows it."
-            )
+            raise
         details: dict[str, Any] = {"session": session.id, "tool": tool}
         if isinstance(params, NavigateParams):
             verdict = check_url(params.url, session.allowed_domains, session.pinned)
             if not verdict.allowed:
                 self.audit.record("computer_action_refused", agent, {**details, "why": "url"})
                 raise SessionRefused(verdict.message)
-            session.used += 1
-            session.last_action = now
+            session.clock.spend(self.clock())
             result = await session.channel.request("navigate", NAVIGATE_DEADLINE, url=params.url)
             details["host"] = verdict.host
             self.audit.record("computer_action", agent, details)
@@ -179,18 +150,17 @@ class SessionManager:
                 return answer(
                     text_block(
                         f"Navigation to {verdict.host} failed: {result['error_text']}. "
-                        + session.status_line(time.monotonic())
+                        + self._status(session)
                     ),
                     is_error=True,
                 )
             return answer(
                 text_block(
                     f"Opened {result.get('url', params.url)}. "
-                    + session.status_line(time.monotonic())
+                    + self._status(session)
                 )
             )
-        session.used += 1
-        session.last_action = now
+        session.clock.spend(self.clock())
         if isinstance(params, ClickParams):
             await session.channel.request(
                 "click",
@@ -222,7 +192,10 @@ class SessionManager:
         else:
             raise SessionRefused(f"{tool} is not a kiosk action")
         self.audit.record("computer_action", agent, details)
-        return answer(text_block(f"{done} {session.status_line(time.monotonic())}"))
+        return answer(text_block(f"{done} {self._status(session)}"))
+
+    def _status(self, session: KioskSession) -> str:
+        return session.clock.status_line(self.clock())
 
     def _session_of(self, agent: str) -> KioskSession:
         session = self.sessions.get(agent)
@@ -268,7 +241,7 @@ class SessionManager:
         kiosk_cfg = self.config.container.kiosk
         session_id = uuid.uuid4().hex[:10]
         stack = contextlib.AsyncExitStack()
-        started = time.monotonic()
+        started = self.clock()
         try:
             egress = await stack.enter_async_context(
                 self.egress_factory(
@@ -278,17 +251,16 @@ class SessionManager:
                     overrides=dict(kiosk_cfg.resolve_overrides),
                 )
             )
-            channel = KioskChannel(
+            channel = await KioskChannel.open(
                 self.backend,
-                kiosk_create_kwargs(
+                kiosk_spec(
                     image=kiosk_cfg.image,
-                    labels=self.backend.owner.labels(kind="kiosk", agent=agent, session=session_id),
+                    labels=self.backend.labels(kind="kiosk", agent=agent, session=session_id),
                     network=egress.network_name,
                     seccomp=load_seccomp(),
                     dns=egress.dns_servers,
                 ),
             )
-            await channel.open()
             stack.push_async_callback(channel.close)
             ca_pem = None
             if kiosk_cfg.extra_ca_file:
@@ -311,9 +283,13 @@ class SessionManager:
             agent=agent,
             width=params.width,
             height=params.height,
-            max_actions=cfg.max_actions,
-            idle_timeout=cfg.idle_timeout_seconds,
-            max_lifetime=cfg.max_lifetime_seconds,
+            clock=SessionClock(
+                max_actions=cfg.max_actions,
+                idle_timeout=cfg.idle_timeout_seconds,
+                max_lifetime=cfg.max_lifetime_seconds,
+                started=self.clock(),
+                last_action=self.clock(),
+            ),
             allowed_domains=tuple(cfg.allowed_domains),
             deny_list=tuple(cfg.deny_list),
             channel=channel,
@@ -332,7 +308,7 @@ class SessionManager:
                 "height": params.height,
                 "sites": list(session.pinned),
                 "chromium_sandbox": session.chromium_sandbox,
-                "ms": int((time.monotonic() - started) * 1000),
+                "ms": int((self.clock() - started) * 1000),
             },
         )
         sites = (
@@ -349,7 +325,8 @@ class SessionManager:
         text = (
             f"Session {session_id} started ({params.width}x{params.height}). "
             f"Limits: {session.max_actions} actions (click, type, key, scroll, navigate), "
-            f"{session.idle_timeout} s idle timeout, {session.max_lifetime} s lifetime. "
+            f"{session.clock.idle_timeout} s idle timeout, "
+            f"{session.clock.max_lifetime} s lifetime. "
             "High-risk actions cannot be confirmed in chat: they are refused. "
             f"computer_navigate may open: {sites}. {sandbox_note}"
         )
@@ -357,8 +334,8 @@ class SessionManager:
             text_block(text),
             session_id=session_id,
             max_actions=session.max_actions,
-            idle_timeout_seconds=session.idle_timeout,
-            max_lifetime_seconds=session.max_lifetime,
+            idle_timeout_seconds=session.clock.idle_timeout,
+            max_lifetime_seconds=session.clock.max_lifetime,
             navigable_sites=list(session.pinned),
             high_risk_confirmable=False,
             chromium_sandbox=session.chromium_sandbox,
@@ -392,17 +369,23 @@ class SessionManager:
         for agent in list(self.sessions):
             await self.end(agent, why)
 
+    async def expire(self) -> list[str]:
+        """End every session past its lifetime or idle timeout, now; the agents whose
+        session ended."""
+        ended = []
+        now = self.clock()
+        for agent, session in list(self.sessions.items()):
+            why = session.clock.expiry(now)
+            if why is not None:
+                await self.end(agent, why)
+                ended.append(agent)
+        return ended
+
     async def expire_forever(self, interval: float = 1.0) -> None:
-        """End sessions past their idle timeout or lifetime."""
+        """`expire` every `interval` seconds, until cancelled."""
         while True:
             await anyio.sleep(interval)
-            now = time.monotonic()
-            for agent, session in list(self.sessions.items()):
-                idle, life = session.time_left(now)
-                if life <= 0:
-                    await self.end(agent, f"it reached its {session.max_lifetime} s lifetime")
-                elif idle <= 0:
-                    await self.end(agent, f"it was idle for {session.idle_timeout} s")
+            await self.expire()
 
     # ------------------------------------------------------------------ screenshot
     async def screenshot(self, session: KioskSession) -> dict[str, Any]:
@@ -441,7 +424,7 @@ class SessionManager:
 
     def _image_answer(self, session: KioskSession, png: bytes, plan: MaskPlan) -> dict[str, Any]:
         text = " ".join(
-            part for part in (plan.describe(), session.status_line(time.monotonic())) if part
+            part for part in (plan.describe(), self._status(session)) if part
         )
         return answer(
             {"type": "image", "data": base64.b64encode(png).decode(), "mimeType": "image/png"},
@@ -468,6 +451,7 @@ async def no_egress(**_: Any) -> AsyncIterator[Egress]:
         network_name: str | None = None
         proxy_url: str | None = None
         pins: dict[str, list[str]] = field(default_factory=dict)
+        unresolved: tuple[str, ...] = ()
         dns_servers: list[str] = field(default_factory=list)
 
     yield _None()

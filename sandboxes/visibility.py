@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mcp_front.catalogue import CATALOGUE, ToolSpec
+from sandboxes.catalogue import CATALOGUE, ToolSpec
 
 SERVER_NAME = "corral"
 OWN_PREFIX = f"mcp__{SERVER_NAME}__"

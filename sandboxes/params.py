@@ -20,11 +20,12 @@ from pydantic import (
     model_validator,
 )
 
-from sandboxes.script_policy import ExecuteProgramParams, ParamError
+from sandboxes.errors import ParamError
+from sandboxes.script_policy import ExecuteProgramParams, parse_params
+from sandboxes.urls import URL_MAX_BYTES
 
 __all__ = ["ExecuteProgramParams", "ParamError", "validate"]
 
-URL_MAX_BYTES = 2000
 TYPE_MAX_CHARS = 2000
 MAX_STEPS = 50
 
@@ -230,8 +231,6 @@ def describe_errors(exc: ValidationError, model: type[BaseModel] | None = None) 
 def validate(model: type[BaseModel], arguments: Mapping[str, Any] | None) -> BaseModel:
     """Validate raw arguments against `model`; raise ParamError naming what is wrong."""
     if model is ExecuteProgramParams:
-        from sandboxes.script_policy import parse_params
-
         return parse_params(arguments or {})
     try:
         return model.model_validate(dict(arguments or {}))

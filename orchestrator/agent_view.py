@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from mcp_front.visibility import AgentView
 from orchestrator.config import AgentConfig, load_agent
 from orchestrator.errors import ConfigError
 from orchestrator.grants import read_grants
 from orchestrator.home import CorralHome
+from sandboxes.visibility import AgentView
 
 FAMILIES = ("computer_use", "codrive", "os_native", "browser_use", "mobile_use", "ios_use")
 

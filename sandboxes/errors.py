@@ -1,0 +1,54 @@
+"""The root of corral's one exception tree, and the errors the sandbox kinds raise.
+
+The whole tree, with every subclass and where it lives, is drawn in
+`orchestrator/errors.py`; a unit test fails when a `CorralError` subclass is
+missing from that drawing. This module is at the bottom of the layers, so the
+root lives here and every other package imports it downward.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class CorralError(Exception):
+    """Base of every error corral raises on purpose."""
+
+
+class ParamError(CorralError):
+    """A tool parameter is invalid. The message names the parameter and what is allowed."""
+
+
+class UnavailableCode(StrEnum):
+    """Why the script sandbox cannot be used. A closed set: callers may switch on it."""
+
+    DOCKER_NOT_INSTALLED = "docker_not_installed"
+    DAEMON_UNREACHABLE = "daemon_unreachable"
+    PERMISSION_DENIED = "permission_denied"
+    IMAGE_MISSING = "image_missing"
+    INVALID_CONFIG = "invalid_config"
+    ENGINE_ERROR = "engine_error"
+
+
+class SandboxUnavailable(CorralError):
+    """The sandbox cannot run the script; the script did not run."""
+
+    def __init__(self, code: UnavailableCode, reason: str, fix: str) -> None:
+        self.code = code
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"Script sandbox unavailable ({code.value}): {reason}. Fix: {fix}")
+
+
+class EngineError(CorralError):
+    """The container engine failed in a way that is not one of the unavailable codes."""
+
+
+class SessionRefused(CorralError):
+    """A session call refused by a session rule (budget, one per agent, ended, broken);
+    the message says which rule and what to do next."""
+
+
+class KioskError(CorralError):
+    """The kiosk did not answer as it should (no answer in time, a closed channel, an
+    operation it could not perform)."""

@@ -1,0 +1,150 @@
+"""The ports the sandbox kinds need, for `orchestrator` to implement.
+
+The supervisor talks to containers only through `ContainerBackend`. Docker is
+the embedded default (`orchestrator.docker_backend`); an in-memory backend
+(tests/fakes.py) runs the session rules in unit tests, and a Kubernetes backend
+is the scale-out path (SPEC S7). Script runs, kiosk containers and the egress
+proxy are all described by one `ContainerSpec`, built by `sandboxes.isolation`
+(where every isolation limit is defined once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class BindMount:
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    """Everything needed to start one locked-down container. Built by
+    `sandboxes.isolation.locked_down`, never by hand: the limits have no defaults here."""
+
+    image: str
+    command: tuple[str, ...] | None
+    labels: Mapping[str, str]
+    user: str
+    network: str | None
+    read_only: bool
+    memory_bytes: int
+    memory_swap_bytes: int
+    pids_limit: int
+    nano_cpus: int
+    cap_drop: tuple[str, ...]
+    security_opt: tuple[str, ...]
+    tmpfs: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[BindMount, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
+    working_dir: str | None = None
+    name: str | None = None
+    shm_size_bytes: int | None = None
+    dns: tuple[str, ...] = ()
+    stdin_open: bool = False
+    keep_logs: bool = False  # False: no log driver (output is read over the attach stream)
+
+
+@dataclass(frozen=True, slots=True)
+class ExitInfo:
+    exit_code: int
+    oom_killed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedContainer:
+    id: str
+    name: str
+    status: str
+    labels: Mapping[str, str]
+
+
+class RunningContainer(Protocol):
+    """A started container whose merged output can be read. Removed when its context exits."""
+
+    id: str
+
+    def output(self) -> AsyncIterator[bytes]: ...
+
+    async def wait(self) -> ExitInfo: ...
+
+    async def kill(self) -> None: ...
+
+
+class RunningContainerContext(Protocol):
+    """`async with backend.start(spec) as running:` creates, attaches and starts the container;
+    leaving the block force-removes it, shielded from cancellation."""
+
+    async def __aenter__(self) -> RunningContainer: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class AttachedContainer(Protocol):
+    """A started long-lived container whose stdin we write and whose stdout we read
+    (the kiosk agent's channel). `close` removes the container."""
+
+    id: str
+
+    async def send(self, data: bytes) -> None:
+        """Write to the container's stdin; OSError when the stream is closed."""
+
+    async def receive(self) -> bytes | None:
+        """The next chunk of its stdout (stderr is logged, not returned); None at the end."""
+
+    async def close(self) -> None:
+        """Close the streams and remove the container (idempotent, shielded)."""
+
+
+class ContainerBackend(Protocol):
+    def labels(self, *, kind: str, agent: str, session: str) -> dict[str, str]:
+        """The `corral.*` labels that mark a container as this process's (SPEC S0)."""
+
+    async def check(self, image: str) -> None:
+        """Raise SandboxUnavailable unless the engine answers and `image` is present."""
+
+    def start(self, spec: ContainerSpec) -> RunningContainerContext: ...
+
+    async def open_attached(self, spec: ContainerSpec) -> AttachedContainer:
+        """Create, attach to stdin/stdout and start a container; the caller closes it."""
+
+    async def list_managed(self, label_filters: Mapping[str, str]) -> list[ManagedContainer]: ...
+
+    async def remove(self, container_id: str) -> None:
+        """Force-remove and wait until it is gone; a container already gone is not an error."""
+
+
+class AuditSink(Protocol):
+    """Where the sandbox kinds write audit events (`orchestrator.audit.AuditLog`)."""
+
+    def record(self, event: str, agent: str | None, details: Mapping[str, Any]) -> None: ...
+
+
+class Egress(Protocol):
+    """A session's way out, as the session layer needs to know it (SPEC S2.6)."""
+
+    @property
+    def network_name(self) -> str | None: ...
+
+    @property
+    def proxy_url(self) -> str | None: ...
+
+    @property
+    def pins(self) -> Mapping[str, Sequence[str]]: ...
+
+    @property
+    def unresolved(self) -> Sequence[str]: ...
+
+    @property
+    def dns_servers(self) -> list[str]: ...
