@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from testcontainers.core.config import testcontainers_config
 
 from orchestrator.home import CorralHome
 
 if TYPE_CHECKING:
     import docker
+
+# testcontainers' reaper (Ryuk) is an image from a registry, and nothing is pulled here: off
+# for the whole session, set before any helper container starts (the attribute outranks the
+# TESTCONTAINERS_RYUK_DISABLED variable, which is also set for anything that reads it).
+# The fixtures that start helper containers remove them; `no_container_left_behind` checks.
+os.environ["TESTCONTAINERS_RYUK_DISABLED"] = "true"
+testcontainers_config.ryuk_disabled = True
 
 _FOLDER_MARKERS = {"unit": "unit", "integration": "docker", "e2e": "e2e"}
 

@@ -2,24 +2,31 @@
 certificate for names we map ourselves, and site containers on corral-egress.
 
 Test targets are always containers a test started; nothing here reaches any other address.
+The site containers are testcontainers `DockerContainer`s run from an image built here
+(never pulled), with Ryuk off (tests/conftest.py): the fixture that started a site stops it.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Self
 
 import docker
+import docker.errors
 from docker.types import EndpointConfig
+from testcontainers.core.config import testcontainers_config
+from testcontainers.core.container import DockerContainer
+from testcontainers.core.exceptions import ContainerStartException
+from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
 from tests.helpers import control_labels
 
 SANDBOX_IMAGE = "corral-sandbox:latest"
 EGRESS_NETWORK = "corral-egress"
+SITE_START_TIMEOUT = 30  # seconds for a site to print its readiness line
 
 Route = tuple[int, Mapping[str, str], str]  # status, headers, body
 
@@ -125,40 +132,87 @@ server.serve_forever()
 """
 
 
+class LocalImageContainer(DockerContainer):
+    """A testcontainers container that only runs an image already built on this machine.
+
+    testcontainers pulls an image when the engine does not have it (its DockerClient.create
+    pulls on ImageNotFound); we check first and fail instead: nothing is pulled here. Ryuk,
+    its reaper, would be pulled too, so it must be off (tests/conftest.py)."""
+
+    def start(self) -> Self:
+        if not testcontainers_config.ryuk_disabled:
+            raise RuntimeError(
+                "testcontainers' Ryuk is on; its image cannot be pulled here "
+                "(tests/conftest.py switches it off)"
+            )
+        try:
+            self.get_docker_client().client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            raise RuntimeError(
+                f"{self.image} is not built on this machine; build it first (nothing is pulled)"
+            ) from None
+        return super().start()
+
+
+def _logs(container: DockerContainer) -> str:
+    try:
+        stdout, stderr = container.get_logs()
+    except ContainerStartException:
+        return "(the container was not created)"
+    return f"stdout:\n{stdout.decode(errors='replace')}\nstderr:\n{stderr.decode(errors='replace')}"
+
+
 def start_site(
     client: docker.DockerClient,
     certs: Path,
     routes: Mapping[str, Route],
     port: int,
     aliases: Sequence[str],
-    started: list[Any],
+    started: list[DockerContainer],
 ) -> str:
     """An HTTPS server (uid 1000, no capabilities) on corral-egress serving `routes`
-    (path -> (status, headers, body); "*" for every other path); returns its address."""
-    container = client.containers.create(
-        SANDBOX_IMAGE,
-        ["python3", "-c", SITE_SERVER, json.dumps(routes), str(port)],
-        labels=control_labels("test-site"),
-        user="1000:1000",
-        read_only=True,
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        # uid 1000 may bind 443 in this container's own network namespace only.
-        sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
-        volumes={str(certs): {"bind": "/certs", "mode": "ro"}},
-        network=EGRESS_NETWORK,
-        networking_config={EGRESS_NETWORK: EndpointConfig("1.41", aliases=list(aliases))},
-        mem_limit=128 * 1024**2,
-        pids_limit=64,
-        detach=True,
+    (path -> (status, headers, body); "*" for every other path); returns its address.
+
+    The container is appended to `started` before it starts: the caller stops every one
+    (`DockerContainer.stop()` removes it), also when this fails."""
+    container = (
+        LocalImageContainer(
+            SANDBOX_IMAGE,
+            # The same engine API version as the session's client.
+            docker_client_kw={"version": client.api.api_version},
+        )
+        .with_command(["python3", "-c", SITE_SERVER, json.dumps(routes), str(port)])
+        .with_volume_mapping(certs, "/certs", "ro")
+        # Passed as they are to the engine's create (with_kwargs replaces, so all at once).
+        .with_kwargs(
+            labels=control_labels("test-site"),  # testcontainers adds its own beside them
+            user="1000:1000",
+            read_only=True,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            # uid 1000 may bind 443 in this container's own network namespace only.
+            sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
+            # corral-egress exists already (the fixtures ensure it, never remove it);
+            # testcontainers' with_network() takes only a network it creates itself.
+            network=EGRESS_NETWORK,
+            networking_config={EGRESS_NETWORK: EndpointConfig("1.41", aliases=list(aliases))},
+            mem_limit=128 * 1024**2,
+            pids_limit=64,
+        )
+        # The server prints "ready" once it listens; the strategy also fails fast if it exits.
+        .waiting_for(
+            LogMessageWaitStrategy("^ready$")
+            .with_startup_timeout(SITE_START_TIMEOUT)
+            .with_poll_interval(0.05)
+        )
     )
     started.append(container)
-    container.start()
-    deadline = time.monotonic() + 30
-    while b"ready" not in container.logs():
-        container.reload()
-        assert container.status == "running", container.logs().decode()
-        assert time.monotonic() < deadline, "the test site did not start"
-        time.sleep(0.05)  # polling the readiness line, not a sleep-sync
-    container.reload()
-    return str(container.attrs["NetworkSettings"]["Networks"][EGRESS_NETWORK]["IPAddress"])
+    try:
+        container.start()
+    except Exception as exc:
+        raise AssertionError(
+            f"the test site on port {port} did not come up: {exc}\n{_logs(container)}"
+        ) from exc
+    wrapped = container.get_wrapped_container()
+    wrapped.reload()
+    return str(wrapped.attrs["NetworkSettings"]["Networks"][EGRESS_NETWORK]["IPAddress"])

@@ -108,7 +108,7 @@ def sites(docker_client: docker.DockerClient) -> Iterator[tuple[str, str, str]]:
         yield str(certs / "ca.pem"), site_ip, other_ip
     finally:
         for container in started:
-            container.remove(force=True)
+            container.stop()  # removes it (testcontainers' stop is a forced remove)
         shutil.rmtree(certs, ignore_errors=True)
 
 
