@@ -22,14 +22,25 @@ if TYPE_CHECKING:
 os.environ["TESTCONTAINERS_RYUK_DISABLED"] = "true"
 testcontainers_config.ryuk_disabled = True
 
-_FOLDER_MARKERS = {"unit": "unit", "integration": "docker", "e2e": "e2e"}
+TESTS = Path(__file__).resolve().parent
+FOLDERS = ("unit", "integration", "e2e")  # each folder's marker is its name
+
+
+def folder_marker(path: Path) -> str | None:
+    """The marker of the test folder `path` is in (tests/<folder>/...), or None."""
+    try:
+        parts = path.resolve().relative_to(TESTS).parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 and parts[0] in FOLDERS else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Checked as a marker, not a keyword: a folder's name is already a keyword of every
+    # test in it, so `marker in item.keywords` would skip adding the marker at all.
     for item in items:
-        folder = Path(str(item.path)).parent.name
-        marker = _FOLDER_MARKERS.get(folder)
-        if marker is not None and marker not in item.keywords:
+        marker = folder_marker(Path(str(item.path)))
+        if marker is not None and item.get_closest_marker(marker) is None:
             item.add_marker(marker)
 
 

@@ -33,7 +33,7 @@ KIOSK_IMAGE = "corral-kiosk:latest"
 SECCOMP = Path(__file__).resolve().parents[2] / "rig_images" / "kiosk" / "seccomp.json"
 WIDTH, HEIGHT = 1280, 800
 
-pytestmark = [pytest.mark.docker]
+pytestmark = [pytest.mark.integration]
 
 
 class KioskAgent:

@@ -1,0 +1,198 @@
+"""In-memory stand-ins for the container engine and the kiosk agent, for unit tests.
+
+They sit below real tests of the same paths: `DockerBackend` and the real kiosk agent
+are exercised by tests/integration (test_kiosk_agent.py, test_script_lifecycle.py) and
+tests/e2e (test_computer_use.py). Here they let the session rules (one session per
+agent, budget, idle timeout, lifetime, why a session ended) run without Docker.
+
+`FakeKiosk` speaks the kiosk agent's wire protocol (JSON lines, docs/kiosk-internals.md
+section 2) over `AttachedContainer`, so the real `KioskChannel` runs on top of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import anyio
+from PIL import Image
+
+from sandboxes.ports import ContainerSpec, ManagedContainer
+
+
+def png_of(width: int, height: int, colour: tuple[int, int, int] = (255, 255, 255)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), colour).save(out, format="PNG")
+    return out.getvalue()
+
+
+@dataclass
+class FakeKiosk:
+    """The kiosk agent's side of the channel: answers each JSON request line.
+
+    `fail_ops`: ops answered with ok=false. `close_on`: ops after which the stream ends
+    (as when the agent dies). `probe`: what the screenshot probe reports."""
+
+    id: str
+    spec: ContainerSpec
+    backend: InMemoryBackend
+    fail_ops: set[str] = field(default_factory=set)
+    close_on: set[str] = field(default_factory=set)
+    probe: dict[str, Any] = field(
+        default_factory=lambda: {
+            "windows": 1,
+            "focused_ok": True,
+            "password_rects": [],
+            "url": "about:blank",
+            "title": "",
+        }
+    )
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    size: tuple[int, int] = (1280, 800)
+    _answers: list[bytes] = field(default_factory=list)
+    _ready: anyio.Event = field(default_factory=anyio.Event)
+    _ended: bool = False
+
+    async def send(self, data: bytes) -> None:
+        if self._ended:
+            raise OSError("the kiosk's stdin is closed")
+        for line in data.splitlines():
+            request = json.loads(line)
+            self.requests.append(request)
+            self._answers.append(json.dumps(self._answer(request)).encode() + b"\n")
+            if request["op"] in self.close_on:
+                self._ended = True
+        self._ready.set()
+
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request["op"]
+        base = {"id": request["id"]}
+        if op in self.fail_ops:
+            return {**base, "ok": False, "error": f"{op} failed on purpose"}
+        if op == "start":
+            self.size = (int(request["width"]), int(request["height"]))
+            return {**base, "ok": True, "chromium_sandbox": True, "ms": 1.0}
+        if op == "screenshot":
+            png = png_of(*self.size)
+            return {
+                **base,
+                "ok": True,
+                "png": base64.b64encode(png).decode(),
+                "width": self.size[0],
+                "height": self.size[1],
+                "probe": self.probe,
+            }
+        if op == "navigate":
+            return {**base, "ok": True, "url": request["url"]}
+        return {**base, "ok": True}
+
+    async def receive(self) -> bytes | None:
+        while not self._answers:
+            if self._ended:
+                return None
+            self._ready = anyio.Event()
+            await self._ready.wait()
+        return self._answers.pop(0)
+
+    async def close(self) -> None:
+        self._ended = True
+        self._ready.set()
+        await self.backend.remove(self.id)
+
+
+class _NoRun:
+    """The in-memory backend runs no scripts: entering says so."""
+
+    async def __aenter__(self) -> Any:
+        raise NotImplementedError("the in-memory backend runs no scripts (see tests/integration)")
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+
+@dataclass
+class InMemoryBackend:
+    """A `ContainerBackend` that keeps containers in a dict. `kiosk_options` are passed to
+    every FakeKiosk it opens."""
+
+    kiosk_options: dict[str, Any] = field(default_factory=dict)
+    live: dict[str, FakeKiosk] = field(default_factory=dict)
+    opened: list[FakeKiosk] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def labels(self, *, kind: str, agent: str, session: str) -> dict[str, str]:
+        return {
+            "corral.managed": "true",
+            "corral.kind": kind,
+            "corral.agent": agent,
+            "corral.session": session,
+        }
+
+    async def check(self, image: str) -> None:
+        return None
+
+    def start(self, spec: ContainerSpec) -> _NoRun:
+        return _NoRun()
+
+    async def open_attached(self, spec: ContainerSpec) -> FakeKiosk:
+        kiosk = FakeKiosk(uuid.uuid4().hex, spec, self, **self.kiosk_options)
+        self.live[kiosk.id] = kiosk
+        self.opened.append(kiosk)
+        return kiosk
+
+    async def list_managed(self, label_filters: Mapping[str, str]) -> list[ManagedContainer]:
+        return [
+            ManagedContainer(k.id, k.id[:12], "running", dict(k.spec.labels))
+            for k in self.live.values()
+            if all(k.spec.labels.get(key) == value for key, value in label_filters.items())
+        ]
+
+    async def remove(self, container_id: str) -> None:
+        if self.live.pop(container_id, None) is not None:
+            self.removed.append(container_id)
+
+
+@dataclass
+class FakeEgress:
+    """Egress as a session sees it, with every allowed host pinned to a test address."""
+
+    pins: dict[str, list[str]]
+    unresolved: tuple[str, ...] = ()
+    network_name: str | None = "corral-s-fake"
+    proxy_url: str | None = "http://proxy:3128"
+    dns_servers: list[str] = field(default_factory=lambda: ["172.30.0.1"])
+
+
+@asynccontextmanager
+async def fake_egress(
+    *, session_id: str, agent: str, allowed: tuple[str, ...], overrides: dict[str, str]
+) -> AsyncIterator[FakeEgress]:
+    if not allowed:
+        yield FakeEgress(pins={}, network_name=None, proxy_url=None, dns_servers=[])
+        return
+    yield FakeEgress(pins={host: ["192.0.2.10"] for host in allowed})
+
+
+class FakeClock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

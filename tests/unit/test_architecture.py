@@ -1,0 +1,175 @@
+"""The shape of the code, checked: imports run one way, no module over 600 lines, one
+exception tree drawn where it is documented. Read from the source (ast), so a check
+fails the moment someone adds an import that runs back up."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import orchestrator.errors
+from sandboxes.errors import CorralError
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+# Lower layers first: a module may import its own layer or a lower one, never a higher one.
+LAYERS = ("sandboxes", "orchestrator", "mcp_front")
+# The one module allowed to reach up: the entry point starts the MCP server.
+ENTRY_POINT = "orchestrator/cli.py"
+MAX_LINES = 600
+PRODUCT_DIRS = (*LAYERS, "rig_images", "bench")
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted((REPO / package).rglob("*.py"))
+
+
+def _imported(path: Path) -> list[tuple[int, str]]:
+    """(line, top-level package) of every import in `path`, nested ones included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module.split(".")[0]))
+    return found
+
+
+def upward_imports(root: Path = REPO) -> list[str]:
+    problems = []
+    for rank, package in enumerate(LAYERS):
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            for line, top in _imported(path):
+                if top not in LAYERS or LAYERS.index(top) <= rank:
+                    continue
+                if rel == ENTRY_POINT and top == "mcp_front":
+                    continue
+                problems.append(f"{rel}:{line} imports {top} (a higher layer)")
+    return problems
+
+
+def test_imports_run_one_way_mcp_front_then_orchestrator_then_sandboxes() -> None:
+    assert upward_imports() == []
+
+
+def test_the_import_check_catches_an_import_that_runs_back_up(tmp_path: Path) -> None:
+    for package in LAYERS:
+        (tmp_path / package).mkdir()
+    (tmp_path / "sandboxes" / "policy.py").write_text(
+        "def f() -> None:\n    from orchestrator.config import load_config\n"
+    )
+    (tmp_path / "orchestrator" / "x.py").write_text("import mcp_front.server\n")
+    (tmp_path / "orchestrator" / "cli.py").write_text("from mcp_front.server import serve\n")
+    (tmp_path / "mcp_front" / "ok.py").write_text("from sandboxes import catalogue\n")
+
+    assert upward_imports(tmp_path) == [
+        "sandboxes/policy.py:2 imports orchestrator (a higher layer)",
+        "orchestrator/x.py:1 imports mcp_front (a higher layer)",
+    ]
+
+
+def test_only_the_entry_point_starts_the_mcp_server() -> None:
+    starters = [
+        path.relative_to(REPO).as_posix()
+        for package in ("orchestrator", "sandboxes")
+        for path in _modules(package)
+        if "mcp_front.server" in path.read_text()
+    ]
+    assert starters == [ENTRY_POINT]
+
+
+def test_no_product_module_is_over_600_lines() -> None:
+    long = {
+        path.relative_to(REPO).as_posix(): n
+        for package in PRODUCT_DIRS
+        for path in _modules(package)
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def _all_corral_errors() -> set[type[BaseException]]:
+    for package in LAYERS:
+        module = importlib.import_module(package)
+        for info in pkgutil.walk_packages(module.__path__, prefix=f"{package}."):
+            importlib.import_module(info.name)
+    found: set[type[BaseException]] = set()
+    pending: list[type[BaseException]] = [CorralError]
+    while pending:
+        cls = pending.pop()
+        found.add(cls)
+        pending += cls.__subclasses__()
+    return found
+
+
+def test_every_corral_error_is_drawn_in_the_tree_and_defined_in_an_errors_module() -> None:
+    drawing = inspect.getdoc(orchestrator.errors) or ""
+    errors = _all_corral_errors()
+
+    assert len(errors) > 10
+    assert {cls.__name__ for cls in errors if cls.__name__ not in drawing} == set()
+    assert {
+        f"{cls.__module__}.{cls.__name__}"
+        for cls in errors
+        if cls.__module__ not in ("sandboxes.errors", "orchestrator.errors")
+    } == set()
+
+
+def test_param_error_is_a_corral_error() -> None:
+    assert issubclass(orchestrator.errors.ParamError, CorralError)
+
+
+MARK_REPORT = """
+import pytest
+
+def pytest_collection_finish(session):
+    for item in session.items:
+        marks = sorted(m for m in ("unit", "integration", "e2e") if item.get_closest_marker(m))
+        print("MARKS\t" + item.nodeid + "\t" + ",".join(marks))
+"""
+
+
+def test_each_marker_selects_exactly_its_folder(tmp_path: Path) -> None:
+    """`pytest -m e2e` once selected nothing: the folder name is already a keyword."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "markreport.py").write_text(MARK_REPORT)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "markreport",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = [
+        line.split("\t")[1:] for line in done.stdout.splitlines() if line.startswith("MARKS\t")
+    ]
+    seen = {folder: 0 for folder in ("unit", "integration", "e2e")}
+    for node, marks in rows:
+        folder = node.split("/")[1]
+        assert marks == folder, f"{node} carries {marks!r}, not {folder!r}"
+        seen[folder] += 1
+    assert all(count > 0 for count in seen.values()), seen

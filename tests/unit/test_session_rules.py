@@ -1,0 +1,279 @@
+"""The kiosk session rules, run through the real SessionManager and KioskChannel on an
+in-memory backend (tests/fakes.py) with a clock the test moves: one session per agent,
+the action budget, the idle timeout, the maximum lifetime and why a session ended. The
+same paths against Docker and the real kiosk: tests/e2e/test_computer_use.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.audit import AuditLog
+from orchestrator.config import CorralConfig, render_new_agent
+from orchestrator.home import CorralHome
+from orchestrator.sessions import SessionManager
+from sandboxes.errors import SessionRefused
+from sandboxes.session_rules import COUNTED, SessionClock
+from tests.fakes import FakeClock, InMemoryBackend, fake_egress
+
+pytestmark = [pytest.mark.unit, pytest.mark.anyio]
+
+SITE = "site.example"
+
+
+def write_agent(home: CorralHome, name: str = "alice", **cfg: Any) -> None:
+    text = render_new_agent(name).replace("computer_use = false", "computer_use = true")
+    settings = {"allowed_domains": [SITE], **cfg}
+    table = "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items())
+    text = text.replace(
+        "[capabilities.computer_use_config]\nmax_actions = 50\nallowed_domains = []\n",
+        f"[capabilities.computer_use_config]\n{table}",
+    )
+    path = home.agent_file(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def backend() -> InMemoryBackend:
+    return InMemoryBackend()
+
+
+@pytest.fixture
+def manager(corral_home: CorralHome, backend: InMemoryBackend, clock: FakeClock) -> SessionManager:
+    return SessionManager(
+        corral_home,
+        CorralConfig(),
+        backend,
+        AuditLog(corral_home.audit_file),
+        fake_egress,
+        clock=clock,
+    )
+
+
+def text_of(answer: dict[str, Any]) -> str:
+    return " ".join(b["text"] for b in answer["content"] if b["type"] == "text")
+
+
+def events(home: CorralHome, name: str) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in Path(home.audit_file).read_text().splitlines()]
+    return [row for row in rows if row["event"] == name]
+
+
+async def call(manager: SessionManager, tool: str, **arguments: Any) -> dict[str, Any]:
+    return await manager.handle("alice", tool, arguments)
+
+
+async def test_one_session_per_agent_and_a_new_one_after_stop(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home)
+    first = await call(manager, "computer_session_start")
+    again = await call(manager, "computer_session_start")
+
+    assert first["is_error"] is False
+    assert again["is_error"] is True
+    assert "one session per agent" in text_of(again)
+    assert len(backend.opened) == 1
+
+    stopped = await call(manager, "computer_session_stop")
+    second = await call(manager, "computer_session_start")
+
+    assert stopped["is_error"] is False
+    assert second["is_error"] is False
+    assert second["structured"]["session_id"] != first["structured"]["session_id"]
+    assert len(backend.live) == 1 and len(backend.removed) == 1
+
+
+async def test_the_budget_counts_actions_and_refuses_the_next_one(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home, max_actions=3)
+    await call(manager, "computer_session_start")
+
+    answers = [await call(manager, "computer_click", x=1, y=1) for _ in range(3)]
+    refused = await call(manager, "computer_key", key="Return")
+    shot = await call(manager, "computer_screenshot")
+
+    assert [a["is_error"] for a in answers] == [False, False, False]
+    assert "Actions used: 3/3" in text_of(answers[-1])
+    assert refused["is_error"] is True
+    assert "3 actions are used up" in text_of(refused)
+    assert shot["is_error"] is False  # screenshots are free
+    assert [r["op"] for r in backend.opened[0].requests].count("key") == 0
+    assert events(corral_home, "computer_action_refused")[-1]["details"]["why"] == "budget"
+
+
+async def test_a_refused_url_does_not_spend_an_action(
+    corral_home: CorralHome, manager: SessionManager
+) -> None:
+    write_agent(corral_home, max_actions=1)
+    await call(manager, "computer_session_start")
+
+    refused = await call(manager, "computer_navigate", url="https://elsewhere.example/")
+    opened = await call(manager, "computer_navigate", url=f"https://{SITE}/")
+
+    assert refused["is_error"] is True
+    assert "not in this agent's allowed_domains" in text_of(refused)
+    assert opened["is_error"] is False
+    assert "Actions used: 1/1" in text_of(opened)
+
+
+async def test_an_idle_session_ends_and_says_why(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend, clock: FakeClock
+) -> None:
+    write_agent(corral_home, idle_timeout_seconds=30)
+    await call(manager, "computer_session_start")
+    clock.advance(29)
+    await call(manager, "computer_click", x=1, y=1)  # resets the idle timer
+    clock.advance(29)
+
+    assert await manager.expire() == []
+    clock.advance(1)
+    assert await manager.expire() == ["alice"]
+
+    after = await call(manager, "computer_screenshot")
+    assert after["is_error"] is True
+    assert "Your session ended: it was idle for 30 s" in text_of(after)
+    assert backend.live == {}
+    ended = events(corral_home, "computer_session_ended")
+    assert ended[-1]["details"]["why"] == "it was idle for 30 s"
+    assert ended[-1]["details"]["actions"] == 1
+
+
+async def test_a_screenshot_does_not_keep_a_session_alive(
+    corral_home: CorralHome, manager: SessionManager, clock: FakeClock
+) -> None:
+    write_agent(corral_home, idle_timeout_seconds=10)
+    await call(manager, "computer_session_start")
+    clock.advance(9)
+    await call(manager, "computer_screenshot")
+    clock.advance(1)
+
+    assert await manager.expire() == ["alice"]
+
+
+async def test_a_busy_session_ends_at_its_lifetime(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend, clock: FakeClock
+) -> None:
+    write_agent(corral_home, idle_timeout_seconds=10, max_lifetime_seconds=25)
+    await call(manager, "computer_session_start")
+    for _ in range(4):
+        clock.advance(6)
+        await call(manager, "computer_scroll", x=5, y=5)
+        assert await manager.expire() == []
+    clock.advance(1)
+
+    assert await manager.expire() == ["alice"]
+    after = await call(manager, "computer_click", x=1, y=1)
+    assert "Your session ended: it reached its 25 s lifetime" in text_of(after)
+    assert backend.live == {}
+
+
+async def test_the_reasons_a_session_ended_stop_and_gateway_shutdown(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home)
+    await call(manager, "computer_session_start")
+    await call(manager, "computer_session_stop")
+    await call(manager, "computer_session_start")
+    await manager.close_all()
+
+    whys = [e["details"]["why"] for e in events(corral_home, "computer_session_ended")]
+    assert whys == ["stopped by the agent", "the gateway stopped"]
+    assert backend.live == {} and len(backend.removed) == 2
+    after = await call(manager, "computer_screenshot")
+    assert "Your session ended: the gateway stopped" in text_of(after)
+
+
+async def test_a_kiosk_that_dies_breaks_the_session_and_says_what_to_do(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home)
+    backend.kiosk_options["close_on"] = {"click"}
+    await call(manager, "computer_session_start")
+    # The agent answers the click, then its stream ends: the next request finds it closed.
+    await call(manager, "computer_click", x=1, y=1)
+    failed = await call(manager, "computer_type", text="hello")
+    after = await call(manager, "computer_click", x=1, y=1)
+
+    assert failed["is_error"] is True
+    assert "kiosk channel closed" in text_of(failed)
+    assert "Your session is broken" in text_of(after)
+    assert "computer_session_stop" in text_of(after)
+
+
+async def test_a_failed_start_leaves_no_container_and_no_session(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home)
+    backend.kiosk_options["fail_ops"] = {"start"}
+
+    failed = await call(manager, "computer_session_start")
+    backend.kiosk_options.clear()
+    retried = await call(manager, "computer_session_start")
+
+    assert failed["is_error"] is True
+    assert "could not start" in text_of(failed)
+    assert retried["is_error"] is False
+    assert len(backend.opened) == 2 and len(backend.live) == 1
+
+
+async def test_typed_text_is_never_audited(
+    corral_home: CorralHome, manager: SessionManager
+) -> None:
+    write_agent(corral_home)
+    await call(manager, "computer_session_start")
+    await call(manager, "computer_type", text="hunter2-secret")
+
+    assert "hunter2-secret" not in Path(corral_home.audit_file).read_text()
+
+
+# ------------------------------------------------------------------ SessionClock, pure
+
+
+def make_clock(**kw: Any) -> SessionClock:
+    values = {"max_actions": 2, "idle_timeout": 10, "max_lifetime": 100, "started": 0.0}
+    values.update(kw)
+    return SessionClock(last_action=values["started"], **values)
+
+
+def test_only_the_counted_tools_use_the_budget() -> None:
+    assert {"computer_screenshot", "computer_session_start", "computer_session_stop"}.isdisjoint(
+        COUNTED
+    )
+    clock = make_clock(max_actions=1)
+    clock.spend(1.0)
+
+    clock.check_budget("computer_screenshot")
+    with pytest.raises(SessionRefused, match="1 actions are used up"):
+        clock.check_budget("computer_click")
+
+
+@pytest.mark.parametrize(
+    ("now", "last", "why"),
+    [
+        (9.9, 0.0, None),
+        (10.0, 0.0, "it was idle for 10 s"),
+        (99.9, 95.0, None),
+        (100.0, 99.0, "it reached its 100 s lifetime"),
+        (150.0, 0.0, "it reached its 100 s lifetime"),  # lifetime first
+    ],
+)
+def test_expiry_is_exact_at_the_limits(now: float, last: float, why: str | None) -> None:
+    clock = make_clock()
+    clock.last_action = last
+
+    assert clock.expiry(now) == why
+
+
+def test_time_left_never_goes_negative() -> None:
+    assert make_clock().time_left(1000.0) == (0, 0)
