@@ -8,15 +8,17 @@ error names the file, the dotted key and what is allowed.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.errors import ConfigError
+from sandboxes.hostnames import deny_entry_problem, host_entry_problem
 
 DEFAULT_SANDBOX_IMAGE = "corral-sandbox:latest"
 DEFAULT_BASE_IMAGE = "corral-base:bookworm"
@@ -28,6 +30,37 @@ _IMAGE_RE = re.compile(
     r"(?:@sha256:[a-f0-9]{64})?$"
 )
 AGENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+
+
+def _host_entry(value: str) -> str:
+    problem = host_entry_problem(value)
+    if problem is not None:
+        raise ValueError(
+            f"the host name {problem}" if problem.startswith(("must", "is ")) else problem
+        )
+    return value
+
+
+def _deny_entry(value: str) -> str:
+    problem = deny_entry_problem(value)
+    if problem is not None:
+        raise ValueError(f"the entry {problem}" if problem.startswith(("must", "is ")) else problem)
+    return value
+
+
+def _ipv4(value: str) -> str:
+    try:
+        address = ipaddress.IPv4Address(value)
+    except ValueError:
+        raise ValueError("must be an IPv4 address such as '172.18.0.5'") from None
+    if str(address) != value:
+        raise ValueError(f"write the address as {str(address)!r}")
+    return value
+
+
+HostEntry = Annotated[str, AfterValidator(_host_entry)]
+DenyEntry = Annotated[str, AfterValidator(_deny_entry)]
+IPv4Text = Annotated[str, AfterValidator(_ipv4)]
 
 
 class _Model(BaseModel):
@@ -62,7 +95,7 @@ class KioskConfig(_Model):
     # Extra CA certificate (PEM file) the kiosk browser trusts, e.g. a company or test CA.
     extra_ca_file: str | None = None
     # Host name -> IPv4 address, used instead of DNS when pinning (local/dev sites only).
-    resolve_overrides: dict[str, str] = Field(default_factory=dict)
+    resolve_overrides: dict[HostEntry, IPv4Text] = Field(default_factory=dict)
 
     _image = field_validator("image", "proxy_image")(_check_image)
 
@@ -93,9 +126,10 @@ class CorralConfig(_Model):
 
 class ComputerUseConfig(_Model):
     max_actions: Annotated[int, Field(ge=1, le=10_000)] = 50
-    allowed_domains: list[str] = Field(default_factory=list)
+    # Host names computer_navigate may open, exactly (a subdomain is its own entry).
+    allowed_domains: list[HostEntry] = Field(default_factory=list)
     # Pages whose screenshots are fully masked: host names (subdomains included) or URL prefixes.
-    deny_list: list[str] = Field(default_factory=list)
+    deny_list: list[DenyEntry] = Field(default_factory=list)
     idle_timeout_seconds: Annotated[int, Field(ge=5, le=3600)] = 600
     max_lifetime_seconds: Annotated[int, Field(ge=10, le=86_400)] = 3600
 

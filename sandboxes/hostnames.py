@@ -44,3 +44,57 @@ def usable_address(addr: str, *, allow_private: bool) -> bool:
     if ip.is_unspecified or ip.is_multicast:
         return False
     return allow_private or ip.is_global
+
+
+def host_entry_problem(entry: str) -> str | None:
+    """What is wrong with a host name written in config (`allowed_domains`, a
+    `resolve_overrides` key, a deny-list host), or None when it is in canonical form:
+    lower-case ASCII (IDNA for international names), no trailing dot, no whitespace, no
+    scheme, port or path, no wildcard (corral has no wildcard syntax: list each name).
+    The problem says how to write the entry instead, where there is one way."""
+    if entry != entry.strip() or any(ch.isspace() for ch in entry):
+        return "must not contain whitespace"
+    if not entry:
+        return "must not be empty"
+    if "*" in entry:
+        return "wildcards are not supported: list each host name (subdomains are not implied)"
+    if "/" in entry or "@" in entry:
+        return "must be a host name only, without scheme, user, port or path"
+    if is_ip_literal(entry):
+        canonical = str(ipaddress.ip_address(entry))
+        return None if canonical == entry else f"write the address as {canonical!r}"
+    if ":" in entry:
+        return "must be a host name only, without a port (only 443 is ever used)"
+    if entry.endswith("."):
+        return f"drop the trailing dot: write {entry.rstrip('.')!r}"
+    if not entry.isascii():
+        try:
+            ascii_form = entry.encode("idna").decode("ascii")
+        except UnicodeError:
+            return "is not a valid international host name"
+        return f"write international names in their IDNA form: {ascii_form!r}"
+    if entry != entry.lower():
+        return f"write it in lower case: {entry.lower()!r}"
+    try:
+        normalise_host(entry)
+    except ValueError:
+        return (
+            "is not a host name: labels of letters, digits and '-' (not at either end), "
+            "separated by dots, at most 253 characters"
+        )
+    return None
+
+
+def deny_entry_problem(entry: str) -> str | None:
+    """What is wrong with a deny-list entry: a host name (see `host_entry_problem`), or a
+    URL prefix `https://host/path...` whose host is written the same way."""
+    if "://" not in entry:
+        return host_entry_problem(entry)
+    if any(ch.isspace() for ch in entry):
+        return "must not contain whitespace"
+    scheme, _, rest = entry.partition("://")
+    if scheme not in ("https", "http"):
+        return f"a URL prefix must start with https:// or http://, not {scheme}://"
+    host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    problem = host_entry_problem(host)
+    return None if problem is None else f"the URL's host {host!r}: {problem}"

@@ -277,3 +277,16 @@ def test_expiry_is_exact_at_the_limits(now: float, last: float, why: str | None)
 
 def test_time_left_never_goes_negative() -> None:
     assert make_clock().time_left(1000.0) == (0, 0)
+
+
+async def test_a_bad_allowlist_entry_is_a_clear_refusal_not_an_internal_error(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home, allowed_domains=["Bücher.example"])
+
+    refused = await call(manager, "computer_session_start")
+
+    assert refused["is_error"] is True
+    assert "allowed_domains" in text_of(refused)
+    assert "xn--bcher-kva.example" in text_of(refused)
+    assert backend.opened == []
