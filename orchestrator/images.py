@@ -141,15 +141,18 @@ def _stream_build(client: docker.DockerClient, **kwargs: Any) -> Iterator[str]:
 
 
 def recipe_files(dockerfile: Path) -> dict[str, bytes]:
-    """The build context of a recipe: `Dockerfile.sandbox` alone, or every regular file in a
-    rig_images/<name>/ folder (its Dockerfile and what it COPYs)."""
+    """The build context of a recipe: `Dockerfile.sandbox` alone, or every regular file under a
+    rig_images/<name>/ folder, subfolders included (its Dockerfile and what it COPYs, such as
+    the kiosk agent's package); hidden files and `__pycache__` are left out."""
     if dockerfile.name != "Dockerfile":
         return {"Dockerfile": dockerfile.read_bytes()}
-    return {
-        entry.name: entry.read_bytes()
-        for entry in sorted(dockerfile.parent.iterdir())
-        if entry.is_file() and not entry.name.startswith(".")
-    }
+    folder = dockerfile.parent
+    files: dict[str, bytes] = {}
+    for entry in sorted(folder.rglob("*")):
+        parts = entry.relative_to(folder).parts
+        if entry.is_file() and not any(p.startswith(".") or p == "__pycache__" for p in parts):
+            files["/".join(parts)] = entry.read_bytes()
+    return files
 
 
 def ensure_base(

@@ -1,0 +1,31 @@
+"""corral kiosk agent: the one long-lived process inside a kiosk container.
+
+Protocol (docs/kiosk-internals.md section 2): one JSON request per line on
+stdin, one JSON response per line on stdout (stdout carries nothing else; logs
+go to stderr). Ops: start, screenshot, probe, click, type, key, scroll,
+navigate, page, eval.
+
+It owns Xvfb (:99), a session D-Bus (AT-SPI is activated through it), and
+Debian's Chromium in kiosk mode, spoken to over CDP on a pipe
+(--remote-debugging-pipe: fd 3 = commands in, fd 4 = replies out, JSON
+messages terminated by NUL). Input goes through XTest (python-xlib);
+screenshots are Xlib get_image + Pillow. Every X action is flushed and the op
+returns at once: callers read effects back by polling, never by sleeping.
+
+Only Python 3.11's standard library plus Debian's python3-xlib, python3-pil
+and (for the AT-SPI password source) python3-gi / gir1.2-atspi-2.0.
+
+Modules, by concern (the X and AT-SPI ones know nothing of Chromium):
+
+- `agent`: the main loop, request dispatch, the ops and the start sequence.
+- `xserver`: Xvfb and the session D-Bus.
+- `screen`: the PNG grab, top-level windows, keyboard focus.
+- `xinput`: XTest clicks, scrolls, keys and typing.
+- `atspi`: password fields through AT-SPI, on its own thread.
+- `cdp`: the CDP pipe client.
+- `browser`: Chromium's launch, its page session, navigation, eval.
+- `probe`: what a screenshot must mask (DOM probe, AT-SPI fallback, windows).
+- `common`: `OpError`, `log`, shared bounds.
+
+Run it as `python3 /opt/corral/kiosk_agent` or `python3 -m kiosk_agent`.
+"""

@@ -1,0 +1,261 @@
+"""The agent's main loop: one JSON request per line on stdin, one JSON response per line
+on stdout; the ops, and the start sequence (Xvfb, D-Bus, CA, Chromium, focus)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from . import probe as probes
+from .atspi import Atspi
+from .browser import LOAD_TIMEOUT_S, Browser, trust_ca
+from .cdp import CDP_TIMEOUT_S
+from .common import OpError, log
+from .screen import Screen
+from .xinput import XInput
+from .xserver import DISPLAY, start_dbus, start_xvfb
+
+START_DEADLINE_S = 30.0
+
+
+class Kiosk:
+    def __init__(self) -> None:
+        self.started = False
+        self.width = 0
+        self.height = 0
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.d: Any = None
+        self.screen: Screen | None = None
+        self.input: XInput | None = None
+        self.atspi: Atspi | None = None
+        self.tmp = ""
+        self.verbose = os.environ.get("KIOSK_AGENT_VERBOSE") == "1"
+        self.browser = Browser(verbose=self.verbose)
+
+    # ---------------------------------------------------------------- start
+
+    def op_start(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.started:
+            raise OpError("already started")
+        try:
+            return self._start(req)
+        except BaseException:
+            self.shutdown()  # a failed start leaves nothing running; start may be retried
+            raise
+
+    def _start(self, req: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.monotonic()
+        width, height = int(req.get("width") or 1280), int(req.get("height") or 800)
+        if not (320 <= width <= 4096 and 240 <= height <= 4096):
+            raise OpError(f"bad size {width}x{height}")
+        self.width, self.height = width, height
+        proxy = req.get("proxy")
+        ca_pem = req.get("ca_pem")
+        url = req.get("url")
+        self.tmp = tempfile.mkdtemp(prefix="kiosk-")
+        home = os.environ.get("HOME") or "/home/sandbox"
+        if not os.access(home, os.W_OK):
+            # e.g. a root-owned tmpfs: Chromium and the NSS db need a writable HOME
+            log(f"HOME {home} is not writable; using a directory under {self.tmp}")
+            home = tempfile.mkdtemp(prefix="home-", dir=self.tmp)
+        # Everything started from here (dbus-daemon, the AT-SPI bus it activates, certutil,
+        # Chromium) sees the same HOME and runtime directory.
+        os.environ.update(HOME=home, XDG_RUNTIME_DIR=self.tmp)
+        deadline = t0 + START_DEADLINE_S
+
+        self.d = start_xvfb(self.procs, width, height, verbose=self.verbose, deadline=deadline)
+        self.screen = Screen(self.d, width, height, verbose=self.verbose)
+        self.input = XInput(self.d, width, height)
+        bus = start_dbus(self.procs, verbose=self.verbose, deadline=deadline)
+        if ca_pem:
+            trust_ca(home, ca_pem, self.tmp)
+        env = dict(os.environ)
+        env.update(
+            DISPLAY=DISPLAY,
+            HOME=home,
+            DBUS_SESSION_BUS_ADDRESS=bus,
+            ACCESSIBILITY_ENABLED="1",
+            NO_AT_BRIDGE="0",
+            XDG_RUNTIME_DIR=self.tmp,
+        )
+        os.environ.update(
+            DISPLAY=DISPLAY, HOME=home, DBUS_SESSION_BUS_ADDRESS=bus, XDG_RUNTIME_DIR=self.tmp
+        )
+        no_sandbox_reason = self.browser.start(
+            env, proxy, width=width, height=height, tmp=self.tmp, deadline=deadline
+        )
+        self.screen.focus_first_window(deadline)
+        self.atspi = Atspi(app_name="chrom")
+        self.started = True
+        out: dict[str, Any] = {"chromium_sandbox": self.browser.sandbox}
+        if no_sandbox_reason:
+            out["sandbox_error"] = no_sandbox_reason[:300]
+        if url:
+            nav = self.browser.navigate(str(url), max(1.0, deadline - time.monotonic()))
+            out["url"], out["error_text"] = nav["url"], nav["error_text"]
+        out["ms"] = round((time.monotonic() - t0) * 1000, 1)
+        return out
+
+    def shutdown(self) -> None:
+        self.browser.close()
+        for proc in reversed(self.procs):
+            with contextlib.suppress(Exception):
+                proc.kill()
+                proc.wait(timeout=3)
+        self.procs = []
+        if self.d is not None:
+            with contextlib.suppress(Exception):
+                self.d.close()
+            self.d = None
+        self.started = False
+
+    def _require(self) -> None:
+        if not self.started:
+            raise OpError("not started: send op start first")
+
+    def _screen(self) -> Screen:
+        self._require()
+        assert self.screen is not None
+        return self.screen
+
+    def _input(self) -> XInput:
+        self._require()
+        assert self.input is not None
+        return self.input
+
+    # ---------------------------------------------------------------- screen
+
+    def op_probe(self, req: dict[str, Any]) -> dict[str, Any]:
+        return probes.probe(self._screen(), self.browser, self.atspi)
+
+    def op_screenshot(self, req: dict[str, Any]) -> dict[str, Any]:
+        screen = self._screen()
+        t0 = time.perf_counter()
+        before = probes.probe(screen, self.browser, self.atspi)
+        t1 = time.perf_counter()
+        png = screen.grab_png()
+        t2 = time.perf_counter()
+        after = probes.probe(screen, self.browser, self.atspi)
+        t3 = time.perf_counter()
+        if self.verbose:
+            ms = [round(1000 * (b - a), 1) for a, b in ((t0, t1), (t1, t2), (t2, t3))]
+            log("screenshot ms: probe, grab+png, probe =", ms)
+        # The image lies between the two probes: mask whatever either saw.
+        return {
+            "png": base64.b64encode(png).decode(),
+            "width": self.width,
+            "height": self.height,
+            "probe": probes.merge(before, after),
+        }
+
+    # ---------------------------------------------------------------- input
+
+    def op_click(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._input().click(req)
+        return {}
+
+    def op_scroll(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._input().scroll(req)
+        return {}
+
+    def op_type(self, req: dict[str, Any]) -> dict[str, Any]:
+        """XTest for what the spare keycodes can carry; CDP Input.insertText for the rest."""
+        rest = self._input().type_text(req)
+        out: dict[str, Any] = {}
+        if rest:
+            self.browser.insert_text(rest)
+            out["inserted_via_cdp"] = len(rest)
+        return out
+
+    def op_key(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._input().key(req)
+        return {}
+
+    # ---------------------------------------------------------------- browser
+
+    def op_navigate(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        url = req.get("url")
+        if not isinstance(url, str) or not url:
+            raise OpError("url must be a non-empty string")
+        return self.browser.navigate(url, LOAD_TIMEOUT_S)
+
+    def op_page(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        return self.browser.page_info(CDP_TIMEOUT_S)
+
+    def op_eval(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        expr = req.get("expression")
+        if not isinstance(expr, str):
+            raise OpError("expression must be a string")
+        return self.browser.evaluate(expr)
+
+
+# --------------------------------------------------------------------------- main loop
+
+
+def write_response(obj: dict[str, Any]) -> None:
+    data = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+    out = sys.stdout.buffer
+    out.write(data)
+    out.flush()
+
+
+def main() -> int:
+    kiosk = Kiosk()
+    ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        "start": kiosk.op_start,
+        "screenshot": kiosk.op_screenshot,
+        "probe": kiosk.op_probe,
+        "click": kiosk.op_click,
+        "type": kiosk.op_type,
+        "key": kiosk.op_key,
+        "scroll": kiosk.op_scroll,
+        "navigate": kiosk.op_navigate,
+        "page": kiosk.op_page,
+        "eval": kiosk.op_eval,
+    }
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        kiosk.shutdown()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    log("ready")
+    try:
+        for raw in sys.stdin.buffer:
+            raw = raw.strip()
+            if not raw:
+                continue
+            req_id: Any = None
+            try:
+                req = json.loads(raw)
+                if not isinstance(req, dict):
+                    raise OpError("a request must be a JSON object")
+                req_id = req.get("id")
+                handler = ops.get(req.get("op"))  # type: ignore[arg-type]
+                if handler is None:
+                    raise OpError(f"unknown op {req.get('op')!r}")
+                result = handler(req)
+                write_response({"id": req_id, "ok": True, **result})
+            except OpError as exc:
+                write_response({"id": req_id, "ok": False, "error": str(exc)})
+            except json.JSONDecodeError as exc:
+                write_response({"id": None, "ok": False, "error": f"bad JSON: {exc}"})
+            except Exception as exc:  # never die on one bad request
+                log("op failed:", repr(exc))
+                write_response({"id": req_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        kiosk.shutdown()
+    return 0

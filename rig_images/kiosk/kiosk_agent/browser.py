@@ -1,0 +1,340 @@
+"""Debian's Chromium in kiosk mode, driven over CDP on a pipe: launch (with its own sandbox,
+or without it when the kernel refuses), the attached page session, navigation, eval."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import fcntl
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any
+
+from .cdp import CDP, CDPError
+from .common import PROBE_STEP_S, OpError, log
+
+CHROMIUM_CANDIDATES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
+LOAD_TIMEOUT_S = 20.0
+
+RAF2_JS = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))"
+
+
+def trust_ca(home: str, ca_pem: str, tmp: str) -> None:
+    """Add ca_pem to the NSS db under home (Chromium reads it at start)."""
+    if shutil.which("certutil") is None:
+        raise OpError("certutil is missing (libnss3-tools)")
+    nssdb = os.path.join(home, ".pki", "nssdb")
+    os.makedirs(nssdb, exist_ok=True)
+    ca_file = os.path.join(tmp, "corral-ca.pem")
+    with open(ca_file, "w") as f:
+        f.write(ca_pem)
+    db = f"sql:{nssdb}"
+    if not os.path.exists(os.path.join(nssdb, "cert9.db")):
+        _run_bounded(["certutil", "-d", db, "-N", "--empty-password"])
+    _run_bounded(["certutil", "-d", db, "-A", "-t", "C,,", "-n", "corral-egress-ca", "-i", ca_file])
+
+
+def _run_bounded(argv: list[str]) -> None:
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise OpError(f"{argv[0]} timed out") from None
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace")[-300:]
+        raise OpError(f"{' '.join(argv[:2])} failed: {tail}")
+
+
+def _chromium_binary() -> str:
+    for path in CHROMIUM_CANDIDATES:
+        if os.access(path, os.X_OK):
+            return path
+    raise OpError("chromium is not installed")
+
+
+class Browser:
+    """One Chromium process and its CDP pipe; `session` is the attached page's."""
+
+    def __init__(self, *, verbose: bool = False) -> None:
+        self.verbose = verbose
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_tail: collections.deque[str] = collections.deque(maxlen=200)
+        self.cdp: CDP | None = None
+        self.session: str | None = None
+        self.target_id: str | None = None
+        self.sandbox = False
+
+    def start(
+        self,
+        env: dict[str, str],
+        proxy: str | None,
+        *,
+        width: int,
+        height: int,
+        tmp: str,
+        deadline: float,
+    ) -> str | None:
+        """Launch with Chromium's sandbox, or without it when it is unusable here; return
+        why it was unusable (None when the sandbox is on)."""
+        no_sandbox_reason = None
+        try:
+            self._launch(env, proxy, sandbox=True, size=(width, height), tmp=tmp, deadline=deadline)
+            self.sandbox = True
+        except OpError as exc:
+            if "No usable sandbox" not in str(exc):
+                raise
+            no_sandbox_reason = str(exc)
+            log("Chromium's sandbox is unusable here; retrying with --no-sandbox")
+            self._launch(
+                env, proxy, sandbox=False, size=(width, height), tmp=tmp, deadline=deadline
+            )
+            self.sandbox = False
+        return no_sandbox_reason
+
+    def _launch(
+        self,
+        env: dict[str, str],
+        proxy: str | None,
+        *,
+        sandbox: bool,
+        size: tuple[int, int],
+        tmp: str,
+        deadline: float,
+    ) -> None:
+        width, height = size
+        profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp)
+        argv = [
+            _chromium_binary(),
+            "--kiosk",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-default-apps",
+            "--disable-dev-shm-usage",
+            "--disable-pings",
+            "--disable-breakpad",
+            "--disable-crash-reporter",
+            "--disable-session-crashed-bubble",
+            "--hide-crash-restore-bubble",
+            "--disable-infobars",
+            "--noerrdialogs",
+            "--password-store=basic",
+            "--media-router=0",
+            "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication",
+            "--window-position=0,0",
+            f"--window-size={width},{height}",
+            f"--user-data-dir={profile}",
+            "--force-renderer-accessibility",
+            "--remote-debugging-pipe",
+            # wheel scrolls land at once: a screenshot right after shows the final position
+            "--disable-smooth-scrolling",
+        ]
+        if proxy:
+            argv.append(f"--proxy-server={proxy}")
+        if not sandbox:
+            argv.append("--no-sandbox")
+        argv.append("about:blank")
+
+        to_chrome_r, to_chrome_w = os.pipe()
+        from_chrome_r, from_chrome_w = os.pipe()
+        # The child's ends, moved to fds >= 10 so the dup2 onto 3/4 below cannot clobber them.
+        child_in_hi = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD_CLOEXEC, 10)
+        child_out_hi = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD_CLOEXEC, 10)
+
+        def map_fds() -> None:
+            os.dup2(child_in_hi, 3)
+            os.dup2(child_out_hi, 4)
+
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+                pass_fds=(3, 4),
+                preexec_fn=map_fds,
+                start_new_session=True,
+            )
+        finally:
+            for fd in (to_chrome_r, from_chrome_w, child_in_hi, child_out_hi):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.proc = proc
+        self.log_tail.clear()
+        threading.Thread(
+            target=self._pump_stderr, args=(proc,), name="chromium-stderr", daemon=True
+        ).start()
+        cdp = CDP(to_chrome_w, from_chrome_r)
+        try:
+            self._attach(cdp, deadline)
+        except OpError as exc:
+            text = "\n".join(self.log_tail)
+            self.kill()
+            if "No usable sandbox" in text:
+                line = next(ln for ln in self.log_tail if "No usable sandbox" in ln)
+                raise OpError(line[line.index("No usable sandbox") :]) from exc
+            raise OpError(f"Chromium did not start: {exc}; last output: {text[-600:]}") from exc
+        self.cdp = cdp
+
+    def _pump_stderr(self, proc: subprocess.Popen[bytes]) -> None:
+        """Drain Chromium's stderr continuously (so it never blocks on it); keep the tail."""
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            self.log_tail.append(line)
+            if self.verbose or "No usable sandbox" in line or "FATAL" in line:
+                log("chromium:", line[:500])
+
+    def _attach(self, cdp: CDP, deadline: float) -> None:
+        """Attach (flatten) to the first page target; poll for it with a deadline."""
+        assert self.proc is not None
+        while True:
+            if self.proc.poll() is not None or cdp.closed:
+                # give the stderr pump a moment to catch the final message
+                end = time.monotonic() + 1.0
+                while time.monotonic() < end and not any(
+                    "sandbox" in line for line in self.log_tail
+                ):
+                    time.sleep(0.02)
+                raise OpError(f"chromium exited (status {self.proc.poll()})")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise OpError("no page target before the deadline")
+            try:
+                targets = cdp.call("Target.getTargets", timeout=min(2.0, remaining))
+            except CDPError:
+                continue
+            pages = [t for t in targets.get("targetInfos", []) if t.get("type") == "page"]
+            if pages:
+                break
+            time.sleep(0.02)
+        self._attach_to(cdp, pages[0]["targetId"])
+
+    def _attach_to(self, cdp: CDP, target: str) -> str:
+        sid: str = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
+        cdp.call("Page.enable", session=sid)
+        cdp.call("Page.setLifecycleEventsEnabled", {"enabled": True}, session=sid)
+        self.session, self.target_id = sid, target
+        return sid
+
+    def live_cdp(self) -> CDP:
+        if self.cdp is None or self.cdp.closed:
+            raise OpError("the browser is not running")
+        return self.cdp
+
+    def page_session(self) -> str:
+        """The attached page's session; re-attach to a page if it was closed/replaced."""
+        cdp = self.live_cdp()
+        if self.session and self.session not in cdp.detached_sessions:
+            return self.session
+        targets = cdp.call("Target.getTargets", timeout=PROBE_STEP_S)
+        pages = [t for t in targets.get("targetInfos", []) if t.get("type") == "page"]
+        if not pages:
+            raise OpError("the browser has no page")
+        return self._attach_to(cdp, pages[0]["targetId"])
+
+    def page_info(self, timeout: float) -> dict[str, Any]:
+        cdp = self.live_cdp()
+        self.page_session()
+        info = cdp.call("Target.getTargetInfo", {"targetId": self.target_id}, timeout=timeout)
+        ti = info.get("targetInfo", {})
+        return {"url": ti.get("url"), "title": ti.get("title")}
+
+    def navigate(self, url: str, timeout: float) -> dict[str, Any]:
+        cdp = self.live_cdp()
+        sid = self.page_session()
+        waiter = cdp.expect(
+            lambda m: (
+                m.get("sessionId") == sid
+                and m.get("method") in ("Page.lifecycleEvent", "Page.loadEventFired")
+            )
+        )
+        try:
+            res = cdp.call("Page.navigate", {"url": url}, session=sid, timeout=timeout)
+            error_text = res.get("errorText") or None
+            loader, frame = res.get("loaderId"), res.get("frameId")
+            loaded = loader is None  # same-document navigation: no load to wait for
+            deadline = time.monotonic() + min(timeout, LOAD_TIMEOUT_S)
+            while not loaded:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    ev = waiter.events.get(timeout=remaining)
+                except queue.Empty:
+                    break
+                if ev is None:
+                    raise OpError("the browser went away while loading")
+                params = ev.get("params", {})
+                if ev["method"] == "Page.lifecycleEvent":
+                    loaded = (
+                        params.get("name") == "load"
+                        and params.get("loaderId") == loader
+                        and params.get("frameId") == frame
+                    )
+        finally:
+            cdp.unexpect(waiter)
+        if loaded:
+            self._wait_frames(sid)
+        info = self.page_info(PROBE_STEP_S)
+        out = {"url": info["url"], "title": info["title"], "error_text": error_text}
+        if not loaded:
+            out["load_timeout"] = True
+        return out
+
+    def _wait_frames(self, sid: str) -> None:
+        """After load, wait (bounded) until the renderer has produced two frames: input sent
+        before the new page's first frame reached the compositor can be dropped (a wheel
+        right after a navigation was lost ~1 time in 4 without this)."""
+        with contextlib.suppress(OpError):
+            self.live_cdp().call(
+                "Runtime.evaluate",
+                {
+                    "expression": RAF2_JS,
+                    "awaitPromise": True,
+                    "returnByValue": True,
+                },
+                session=sid,
+                timeout=PROBE_STEP_S,
+            )
+
+    def evaluate(self, expr: str) -> dict[str, Any]:
+        res = self.live_cdp().call(
+            "Runtime.evaluate",
+            {"expression": expr, "returnByValue": True, "awaitPromise": True},
+            session=self.page_session(),
+        )
+        if "exceptionDetails" in res:
+            details = res["exceptionDetails"]
+            desc = details.get("exception", {}).get("description") or details.get("text")
+            raise OpError(f"evaluation failed: {desc}")
+        return {"value": res.get("result", {}).get("value")}
+
+    def insert_text(self, text: str) -> None:
+        self.live_cdp().call("Input.insertText", {"text": text}, session=self.page_session())
+
+    def kill(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        self.proc = None
+
+    def close(self) -> None:
+        """Kill Chromium and forget its pipe and page session."""
+        self.kill()
+        self.cdp = None
+        self.session = None

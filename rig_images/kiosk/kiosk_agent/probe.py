@@ -1,0 +1,139 @@
+"""What a screenshot must mask: password fields in screen pixels (the DOM over CDP, and
+AT-SPI when the page has frames the DOM cannot see into), the top-level window count and
+whether the focused window can be read. Every sub-step is bounded; a failed source is
+reported in `error`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .atspi import Atspi
+from .browser import Browser
+from .common import PROBE_STEP_S, OpError
+from .screen import Screen
+
+# Password fields (type=password, or masked with -webkit-text-security) in the page, open
+# shadow roots and same-origin frames, clipped to the viewport, in screen pixels.
+PROBE_JS = r"""
+(() => {
+  const dpr = window.devicePixelRatio || 1;
+  const offX = window.screenX + Math.max(0, window.outerWidth - window.innerWidth);
+  const offY = window.screenY + Math.max(0, window.outerHeight - window.innerHeight);
+  const vw = window.innerWidth, vh = window.innerHeight;
+  const rects = [];
+  let frames = 0, blocked = 0;
+  const isSecret = (el) => {
+    if (el.tagName === 'INPUT' && (el.type || '').toLowerCase() === 'password') return true;
+    try {
+      const s = getComputedStyle(el);
+      const t = s.webkitTextSecurity || s.getPropertyValue('-webkit-text-security');
+      return !!t && t !== 'none';
+    } catch (e) { return false; }
+  };
+  const visit = (root, ox, oy, depth) => {
+    if (depth > 8) return;
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_ELEMENT);
+    let el = root.nodeType === 1 ? root : walker.nextNode();
+    while (el) {
+      if (el.shadowRoot) visit(el.shadowRoot, ox, oy, depth + 1);
+      if ((el.tagName === 'INPUT' || el.isContentEditable) && isSecret(el)) {
+        const r = el.getBoundingClientRect();
+        const s = getComputedStyle(el);
+        if (r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none') {
+          const x1 = Math.max(0, ox + r.left), y1 = Math.max(0, oy + r.top);
+          const x2 = Math.min(vw, ox + r.right), y2 = Math.min(vh, oy + r.bottom);
+          if (x2 > x1 && y2 > y1) rects.push([x1, y1, x2 - x1, y2 - y1]);
+        }
+      }
+      if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
+        frames++;
+        try {
+          const doc = el.contentDocument;
+          if (doc && doc.documentElement) {
+            const r = el.getBoundingClientRect();
+            const fx = ox + r.left + el.clientLeft, fy = oy + r.top + el.clientTop;
+            visit(doc.documentElement, fx, fy, depth + 1);
+          } else { blocked++; }
+        } catch (e) { blocked++; }
+      }
+      el = walker.nextNode();
+    }
+  };
+  if (document.documentElement) visit(document.documentElement, 0, 0, 0);
+  return {
+    rects: rects.map(([x, y, w, h]) => [
+      Math.floor((offX + x) * dpr), Math.floor((offY + y) * dpr),
+      Math.ceil(w * dpr), Math.ceil(h * dpr)]),
+    frames, blocked, url: location.href, title: document.title,
+  };
+})()
+"""
+
+
+def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, Any]:
+    errors: list[str] = []
+    out: dict[str, Any] = {
+        "windows": 0,
+        "focused_ok": False,
+        "password_rects": [],
+        "url": None,
+        "title": None,
+        "error": None,
+    }
+    try:
+        out["windows"] = screen.count_windows()
+    except Exception as exc:
+        errors.append(f"windows: {exc}")
+    out["focused_ok"] = screen.focused_ok()
+    dom_ok = False
+    try:
+        sid = browser.page_session()
+        res = browser.live_cdp().call(
+            "Runtime.evaluate",
+            {"expression": PROBE_JS, "returnByValue": True, "timeout": 1000},
+            session=sid,
+            timeout=PROBE_STEP_S,
+        )
+        if "exceptionDetails" in res:
+            raise OpError(res["exceptionDetails"].get("text", "exception"))
+        value = res.get("result", {}).get("value") or {}
+        out["password_rects"] = [[int(v) for v in r] for r in value.get("rects", [])]
+        out["url"], out["title"] = value.get("url"), value.get("title")
+        dom_ok = True
+        if value.get("blocked"):
+            # cross-origin frames the DOM probe cannot see into: AT-SPI must cover them
+            dom_ok = False
+            errors.append(f"dom: {value['blocked']} cross-origin frame(s) not inspectable")
+    except Exception as exc:
+        errors.append(f"dom: {exc}")
+    if not dom_ok:
+        try:
+            assert atspi is not None
+            rects = atspi.password_rects(PROBE_STEP_S)
+            known = out["password_rects"]
+            out["password_rects"] = known + [r for r in rects if r not in known]
+            errors.clear()  # AT-SPI covered what the DOM could not
+        except Exception as exc:
+            errors.append(f"atspi: {exc}")
+    if out["url"] is None:
+        try:
+            info = browser.page_info(PROBE_STEP_S)
+            out["url"], out["title"] = info["url"], info["title"]
+        except Exception as exc:
+            errors.append(f"page: {exc}")
+    out["error"] = "; ".join(errors) if errors else None
+    return out
+
+
+def merge(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The probe for an image taken between two probes: mask whatever either saw."""
+    probe = dict(after)
+    rects = list(before["password_rects"])
+    rects += [r for r in after["password_rects"] if r not in rects]
+    probe["password_rects"] = rects
+    probe["windows"] = max(before["windows"], after["windows"])
+    probe["focused_ok"] = before["focused_ok"] and after["focused_ok"]
+    probe["error"] = before["error"] or after["error"]
+    if before["url"] != after["url"] and not probe["error"]:
+        probe["error"] = "the page changed while the screenshot was taken"
+    return probe

@@ -1,0 +1,114 @@
+"""The X screen as the agent sees it: the PNG grab, top-level windows, keyboard focus."""
+
+from __future__ import annotations
+
+import io
+import time
+from typing import Any
+
+from PIL import Image
+from Xlib import X
+from Xlib import error as xerror
+
+from .common import log
+
+
+class Screen:
+    """One Xlib display's root window, `width` x `height` pixels."""
+
+    def __init__(self, d: Any, width: int, height: int, *, verbose: bool = False) -> None:
+        self.d = d
+        self.root: Any = d.screen().root
+        self.width = width
+        self.height = height
+        self.verbose = verbose
+
+    def grab_png(self) -> bytes:
+        t0 = time.perf_counter()
+        raw = self.root.get_image(0, 0, self.width, self.height, X.ZPixmap, 0xFFFFFFFF)
+        t1 = time.perf_counter()
+        img = Image.frombuffer("RGB", (self.width, self.height), raw.data, "raw", "BGRX", 0, 1)
+        buf = io.BytesIO()
+        img.save(buf, "PNG", compress_level=1)
+        if self.verbose:
+            log(f"grab {1000 * (t1 - t0):.1f} png {1000 * (time.perf_counter() - t1):.1f} ms")
+        return buf.getvalue()
+
+    def count_windows(self) -> int:
+        """Viewable, non-override-redirect top-level windows bigger than 1x1 and on screen."""
+        count = 0
+        for win in self.root.query_tree().children:
+            try:
+                attrs = win.get_attributes()
+                if attrs.map_state != X.IsViewable or attrs.override_redirect:
+                    continue
+                geo = win.get_geometry()
+            except xerror.XError:
+                continue  # destroyed meanwhile
+            if geo.width <= 1 or geo.height <= 1:
+                continue
+            if geo.x >= self.width or geo.y >= self.height:
+                continue
+            if geo.x + geo.width <= 0 or geo.y + geo.height <= 0:
+                continue
+            count += 1
+        return count
+
+    def focused_ok(self) -> bool:
+        """Whether the focused top-level window can be read (False for any doubt)."""
+        try:
+            focus = self.d.get_input_focus().focus
+            if isinstance(focus, int):  # None (0) or PointerRoot (1): the window under the pointer
+                pointer = self.root.query_pointer()
+                focus = pointer.child
+                if not focus or isinstance(focus, int):
+                    return False
+            win = focus
+            for _ in range(64):  # up to the top-level window
+                tree = win.query_tree()
+                parent = tree.parent
+                if parent is None or isinstance(parent, int) or parent.id == self.root.id:
+                    break
+                win = tree.parent
+            if win.id == self.root.id:
+                return False
+            attrs = win.get_attributes()
+            viewable: bool = attrs.map_state == X.IsViewable
+            return viewable
+        except Exception:  # unreadable for any reason: the caller masks the whole image
+            return False
+
+    def top_level_windows(self) -> list[Any]:
+        """Viewable, non-override-redirect top-level windows bigger than 1x1."""
+        wins = []
+        for win in self.root.query_tree().children:
+            try:
+                attrs = win.get_attributes()
+                if attrs.map_state != X.IsViewable or attrs.override_redirect:
+                    continue
+                geo = win.get_geometry()
+            except xerror.XError:
+                continue
+            if geo.width > 1 and geo.height > 1:
+                wins.append(win)
+        return wins
+
+    def focus_first_window(self, deadline: float) -> None:
+        """No window manager: give the first top-level window the keyboard focus ourselves,
+        once it is mapped (polled with a deadline), so keys work before any click; size it to
+        exactly the screen."""
+        while True:
+            wins = self.top_level_windows()
+            if wins:
+                break
+            if time.monotonic() > deadline:
+                log("no mapped browser window before the deadline; focus left as is")
+                return
+            time.sleep(0.01)
+        win = wins[0]
+        geo = win.get_geometry()
+        if (geo.x, geo.y, geo.width, geo.height) != (0, 0, self.width, self.height):
+            # Chromium sizes its window one pixel short of the screen; no WM will fix it.
+            win.configure(x=0, y=0, width=self.width, height=self.height)
+        win.set_input_focus(X.RevertToParent, X.CurrentTime)
+        self.d.sync()
