@@ -11,7 +11,8 @@ Every internal request carries three headers:
 (the prefix "missing header " is followed by the header's name). A nonce is
 remembered only after its signature checked out, so someone without the key
 cannot burn nonces; a remembered nonce is kept for 60 s, which covers the
-whole +-30 s window in which its timestamp is accepted.
+whole +-30 s window in which its timestamp is accepted (inclusive, compared in whole
+seconds on both sides, as the signer truncates).
 
 Its errors (`KeyFileError`, `SignatureRefused`, `NonceCacheFull`) are the
 `SigningError` branch of the tree drawn in `orchestrator/errors.py`.
@@ -193,7 +194,8 @@ def verify(
         raise SignatureRefused(REASON_MALFORMED_TIMESTAMP)
     if not _NONCE_RE.fullmatch(nonce):
         raise SignatureRefused(REASON_MALFORMED_NONCE)
-    if abs(now - int(timestamp)) > MAX_SKEW_SECONDS:
+    # Whole seconds on both sides (the signer truncates too), inclusive: +-30 s is fresh.
+    if abs(int(now) - int(timestamp)) > MAX_SKEW_SECONDS:
         raise SignatureRefused(REASON_STALE_TIMESTAMP)
     expected = _mac(key, canonical(method, path, timestamp, nonce, body))
     # The format check keeps compare_digest on ASCII strings (it raises TypeError otherwise).

@@ -10,7 +10,6 @@ so that even an unexpected lookup could only reach this host.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import secrets
 import shutil
@@ -20,7 +19,6 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
@@ -36,13 +34,11 @@ from orchestrator.egress import (
     SessionEgress,
     _ensure_egress_network_sync,
     new_session_id,
-    resolve_pins,
 )
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
 from orchestrator.firewall import add_input_drop, input_drop_bridges, remove_input_drop
-from orchestrator.network_reaper import network_is_orphan, reap_networks
-from orchestrator.owner import LABEL_KIND, Owner, read_boot_id, read_start_time
-from sandboxes.hostnames import normalise_host
+from orchestrator.network_reaper import reap_networks
+from orchestrator.owner import LABEL_KIND, Owner, read_boot_id
 from tests.integration.conftest import bridge_gateway, control_labels, wait_until
 from tests.sites import make_certs, start_site
 
@@ -55,224 +51,6 @@ SITE = "site.corral.test"  # listed, HTTPS on 443
 ALT = "alt.corral.test"  # listed, but its server listens on 8443 only
 OTHER = "other.corral.test"  # not listed; on corral-egress it also answers to SITE's name
 MARKER = "payload-marker-" + secrets.token_hex(4)
-
-
-# ---------------------------------------------------------------- pure parts
-
-
-def test_normalise_host_refuses_dot_games_and_canonicalises() -> None:
-    assert normalise_host("Site.Corral.TEST") == SITE
-    assert normalise_host("[::FFFF:7f00:1]") == "::ffff:7f00:1"
-    assert normalise_host(" 10.1.2.3 ") == "10.1.2.3"
-    bad_hosts = ("site.corral.test.", ".site", "a..b", "-a.b", "a b", "", "a_b.test", "é.test")
-    for bad in (*bad_hosts, "010.1.2.3", "1.2.3", "0x7f.1"):
-        with pytest.raises(ValueError):
-            normalise_host(bad)
-
-
-async def test_resolve_pins_overrides_literals_and_refuses_non_global() -> None:
-    asked: list[str] = []
-
-    def fake(host: str) -> list[str]:
-        asked.append(host)
-        return {
-            "doc.test": ["198.51.100.7", "198.51.100.7", "192.0.2.1"],
-            "private.test": ["10.0.0.5", "127.0.0.1"],
-        }.get(host, [])
-
-    hosts = ["Doc.test", "private.test", "gone.test", "mapped.test", "203.0.113.9", "10.9.9.9"]
-    pins, unresolved = await resolve_pins(hosts, {"MAPPED.test": "172.17.0.99"}, resolver=fake)
-    # 198.51.100.0/24 and 192.0.2.0/24 are documentation ranges: Python calls them
-    # non-global, so only an explicit allow_private keeps them.
-    assert pins == {"mapped.test": ("172.17.0.99",)}
-    assert set(unresolved) == {
-        "doc.test",
-        "private.test",
-        "gone.test",
-        "203.0.113.9",
-        "10.9.9.9",
-    }
-    assert sorted(asked) == ["doc.test", "gone.test", "private.test"]  # literals/overrides
-    pins, _ = await resolve_pins(hosts, {}, resolver=fake, allow_private=True)
-    assert pins["doc.test"] == ("198.51.100.7", "192.0.2.1")
-    assert pins["private.test"] == ("10.0.0.5", "127.0.0.1")
-    assert pins["10.9.9.9"] == ("10.9.9.9",)
-
-
-def test_network_is_orphan_decisions() -> None:
-    boot = read_boot_id()
-    host = socket.gethostname()
-    me = Owner.current().labels(kind=KIND_SESSION_NETWORK, agent="a", session="s")
-    dead = Owner("x", 4_000_000, 1, boot, host).labels(kind="egress-net", agent="a", session="s")
-    elsewhere = {**dead, "corral.owner.host": "another-host"}
-    common: dict[str, Any] = {
-        "host": host,
-        "boot_id": boot,
-        "stale_after": 600.0,
-        "start_time_of": read_start_time,
-    }
-    assert network_is_orphan(dead, attached=0, age_seconds=1, **common)
-    assert not network_is_orphan(dead, attached=1, age_seconds=9999, **common)
-    assert not network_is_orphan(me, attached=0, age_seconds=10, **common)
-    assert network_is_orphan(me, attached=0, age_seconds=601, **common)
-    assert not network_is_orphan(elsewhere, attached=0, age_seconds=9999, **common)
-    assert not network_is_orphan(
-        me, attached=0, age_seconds=9999, **{**common, "stale_after": None}
-    )
-
-
-def _load_proxy_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "corral_proxy", REPO / "rig_images/proxy/proxy.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_proxy_request_parsing() -> None:
-    proxy = _load_proxy_module()
-    assert proxy.parse_request(b"CONNECT Site.Corral.Test:443 HTTP/1.1\r\nHost: x") == (SITE, "443")
-    refusals = {
-        b"GET http://site.corral.test/ HTTP/1.1\r\nHost: x": (403, "method_not_allowed"),
-        b"CONNECT site.corral.test:8443 HTTP/1.1": (403, "port_not_allowed"),
-        b"CONNECT site.corral.test:0443 HTTP/1.1": (403, "port_not_allowed"),
-        b"CONNECT site.corral.test.:443 HTTP/1.1": (403, "bad_host"),
-        b"CONNECT site.corral.test%00:443 HTTP/1.1": (403, "bad_host"),
-        b"CONNECT 0177.0.0.1:443 HTTP/1.1": (403, "bad_host"),
-        b"CONNECT site.corral.test HTTP/1.1": (400, "bad_authority"),
-        b"CONNECT  site.corral.test:443 HTTP/1.1": (400, "bad_request_line"),
-        b"CONNECT site.corral.test:443 HTTP/2": (400, "bad_version"),
-        b"CONNECT site.corral.test:443 HTTP/1.1\r\nno colon": (400, "bad_header"),
-        b"CONNECT s\xc3\xa9.test:443 HTTP/1.1": (400, "non_ascii"),
-    }
-    for head, (status, reason) in refusals.items():
-        with pytest.raises(proxy.Refusal) as info:
-            proxy.parse_request(head)
-        assert (info.value.status, info.value.reason) == (status, reason), head
-    pins = proxy.load_pins('{"A.test": ["192.0.2.1"], "[::1]": ["::1"]}')
-    assert pins == {"a.test": ("192.0.2.1",), "::1": ("::1",)}
-    for bad in ('{"a.test": ["a.test"]}', '{"a.test": []}', '{"a.test.": ["192.0.2.1"]}', "[]"):
-        with pytest.raises(ValueError):
-            proxy.load_pins(bad)
-
-
-async def test_proxy_bounds_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The proxy itself, in this process on 127.0.0.1 only: header read timeout, tunnel
-    cap, bytes sent with the CONNECT forwarded, and the tunnel ends when a side closes."""
-    import asyncio
-
-    proxy = _load_proxy_module()
-
-    echo_active = 0
-
-    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal echo_active
-        echo_active += 1
-        try:
-            while data := await reader.readline():  # echo lines; close after "bye"
-                writer.write(b"echo:" + data)
-                await writer.drain()
-                if data == b"bye\n":
-                    break
-        finally:
-            writer.close()
-            echo_active -= 1
-
-    echo = await asyncio.start_server(upstream, "127.0.0.1", 0)
-    echo_port = echo.sockets[0].getsockname()[1]
-    monkeypatch.setattr(proxy, "UPSTREAM_PORT", echo_port)
-    monkeypatch.setattr(proxy, "HEADER_TIMEOUT", 0.3)
-    monkeypatch.setattr(proxy, "MAX_TUNNELS", 1)
-    handler = proxy.Proxy({"echo.test": ("127.0.0.1",)}, None)
-    server = await asyncio.start_server(handler.handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-
-    async def open_tunnel(early: bytes = b"") -> tuple[Any, Any, bytes]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(f"CONNECT echo.test:{echo_port} HTTP/1.1\r\n\r\n".encode() + early)
-        status = await reader.readuntil(b"\r\n\r\n")
-        return reader, writer, status
-
-    try:
-        async with asyncio.timeout(20):
-            slow_r, slow_w = await asyncio.open_connection("127.0.0.1", port)
-            slow_w.write(b"CONNECT echo.test")  # ... and never the rest
-            assert (await slow_r.read()).startswith(b"HTTP/1.1 408 ")
-            slow_w.close()
-            await slow_w.wait_closed()
-
-            r1, w1, status = await open_tunnel(early=b"early\n")
-            assert status == b"HTTP/1.1 200 Connection established\r\n\r\n"
-            assert await r1.readline() == b"echo:early\n"
-            _, w2, status = await open_tunnel()
-            assert status.startswith(b"HTTP/1.1 503 ")  # the cap is 1 tunnel here
-            w2.close()
-            await w2.wait_closed()
-            w1.write(b"bye\n")
-            assert await r1.readline() == b"echo:bye\n"
-            assert await r1.read() == b""  # upstream closed: so does the tunnel
-            w1.close()
-            await w1.wait_closed()
-            r3, w3, status = await open_tunnel(early=b"again\n")
-            assert status.startswith(b"HTTP/1.1 200 ")  # the slot was released
-            assert await r3.readline() == b"echo:again\n"
-            w3.close()
-            await w3.wait_closed()
-            await wait_until(lambda: handler.connections == 0 and echo_active == 0)
-    finally:
-        server.close()
-        echo.close()
-        await server.wait_closed()
-        await echo.wait_closed()
-
-
-async def test_an_idle_tunnel_is_closed_and_a_busy_one_is_not(
-    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
-) -> None:
-    """The proxy in this process on 127.0.0.1 only: no byte either way for IDLE_TIMEOUT
-    closes the tunnel; traffic in either direction keeps it open."""
-    import asyncio
-
-    proxy = _load_proxy_module()
-
-    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError):
-            while data := await reader.readline():
-                writer.write(b"echo:" + data)
-                await writer.drain()
-        writer.close()
-
-    echo = await asyncio.start_server(upstream, "127.0.0.1", 0)
-    echo_port = echo.sockets[0].getsockname()[1]
-    monkeypatch.setattr(proxy, "UPSTREAM_PORT", echo_port)
-    monkeypatch.setattr(proxy, "IDLE_TIMEOUT", 0.5)
-    handler = proxy.Proxy({"echo.test": ("127.0.0.1",)}, None)
-    server = await asyncio.start_server(handler.handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with asyncio.timeout(20):
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(f"CONNECT echo.test:{echo_port} HTTP/1.1\r\n\r\n".encode())
-            assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
-            loop = asyncio.get_running_loop()
-            busy_until = loop.time() + 1.5  # three idle periods of traffic
-            while loop.time() < busy_until:
-                writer.write(b"ping\n")
-                assert await reader.readline() == b"echo:ping\n"  # still open
-                await asyncio.sleep(0.1)  # pacing the traffic, not synchronising
-            opened_quiet = loop.time()
-            assert await reader.read() == b""  # then silence: the proxy closes it
-            assert loop.time() - opened_quiet >= 0.4
-            writer.close()
-            await writer.wait_closed()
-    finally:
-        server.close()
-        echo.close()
-        await server.wait_closed()
-        await echo.wait_closed()
-    assert "decision=close reason=idle" in capfd.readouterr().err
 
 
 # ---------------------------------------------------------------- fixtures
@@ -841,13 +619,3 @@ async def test_reap_networks_removes_only_orphans(
             docker_client.api.remove_network(created["Id"])
         await remove_input_drop(f"crl{orphan_id}")
         await remove_input_drop(f"crl{stray_id}")
-
-
-def test_session_ids_fit_a_bridge_name() -> None:
-    sid = new_session_id()
-    assert len(sid) == 10 and len(f"crl{sid}") <= 15
-    for bad in ("Bad-Id", "", "a" * 13, "abc/def"):
-        with pytest.raises(ValueError):
-            SessionEgress(
-                DockerBackend(Owner.current()), session_id=bad, agent="a", allowed_hosts=[]
-            )

@@ -164,9 +164,7 @@ def test_each_marker_selects_exactly_its_folder(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    rows = [
-        line.split("\t")[1:] for line in done.stdout.splitlines() if line.startswith("MARKS\t")
-    ]
+    rows = [line.split("\t")[1:] for line in done.stdout.splitlines() if line.startswith("MARKS\t")]
     seen = {folder: 0 for folder in ("unit", "integration", "e2e")}
     for node, marks in rows:
         folder = node.split("/")[1]

@@ -310,3 +310,23 @@ def test_whatever_is_signed_verifies_with_the_same_inputs(
 ) -> None:
     headers = sign(KEY, method, path, body, now=NOW, nonce=new_nonce())
     verify(KEY, method, path, headers, body, now=NOW, nonces=NonceCache())
+
+
+@pytest.mark.parametrize(
+    ("signed_at", "checked_at", "fresh"),
+    [
+        (NOW + 30.999, NOW, True),  # the signer truncates to NOW + 30
+        (NOW + 31.0, NOW + 0.999, False),  # 31 whole seconds apart, whatever the fractions
+        (NOW - 30.0, NOW + 0.999, True),
+        (NOW - 31.0, NOW, False),
+    ],
+)
+def test_the_window_is_counted_in_whole_seconds_on_both_sides(
+    signed_at: float, checked_at: float, fresh: bool
+) -> None:
+    headers = signed(now=signed_at)
+    if fresh:
+        verify(KEY, "POST", PATH, headers, BODY, now=checked_at, nonces=NonceCache())
+    else:
+        with pytest.raises(SignatureRefused, match="stale timestamp"):
+            verify(KEY, "POST", PATH, headers, BODY, now=checked_at, nonces=NonceCache())

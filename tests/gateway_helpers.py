@@ -1,0 +1,95 @@
+"""The gateway's test handler and a gateway served on a real socket, for the channel tests
+(tests/unit/test_gateway_channel.py, on loopback) and the peer test (tests/integration, on
+the Docker bridge's address)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+
+from orchestrator.audit import AuditLog
+from orchestrator.gateway import serve_gateway
+from orchestrator.home import CorralHome
+from orchestrator.signing import load_or_create_key, new_nonce, sign
+from orchestrator.wire import COMPUTER_USE_PATH, gateway_base_url
+
+# The classic 1x1 PNG.
+TINY_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5Erk"
+    "Jggg=="
+)
+CALL = {"agent": "alice", "tool": "computer_click", "arguments": {"x": 10, "y": 20}}
+
+
+@dataclass
+class Recorder:
+    """The gateway's handler in these tests: records each call, echoes it back."""
+
+    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    answer: dict[str, Any] | None = None
+
+    async def __call__(self, agent: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((agent, tool, arguments))
+        if self.answer is not None:
+            return self.answer
+        echo = {"agent": agent, "tool": tool, "arguments": arguments}
+        return {
+            "content": [{"type": "text", "text": json.dumps(echo, sort_keys=True)}],
+            "is_error": False,
+            "structured": echo,
+        }
+
+
+@dataclass
+class Gateway:
+    url: str
+    home: CorralHome
+    handler: Recorder
+    key: bytes
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, trust_env=False, timeout=30)
+
+    def refusals(self) -> list[dict[str, Any]]:
+        return [
+            event["details"]
+            for event in AuditLog(self.home.audit_file).read()
+            if event["event"] == "internal_request_refused"
+        ]
+
+
+@asynccontextmanager
+async def running_gateway(
+    home: CorralHome, host: str, port: int, handler: Recorder
+) -> AsyncIterator[Gateway]:
+    ready = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve_gateway, home, host, port, handler, ready)
+        with anyio.fail_after(15):
+            await ready.wait()
+        yield Gateway(gateway_base_url(host, port), home, handler, load_or_create_key(home))
+        tg.cancel_scope.cancel()
+
+
+def encode(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def signed_headers(key: bytes, body: bytes, *, now: float | None = None) -> dict[str, str]:
+    headers = sign(
+        key,
+        "POST",
+        COMPUTER_USE_PATH,
+        body,
+        now=time.time() if now is None else now,
+        nonce=new_nonce(),
+    )
+    headers["Content-Type"] = "application/json"
+    return headers
