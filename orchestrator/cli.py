@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.config import AGENT_NAME_RE, load_agent, load_config, render_new_agent
+from orchestrator.config import (
+    AGENT_NAME_RE,
+    load_agent,
+    load_config,
+    render_new_agent,
+)
 from orchestrator.errors import ConfigError, CorralError, ParamError, SandboxUnavailable
 from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
@@ -258,13 +266,24 @@ def mcp(agent: str, use_http: bool, port: int) -> None:
 
 # ----------------------------------------------------------------------- gateway
 @main.command()
-def gateway() -> None:
+@click.option(
+    "--host",
+    default=None,
+    help="Listen address for this run: 127.0.0.1, ::1 or localhost (default: [gateway] host).",
+)
+@click.option("--port", default=None, help="Port for this run, 1-65535 (default: [gateway] port).")
+def gateway(host: str | None, port: str | None) -> None:
     """Run the gateway on [gateway] host:port (default 127.0.0.1:9030). It owns kiosk
-    sessions; `corral mcp` forwards computer_* calls to it over signed loopback HTTP."""
+    sessions; `corral mcp` forwards computer_* calls to it over signed loopback HTTP.
+
+    SIGTERM or Ctrl-C ends every session (its containers removed) before it exits.
+    `corral mcp` finds the gateway through config.toml: when --port differs from
+    [gateway] port, set it there too for MCP clients."""
     import logging
 
-    from mcp_front.forwarder import gateway_base_url
+    from orchestrator.config import GatewayConfig
     from orchestrator.gateway_service import run_gateway
+    from orchestrator.wire import gateway_base_url
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     home = _home()
@@ -274,13 +293,31 @@ def gateway() -> None:
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise SystemExit(1) from exc
+    try:
+        overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+        settings = GatewayConfig.model_validate({**settings.model_dump(), **overrides})
+    except ValidationError as exc:
+        allowed = {"host": "127.0.0.1, ::1 or localhost", "port": "an integer from 1 to 65535"}
+        for bad in exc.errors():
+            name = str(bad["loc"][0])
+            got = escape(repr(bad.get("input")))
+            err.print(f"[red]error:[/red] --{name}: must be {allowed.get(name, '?')} (got {got})")
+        raise SystemExit(2) from exc
     url = gateway_base_url(settings.host, settings.port)
     snippet = MCP_SNIPPET.format(corral=Path(sys.argv[0]).resolve(), home=home.root)
+
+    async def stop_on_signal(scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                err.print(f"{signal.Signals(signum).name}: ending every session, then stopping")
+                scope.cancel()
+                return
 
     async def go() -> None:
         ready = anyio.Event()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run_gateway, home, ready)
+            tg.start_soon(stop_on_signal, tg.cancel_scope)
+            tg.start_soon(partial(run_gateway, home, ready, host=settings.host, port=settings.port))
             await ready.wait()
             err.print(f"corral gateway listening on {url} (Ctrl-C stops it)")
             err.print(snippet, markup=False)

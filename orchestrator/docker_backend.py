@@ -161,8 +161,7 @@ def create_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         kwargs["network"] = spec.network
     if spec.mounts:
         kwargs["volumes"] = {
-            m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
-            for m in spec.mounts
+            m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts
         }
     if spec.working_dir is not None:
         kwargs["working_dir"] = spec.working_dir

@@ -408,5 +408,3 @@ class SessionEgress:
             logger.warning("%s", message)
             if raise_errors:
                 raise EngineError(message)
-
-

@@ -23,13 +23,14 @@ logged 500, never a half-valid reply.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import logging
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -227,6 +228,12 @@ def create_app(
 class _GatewayServer(uvicorn.Server):
     """uvicorn's server, plus: `ready` is set once the socket accepts connections, and
     `stop` finishes a shutdown that cancellation interrupted."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The process's signals belong to its entry point (`corral gateway` handles SIGTERM
+        # and SIGINT by ending every session, then this server); uvicorn must not take them.
+        yield
 
     def __init__(self, config: uvicorn.Config, ready: anyio.Event | None) -> None:
         super().__init__(config)

@@ -48,8 +48,18 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
     return make
 
 
-async def run_gateway(home: CorralHome, ready: anyio.Event | None = None) -> None:
+async def run_gateway(
+    home: CorralHome,
+    ready: anyio.Event | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+) -> None:
+    """Serve until cancelled; every session is ended (its containers removed) before this
+    returns, whichever way it stops. `host`/`port` override [gateway] in config.toml."""
     config = load_config(home.config_file)
+    listen_host = config.gateway.host if host is None else host
+    listen_port = config.gateway.port if port is None else port
     async with open_runtime(home) as runtime:
         await reap_orphans(runtime.backend)
         from orchestrator.network_reaper import reap_networks
@@ -68,15 +78,14 @@ async def run_gateway(home: CorralHome, ready: anyio.Event | None = None) -> Non
 
                 async def serve() -> None:
                     try:
-                        await serve_gateway(
-                            home, config.gateway.host, config.gateway.port, manager.handle, ready
-                        )
+                        await serve_gateway(home, listen_host, listen_port, manager.handle, ready)
                     finally:
                         tg.cancel_scope.cancel()
 
                 tg.start_soon(serve)
         finally:
-            await manager.close_all()
+            with anyio.CancelScope(shield=True):
+                await manager.close_all()
 
 
 __all__ = ["run_gateway"]

@@ -155,10 +155,7 @@ class SessionManager:
                     is_error=True,
                 )
             return answer(
-                text_block(
-                    f"Opened {result.get('url', params.url)}. "
-                    + self._status(session)
-                )
+                text_block(f"Opened {result.get('url', params.url)}. " + self._status(session))
             )
         session.clock.spend(self.clock())
         if isinstance(params, ClickParams):
@@ -423,9 +420,7 @@ class SessionManager:
         return self._image_answer(session, masked, plan)
 
     def _image_answer(self, session: KioskSession, png: bytes, plan: MaskPlan) -> dict[str, Any]:
-        text = " ".join(
-            part for part in (plan.describe(), self._status(session)) if part
-        )
+        text = " ".join(part for part in (plan.describe(), self._status(session)) if part)
         return answer(
             {"type": "image", "data": base64.b64encode(png).decode(), "mimeType": "image/png"},
             text_block(text),

@@ -365,4 +365,5 @@ async def test_killing_the_gateway_leaves_no_session_container(
     )
     assert reap.returncode == 0, reap.stderr
     assert docker_client.networks.list(filters=owned_nets) == []
-    assert EGRESS_NETWORK  # the shared egress network stays
+    # The shared egress network stays: other sessions and corral processes use it.
+    assert [n.name for n in docker_client.networks.list(names=[EGRESS_NETWORK])] == [EGRESS_NETWORK]
