@@ -218,7 +218,9 @@ class DockerBackend:
         labels = [f"{LABEL_MANAGED}=true"] + [f"{k}={v}" for k, v in label_filters.items()]
 
         def run() -> list[ManagedContainer]:
-            found = self.client.containers.list(all=True, filters={"label": labels})
+            found = self.client.containers.list(
+                ignore_removed=True, all=True, filters={"label": labels}
+            )
             return [
                 ManagedContainer(
                     id=c.id or "", name=c.name or "", status=c.status, labels=dict(c.labels)

@@ -74,7 +74,9 @@ def sweep(instance_id: str, url: str) -> int:
     removed = 0
     try:
         labels = [f"{LABEL_MANAGED}=true", f"{LABEL_INSTANCE}={instance_id}"]
-        for container in client.containers.list(all=True, filters={"label": labels}):
+        for container in client.containers.list(
+            ignore_removed=True, all=True, filters={"label": labels}
+        ):
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 container.remove(force=True, v=True)
                 removed += 1

@@ -42,7 +42,9 @@ def leaked_containers(client: docker.DockerClient) -> list[Any]:
     me = str(os.getpid())
     host, boot = _socket.gethostname(), read_boot_id()
     leaked = []
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}):
+    for container in client.containers.list(
+        ignore_removed=True, all=True, filters={"label": f"{LABEL_MANAGED}=true"}
+    ):
         labels = container.labels
         if (
             labels.get("corral.test.pid") == me

@@ -175,7 +175,9 @@ async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIt
 
 def kiosks(client: docker.DockerClient, agent: str) -> list[Any]:
     return client.containers.list(
-        all=True, filters={"label": ["corral.kind=kiosk", f"corral.agent={agent}"]}
+        ignore_removed=True,
+        all=True,
+        filters={"label": ["corral.kind=kiosk", f"corral.agent={agent}"]},
     )
 
 
@@ -349,11 +351,15 @@ async def test_killing_the_gateway_leaves_no_session_container(
     async with connect(world.home, "stdio", agent="alice") as mcp:
         assert not (await call(mcp, "computer_session_start")).is_error
         owned = {"label": [f"corral.owner.pid={world.gateway_pid}"]}
-        assert len(docker_client.containers.list(all=True, filters=owned)) == 2  # kiosk, proxy
+        assert (
+            len(docker_client.containers.list(ignore_removed=True, all=True, filters=owned)) == 2
+        )  # kiosk, proxy
         import os
 
         os.kill(world.gateway_pid, signal.SIGKILL)
-        await wait_until(lambda: not docker_client.containers.list(all=True, filters=owned))
+        await wait_until(
+            lambda: not docker_client.containers.list(ignore_removed=True, all=True, filters=owned)
+        )
         down = await call(mcp, "computer_screenshot")
         assert down.is_error and "corral gateway is not running" in text_of(down)
     # The session network outlives the killed gateway; the next gateway (or `corral reap`)

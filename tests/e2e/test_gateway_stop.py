@@ -73,13 +73,15 @@ async def test_a_stopped_gateway_ends_its_sessions_before_it_exits(
         started = await mcp.client.call_tool("computer_session_start", {})
         assert not started.is_error, text_of(started)
     owned = {"label": [f"corral.owner.pid={proc.pid}"]}
-    assert len(docker_client.containers.list(all=True, filters=owned)) == 1  # the kiosk
+    assert (
+        len(docker_client.containers.list(ignore_removed=True, all=True, filters=owned)) == 1
+    )  # the kiosk
 
     proc.send_signal(signum)
     assert proc.wait(timeout=60) == 0
 
     # Gone the moment the process has exited, and ended by the gateway itself.
-    assert docker_client.containers.list(all=True, filters=owned) == []
+    assert docker_client.containers.list(ignore_removed=True, all=True, filters=owned) == []
     ended = [
         e for e in AuditLog(corral_home.audit_file).read() if e["event"] == "computer_session_ended"
     ]

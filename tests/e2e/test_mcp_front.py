@@ -198,7 +198,9 @@ SLOW = "import time\nprint('started', flush=True)\ntime.sleep(120)\n"
 
 def _script_containers(client: docker.DockerClient) -> list[object]:
     return client.containers.list(
-        all=True, filters={"label": ["corral.managed=true", f"corral.agent={AGENT}"]}
+        ignore_removed=True,
+        all=True,
+        filters={"label": ["corral.managed=true", f"corral.agent={AGENT}"]},
     )
 
 

@@ -287,7 +287,7 @@ def assert_gone(client: docker.DockerClient, eg: SessionEgress, proxy_id: str | 
         if shutil.which(tool):
             assert eg.bridge not in iptables_rules(tool), tool
     leftovers = client.containers.list(
-        all=True, filters={"label": f"corral.session={eg.session_id}"}
+        ignore_removed=True, all=True, filters={"label": f"corral.session={eg.session_id}"}
     )
     assert not leftovers
 

@@ -115,10 +115,12 @@ async def test_killing_the_calling_process_removes_its_container(
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"started\n"  # the container is running the script
         owned = {"label": [f"{LABEL_OWNER_PID}={proc.pid}"]}
-        assert docker_client.containers.list(all=True, filters=owned)
+        assert docker_client.containers.list(ignore_removed=True, all=True, filters=owned)
         proc.send_signal(signal.SIGKILL)  # no handler, no cleanup code runs in the caller
         proc.wait()
-        await wait_until(lambda: not docker_client.containers.list(all=True, filters=owned))
+        await wait_until(
+            lambda: not docker_client.containers.list(ignore_removed=True, all=True, filters=owned)
+        )
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -275,7 +277,7 @@ async def test_reaper_removes_a_dead_owners_container_and_keeps_a_live_ones(
             await backend.close()
         assert made[0].name in removed
         assert made[1].name not in removed
-        remaining = {c.id for c in docker_client.containers.list(all=True)}
+        remaining = {c.id for c in docker_client.containers.list(ignore_removed=True, all=True)}
         assert made[0].id not in remaining
         assert made[1].id in remaining
     finally:

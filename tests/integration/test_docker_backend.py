@@ -1,0 +1,66 @@
+"""DockerBackend's own contract on the real engine: removal waits until the container is
+gone, also when another removal of it is already in progress (the engine answers 409)."""
+
+from __future__ import annotations
+
+import anyio
+import docker
+import docker.errors
+import pytest
+
+from orchestrator.docker_backend import DockerBackend
+from orchestrator.owner import Owner
+from tests.helpers import control_labels
+
+pytestmark = pytest.mark.anyio
+
+SANDBOX_IMAGE = "corral-sandbox:latest"
+
+
+def gone(client: docker.DockerClient, container_id: str) -> bool:
+    try:
+        client.containers.get(container_id)
+    except docker.errors.NotFound:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("removals", [2, 6])
+async def test_concurrent_removals_all_return_once_the_container_is_gone(
+    docker_client: docker.DockerClient, removals: int
+) -> None:
+    container = docker_client.containers.run(
+        SANDBOX_IMAGE,
+        ["sleep", "120"],
+        labels=control_labels("test-remove"),
+        detach=True,
+        network_mode="none",
+        user="1000:1000",
+    )
+    backend = DockerBackend(Owner.current())
+    finished: list[bool] = []
+
+    async def remove() -> None:
+        await backend.remove(container.id or "")
+        # Every caller, including one that met "removal already in progress", returns only
+        # once the container no longer exists.
+        finished.append(gone(docker_client, container.id or ""))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(removals):
+                tg.start_soon(remove)
+    finally:
+        await backend.close()
+        if not gone(docker_client, container.id or ""):
+            container.remove(force=True)
+
+    assert finished == [True] * removals
+
+
+async def test_removing_a_container_that_is_already_gone_is_not_an_error() -> None:
+    backend = DockerBackend(Owner.current())
+    try:
+        await backend.remove("0" * 64)
+    finally:
+        await backend.close()
