@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import secrets
 import socket
 from pathlib import Path
 from types import ModuleType
@@ -24,17 +23,12 @@ from orchestrator.egress import (
 from orchestrator.network_reaper import network_is_orphan
 from orchestrator.owner import Owner, read_boot_id, read_start_time
 from sandboxes.hostnames import normalise_host
-from tests.integration.conftest import wait_until
+from tests.helpers import wait_until
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 
 REPO = Path(__file__).resolve().parents[2]
-SANDBOX_IMAGE = "corral-sandbox:latest"
-PROXY_IMAGE = "corral-proxy:latest"
-SITE = "site.corral.test"  # listed, HTTPS on 443
-ALT = "alt.corral.test"  # listed, but its server listens on 8443 only
-OTHER = "other.corral.test"  # not listed; on corral-egress it also answers to SITE's name
-MARKER = "payload-marker-" + secrets.token_hex(4)
+SITE = "site.corral.test"
 
 
 # ---------------------------------------------------------------- pure parts
