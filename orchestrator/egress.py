@@ -51,7 +51,7 @@ from orchestrator.docker_backend import DockerBackend, create_kwargs
 from orchestrator.errors import EgressError, EngineError
 from orchestrator.firewall import add_input_drop, remove_input_drop
 from orchestrator.owner import LABEL_KIND, LABEL_MANAGED
-from sandboxes.hostnames import is_ip_literal, normalise_host, usable_address
+from sandboxes.hostnames import address_class, is_ip_literal, normalise_host, usable_address
 from sandboxes.isolation import PROXY_PORT, proxy_spec
 
 logger = logging.getLogger("corral.egress")
@@ -100,21 +100,24 @@ async def resolve_pins(
     hosts: Iterable[str],
     override: Mapping[str, str] | None = None,
     *,
-    allow_private: bool = False,
     resolver: Callable[[str], list[str]] = _resolve_sync,
     resolve_seconds: float = RESOLVE_TIMEOUT,
-) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
-    """Resolve each host once (IPv4; in worker threads, concurrently): (pins, unresolved).
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """Resolve each host once (IPv4; in worker threads, concurrently): (pins, left_out),
+    left_out mapping each host that got no pin to why.
 
     An override {host: ip} is used as is (a name you map yourself, for tests and local
-    development). An IP literal pins itself. A name that does not resolve in time, or
-    only to addresses `usable_address` refuses, is left out and listed as unresolved.
+    development): only the names listed there may point at private addresses. Every
+    other name, and an IP literal in the allowlist, is pinned only to public addresses
+    (`sandboxes.hostnames.usable_address`); a name with no answer in time, or only
+    non-public ones, is left out, with the reason.
     """
     wanted = list(dict.fromkeys(normalise_host(h) for h in hosts))
     overrides = {
         normalise_host(k): str(ipaddress.ip_address(v)) for k, v in (override or {}).items()
     }
     results: dict[str, list[str]] = {}
+    left_out: dict[str, str] = {}
 
     async def one(host: str) -> None:
         if host in overrides:
@@ -124,26 +127,35 @@ async def resolve_pins(
             candidates = [host]
         else:
             candidates = []
-            with anyio.move_on_after(resolve_seconds):
+            with anyio.move_on_after(resolve_seconds) as scope:
                 try:
                     candidates = await anyio.to_thread.run_sync(
                         resolver, host, abandon_on_cancel=True
                     )
                 except OSError:
-                    candidates = []
-        usable = [
-            a
-            for a in dict.fromkeys(str(ipaddress.ip_address(c)) for c in candidates)
-            if usable_address(a, allow_private=allow_private)
-        ]
+                    left_out[host] = "the name does not resolve"
+                    return
+            if scope.cancelled_caught:
+                left_out[host] = f"no DNS answer within {resolve_seconds:g} s"
+                return
+        addresses = list(dict.fromkeys(str(ipaddress.ip_address(c)) for c in candidates))
+        usable = [a for a in addresses if usable_address(a)]
+        if not usable:
+            refused = ", ".join(f"{a} ({address_class(a)})" for a in addresses[:3])
+            left_out[host] = (
+                f"it resolves only to non-public addresses: {refused}; list it in "
+                "[container.kiosk] resolve_overrides to allow that"
+                if addresses
+                else "the name does not resolve"
+            )
+            return
         results[host] = usable[:MAX_ADDRS_PER_HOST]
 
     async with anyio.create_task_group() as tg:
         for host in wanted:
             tg.start_soon(one, host)
     pins = {h: tuple(results[h]) for h in wanted if results.get(h)}
-    unresolved = tuple(h for h in wanted if not results.get(h))
-    return pins, unresolved
+    return pins, {h: left_out[h] for h in wanted if h in left_out}
 
 
 # ---------------------------------------------------------------- engine helpers
@@ -223,7 +235,7 @@ class SessionEgress:
 
     Attributes after enter: `network_name` (None when the allowlist is empty or nothing
     resolved), `proxy_url` (`http://proxy:3128`, or None), `pins` ({host: (ip, ...)}),
-    `unresolved` (allowlisted hosts left out), `bridge`, `subnet`, `gateway`,
+    `left_out` ({host: why} for allowlisted hosts that got no pin), `bridge`, `subnet`, `gateway`,
     `dns_servers` (pass as the kiosk container's `dns`: see its docstring).
     """
 
@@ -235,7 +247,6 @@ class SessionEgress:
         agent: str,
         allowed_hosts: Sequence[str],
         resolve_override: Mapping[str, str] | None = None,
-        allow_private: bool = False,
         image: str = PROXY_IMAGE,
         ready_timeout: float = 30.0,
     ) -> None:
@@ -246,12 +257,11 @@ class SessionEgress:
         self.agent = agent
         self._allowed = list(allowed_hosts)
         self._override = dict(resolve_override or {})
-        self._allow_private = allow_private
         self.image = image
         self._ready_timeout = ready_timeout
         self.bridge = bridge_name(session_id)
         self.pins: dict[str, tuple[str, ...]] = {}
-        self.unresolved: tuple[str, ...] = ()
+        self.left_out: dict[str, str] = {}
         self.network_name: str | None = None
         self.network_id: str | None = None
         self.subnet: str | None = None
@@ -292,9 +302,7 @@ class SessionEgress:
         await self._cleanup(raise_errors=exc is None)
 
     async def _enter(self) -> None:
-        self.pins, self.unresolved = await resolve_pins(
-            self._allowed, self._override, allow_private=self._allow_private
-        )
+        self.pins, self.left_out = await resolve_pins(self._allowed, self._override)
         if not self.pins:
             return  # no allowlist (or nothing resolved): the kiosk gets network_mode none
         backend = self._backend

@@ -40,7 +40,6 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
             agent=agent,
             allowed_hosts=allowed,
             resolve_override=overrides,
-            allow_private=bool(overrides),
             image=kiosk.proxy_image,
         ) as egress:
             yield egress

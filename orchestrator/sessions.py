@@ -11,7 +11,7 @@ import base64
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -308,11 +308,8 @@ class SessionManager:
                 "ms": int((self.clock() - started) * 1000),
             },
         )
-        sites = (
-            ", ".join(session.pinned)
-            if session.pinned
-            else ("none: this session has no network (allowed_domains is empty)")
-        )
+        left_out = dict(egress.left_out)
+        sites = navigable_sites(cfg.allowed_domains, session.pinned, left_out)
         sandbox_note = (
             "Chromium's own sandbox is on."
             if session.chromium_sandbox
@@ -334,6 +331,7 @@ class SessionManager:
             idle_timeout_seconds=session.clock.idle_timeout,
             max_lifetime_seconds=session.clock.max_lifetime,
             navigable_sites=list(session.pinned),
+            left_out=left_out,
             high_risk_confirmable=False,
             chromium_sandbox=session.chromium_sandbox,
         )
@@ -432,6 +430,18 @@ class SessionManager:
         )
 
 
+def navigable_sites(
+    allowed: Sequence[str], pinned: Sequence[str], left_out: Mapping[str, str]
+) -> str:
+    """What the start result says computer_navigate may open, and what was left out why."""
+    gone = "; ".join(f"{host} ({why})" for host, why in left_out.items())
+    if not allowed:
+        return "none: this session has no network (allowed_domains is empty)"
+    if not pinned:
+        return f"none: every allowed name was left out, so this session has no network: {gone}"
+    return ", ".join(pinned) + (f" (left out: {gone})" if gone else "")
+
+
 def _read_text(path: str) -> str:
     with open(path, encoding="utf-8") as fh:
         return fh.read()
@@ -446,7 +456,7 @@ async def no_egress(**_: Any) -> AsyncIterator[Egress]:
         network_name: str | None = None
         proxy_url: str | None = None
         pins: dict[str, list[str]] = field(default_factory=dict)
-        unresolved: tuple[str, ...] = ()
+        left_out: dict[str, str] = field(default_factory=dict)
         dns_servers: list[str] = field(default_factory=list)
 
     yield _None()

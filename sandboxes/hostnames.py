@@ -36,14 +36,31 @@ def is_ip_literal(host: str) -> bool:
     return True
 
 
-def usable_address(addr: str, *, allow_private: bool) -> bool:
-    """Whether a resolved address may be pinned. Loopback, private, link-local and other
-    non-global addresses would turn an allowlisted name with hostile DNS into a way into
-    this host or its network, so they need `allow_private` (or an explicit override)."""
+def address_class(addr: str) -> str | None:
+    """None for a public address; otherwise what it is (loopback, private, ...).
+
+    Only public addresses may be pinned for a name found through DNS: a loopback,
+    private, link-local or other non-public answer would turn an allowlisted name with
+    hostile DNS into a way into this host or its network. A name the operator maps
+    in `resolve_overrides` is the one exception (it is used as written)."""
     ip = ipaddress.ip_address(addr)
-    if ip.is_unspecified or ip.is_multicast:
-        return False
-    return allow_private or ip.is_global
+    if ip.is_global and not ip.is_multicast:
+        return None
+    for kind, test in (
+        ("unspecified", ip.is_unspecified),
+        ("loopback", ip.is_loopback),
+        ("link-local", ip.is_link_local),
+        ("multicast", ip.is_multicast),
+        ("private", ip.is_private),
+    ):
+        if test:
+            return kind
+    return "not public"
+
+
+def usable_address(addr: str) -> bool:
+    """Whether an address found through DNS (or an allowlisted IP literal) may be pinned."""
+    return address_class(addr) is None
 
 
 def host_entry_problem(entry: str) -> str | None:

@@ -169,7 +169,7 @@ class FakeEgress:
     """Egress as a session sees it, with every allowed host pinned to a test address."""
 
     pins: dict[str, list[str]]
-    unresolved: tuple[str, ...] = ()
+    left_out: dict[str, str] = field(default_factory=dict)
     network_name: str | None = "corral-s-fake"
     proxy_url: str | None = "http://proxy:3128"
     dns_servers: list[str] = field(default_factory=lambda: ["172.30.0.1"])
@@ -179,10 +179,15 @@ class FakeEgress:
 async def fake_egress(
     *, session_id: str, agent: str, allowed: tuple[str, ...], overrides: dict[str, str]
 ) -> AsyncIterator[FakeEgress]:
-    if not allowed:
-        yield FakeEgress(pins={}, network_name=None, proxy_url=None, dns_servers=[])
+    """Every allowed host is pinned, except those starting with `dead.`, left out."""
+    pinned = [host for host in allowed if not host.startswith("dead.")]
+    left_out = {host: "the name does not resolve" for host in allowed if host not in pinned}
+    if not pinned:
+        yield FakeEgress(
+            pins={}, left_out=left_out, network_name=None, proxy_url=None, dns_servers=[]
+        )
         return
-    yield FakeEgress(pins={host: ["192.0.2.10"] for host in allowed})
+    yield FakeEgress(pins={host: ["192.0.2.10"] for host in pinned}, left_out=left_out)
 
 
 class FakeClock:

@@ -318,6 +318,22 @@ async def test_max_actions_no_network_and_parameter_ranges(world: World) -> None
         await call(mcp, "computer_session_stop")
 
 
+async def test_only_names_in_resolve_overrides_may_point_at_private_addresses(world: World) -> None:
+    """The world's config maps two names in resolve_overrides; `localhost` (127.0.0.1) is
+    not one of them, so it gets no pin, and the start result says why."""
+    write_agent(world.home, "erin", allowed_domains=["localhost", SITE])
+    async with connect(world.home, "stdio", agent="erin") as mcp:
+        started = await call(mcp, "computer_session_start")
+        text = text_of(started)
+        assert not started.is_error, text
+        assert started.structured_content is not None
+        assert started.structured_content["navigable_sites"] == [SITE]
+        assert "localhost (it resolves only to non-public addresses: 127.0.0.1 (loopback)" in text
+        nav = await call(mcp, "computer_navigate", url="https://localhost/")
+        assert nav.is_error and "was not resolved when the session started" in text_of(nav)
+        await call(mcp, "computer_session_stop")
+
+
 async def test_an_idle_session_is_removed(world: World, docker_client: docker.DockerClient) -> None:
     write_agent(world.home, "carol", idle_timeout_seconds=5)
     async with connect(world.home, "stdio", agent="carol") as mcp:

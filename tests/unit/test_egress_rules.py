@@ -55,22 +55,47 @@ async def test_resolve_pins_overrides_literals_and_refuses_non_global() -> None:
         }.get(host, [])
 
     hosts = ["Doc.test", "private.test", "gone.test", "mapped.test", "203.0.113.9", "10.9.9.9"]
-    pins, unresolved = await resolve_pins(hosts, {"MAPPED.test": "172.17.0.99"}, resolver=fake)
-    # 198.51.100.0/24 and 192.0.2.0/24 are documentation ranges: Python calls them
-    # non-global, so only an explicit allow_private keeps them.
+    pins, left_out = await resolve_pins(hosts, {"MAPPED.test": "172.17.0.99"}, resolver=fake)
+    # 198.51.100.0/24 and 192.0.2.0/24 are documentation ranges: not public addresses.
     assert pins == {"mapped.test": ("172.17.0.99",)}
-    assert set(unresolved) == {
-        "doc.test",
-        "private.test",
-        "gone.test",
-        "203.0.113.9",
-        "10.9.9.9",
-    }
+    assert set(left_out) == {"doc.test", "private.test", "gone.test", "203.0.113.9", "10.9.9.9"}
+    assert "10.0.0.5 (private), 127.0.0.1 (loopback)" in left_out["private.test"]
+    assert "resolve_overrides" in left_out["private.test"]
+    assert left_out["gone.test"] == "the name does not resolve"
     assert sorted(asked) == ["doc.test", "gone.test", "private.test"]  # literals/overrides
-    pins, _ = await resolve_pins(hosts, {}, resolver=fake, allow_private=True)
-    assert pins["doc.test"] == ("198.51.100.7", "192.0.2.1")
-    assert pins["private.test"] == ("10.0.0.5", "127.0.0.1")
-    assert pins["10.9.9.9"] == ("10.9.9.9",)
+
+
+async def test_an_unrelated_override_lets_no_other_name_reach_a_private_address() -> None:
+    """Before: one override switched the private-address filter off for every name."""
+    answers = {
+        "loop.test": ["127.0.0.1"],
+        "ten.test": ["10.1.2.3"],
+        "bridge.test": ["172.17.0.1"],
+        "metadata.test": ["169.254.169.254"],
+        "public.test": ["8.8.8.8", "10.0.0.1"],
+    }
+
+    pins, left_out = await resolve_pins(
+        [*answers, "mine.test"], {"mine.test": "172.18.0.5"}, resolver=lambda h: answers[h]
+    )
+
+    assert pins == {"mine.test": ("172.18.0.5",), "public.test": ("8.8.8.8",)}
+    assert "loopback" in left_out["loop.test"]
+    assert "private" in left_out["ten.test"] and "private" in left_out["bridge.test"]
+    assert "link-local" in left_out["metadata.test"]
+
+
+async def test_a_name_that_does_not_answer_in_time_is_left_out_saying_so() -> None:
+    import time as _time
+
+    def slow(host: str) -> list[str]:
+        _time.sleep(0.5)
+        return ["8.8.8.8"]
+
+    pins, left_out = await resolve_pins(["slow.test"], resolver=slow, resolve_seconds=0.05)
+
+    assert pins == {}
+    assert left_out == {"slow.test": "no DNS answer within 0.05 s"}
 
 
 def test_network_is_orphan_decisions() -> None:

@@ -290,3 +290,27 @@ async def test_a_bad_allowlist_entry_is_a_clear_refusal_not_an_internal_error(
     assert "allowed_domains" in text_of(refused)
     assert "xn--bcher-kva.example" in text_of(refused)
     assert backend.opened == []
+
+
+async def test_the_start_result_says_which_names_were_left_out_and_why(
+    corral_home: CorralHome, manager: SessionManager
+) -> None:
+    write_agent(corral_home, allowed_domains=["dead.example"])
+
+    started = await call(manager, "computer_session_start")
+
+    text = text_of(started)
+    assert "allowed_domains is empty" not in text
+    assert "every allowed name was left out" in text
+    assert "dead.example (the name does not resolve)" in text
+    assert started["structured"]["left_out"] == {"dead.example": "the name does not resolve"}
+
+
+async def test_a_partly_resolved_allowlist_lists_both(
+    corral_home: CorralHome, manager: SessionManager
+) -> None:
+    write_agent(corral_home, allowed_domains=[SITE, "dead.example"])
+
+    text = text_of(await call(manager, "computer_session_start"))
+
+    assert f"may open: {SITE} (left out: dead.example (the name does not resolve))" in text
