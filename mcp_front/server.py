@@ -225,7 +225,12 @@ async def serve_http(home: CorralHome, agent: str, port: int, ready: Any = None)
     app = CorralMCP(home, agent)
     starlette_app = app.server.streamable_http_app(host="127.0.0.1")
     config = uvicorn.Config(
-        starlette_app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+        starlette_app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        proxy_headers=False,  # the peer is the socket's; no header can claim another
     )
     server = uvicorn.Server(config)
     await server.serve()

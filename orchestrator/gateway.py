@@ -283,7 +283,8 @@ async def serve_gateway(
     handler: ComputerUseHandler,
     ready: anyio.Event | None = None,
 ) -> None:
-    """Serve the gateway until cancelled (or SIGINT/SIGTERM). Writes the key file first;
+    """Serve the gateway until cancelled (the entry point turns SIGTERM/SIGINT into that).
+    Writes the key file first;
     `ready` is set once connections are accepted. Raises GatewayStartError if it cannot
     listen."""
     app = create_app(home, handler)
@@ -296,6 +297,9 @@ async def serve_gateway(
         log_level="warning",
         access_log=False,
         server_header=False,
+        # The audited peer is the socket's, always: never a header a local process can forge.
+        proxy_headers=False,
+        forwarded_allow_ips="",
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS),
     )
     server = _GatewayServer(config, ready)

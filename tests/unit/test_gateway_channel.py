@@ -471,3 +471,21 @@ async def test_the_forwarder_reports_a_gateway_handler_failure_without_internals
     assert text.startswith("corral gateway could not run computer_screenshot (HTTP 500): ")
     assert "internal error in the gateway (incident " in text
     assert "not a list" not in text
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"X-Forwarded-For": "203.0.113.66"},
+        {"X-Real-IP": "203.0.113.66"},
+        {"Forwarded": "for=203.0.113.66"},
+    ],
+)
+async def test_a_forged_forwarding_header_never_changes_the_audited_peer(
+    gateway: Gateway, header: dict[str, str]
+) -> None:
+    response = await refused(gateway, encode(CALL), {"Content-Type": "application/json", **header})
+
+    assert response.status_code == 401
+    [refusal] = gateway.refusals()
+    assert refusal["peer"] == "127.0.0.1"
