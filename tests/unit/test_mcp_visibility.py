@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.config import load_agent
+from orchestrator.errors import ConfigError
 from sandboxes.catalogue import BY_NAME, CATALOGUE
 from sandboxes.visibility import (
     AgentView,
     decide,
     pattern_matches,
+    pattern_problem,
     permission_refusal,
     visible_names,
 )
@@ -431,3 +435,49 @@ def test_a_tool_without_a_permission_flag_is_never_refused_by_permissions(spec: 
         view(permissions={"computer_click": False, spec.name: False}),  # type: ignore[attr-defined]
     ):
         assert permission_refusal(spec, agent) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("pattern", ["mcp__*", "mcp__corral*", "mcp__corral__*", "*"])
+def test_a_deny_list_meant_to_hide_everything_hides_everything(pattern: str) -> None:
+    agent = view(capabilities=EVERYTHING_ON, denied_tools=(pattern,))
+
+    assert visible_names(agent) == frozenset()
+    assert pattern_problem(pattern) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "says"),
+    [
+        ("Execute_program", "lower case"),
+        ("mcp__other__*", "another MCP server"),
+        ("mcp__corra__*", "another MCP server"),
+        ("mcp__corral__", "lower-case letters"),
+        ("exec*ute", "only works at the end"),
+        ("computer-click", "lower-case letters"),
+        (" execute_program", "spaces"),
+        ("", "empty"),
+    ],
+)
+def test_a_pattern_that_can_never_match_says_why(pattern: str, says: str) -> None:
+    problem = pattern_problem(pattern)
+
+    assert problem is not None and says in problem
+    if pattern == pattern.strip():  # spaces around are stripped when matching
+        assert not any(pattern_matches(pattern, spec.name) for spec in CATALOGUE)
+
+
+@pytest.mark.parametrize("key", ["allowed_tools", "denied_tools", "scoped_tools"])
+def test_a_pattern_that_can_never_match_is_a_config_error_naming_file_key_and_pattern(
+    tmp_path: Path, key: str
+) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(f'name = "alice"\n[capabilities]\n{key} = ["execute_program", "mcp__*x"]\n')
+
+    with pytest.raises(ConfigError) as caught:
+        load_agent(path)
+
+    message = str(caught.value)
+    assert str(path) in message
+    assert f"capabilities.{key}.1" in message
+    assert "'mcp__*x'" in message
+    assert "can never match a corral tool" in message
