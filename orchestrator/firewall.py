@@ -47,13 +47,20 @@ async def _run_tool(tool: str, *args: str) -> tuple[int, str]:
 async def add_input_drop(bridge: str) -> None:
     """Insert the INPUT drop rule for `bridge` with iptables, and ip6tables if present.
 
-    Fails when iptables is missing or refuses; an ip6tables failure is tolerated only
-    when IPv6 is disabled on this host (then there is nothing to filter)."""
+    Fails closed: when iptables is missing or refuses, and when IPv6 is on but ip6tables
+    is missing or refuses (the bridge's link-local IPv6 address would leave the host's
+    services open). Only with IPv6 off is there no IPv6 rule to add."""
     tools = firewall_tools()
     if "iptables" not in tools:
         raise EgressError(
             "iptables is not installed: a kiosk session's network cannot be closed "
             "to this host (apt-get install iptables)"
+        )
+    if "ip6tables" not in tools and _ipv6_enabled():
+        raise EgressError(
+            "ip6tables is not installed but IPv6 is on: a kiosk session's network cannot be "
+            "closed to this host over IPv6 (apt-get install iptables, which ships ip6tables, "
+            "or turn IPv6 off with sysctl net.ipv6.conf.all.disable_ipv6=1)"
         )
     for tool in tools:
         code, err = await _run_tool(tool, "-I", *input_drop_rule(bridge))
