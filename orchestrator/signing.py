@@ -92,15 +92,40 @@ def load_or_create_key(home: CorralHome) -> bytes:
     return _read_key(path)
 
 
-def _publish_new_key(path: Path) -> None:
+def rotate_key(home: CorralHome) -> bytes:
+    """Replace CORRAL_HOME/gateway.key with a new random key and return it.
+
+    The new key is written to a private 0600 file opened with O_EXCL, then renamed over
+    the old one (rename replaces a symlink itself, never its target). Every `corral mcp`
+    reads the key per call, so they sign with the new key from their next call; a
+    gateway already running keeps the old key until it restarts."""
+    path = key_path(home)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = _write_private_key(path)
+    try:
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+    return _read_key(path)
+
+
+def _write_private_key(path: Path) -> Path:
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        try:
-            os.write(fd, secrets.token_hex(KEY_BYTES).encode("ascii"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        os.write(fd, secrets.token_hex(KEY_BYTES).encode("ascii"))
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        temp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return temp
+
+
+def _publish_new_key(path: Path) -> None:
+    temp = _write_private_key(path)
+    try:
         with contextlib.suppress(FileExistsError):  # another process won the race: use its key
             os.link(temp, path)
     finally:
@@ -120,6 +145,13 @@ def _read_key(path: Path) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise KeyFileError(path, "is not a regular file; remove it and run corral again")
+        if info.st_uid != os.getuid():
+            raise KeyFileError(
+                path,
+                f"is owned by uid {info.st_uid}, not by this user (uid {os.getuid()}): a key "
+                "someone else wrote could let them sign requests; remove it and run corral "
+                "again as the user that runs the gateway",
+            )
         mode = stat.S_IMODE(info.st_mode)
         if mode & 0o077:
             raise KeyFileError(

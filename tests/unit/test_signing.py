@@ -26,6 +26,7 @@ from orchestrator.signing import (
     key_path,
     load_or_create_key,
     new_nonce,
+    rotate_key,
     sign,
     verify,
 )
@@ -330,3 +331,43 @@ def test_the_window_is_counted_in_whole_seconds_on_both_sides(
     else:
         with pytest.raises(SignatureRefused, match="stale timestamp"):
             verify(KEY, "POST", PATH, headers, BODY, now=checked_at, nonces=NonceCache())
+
+
+def test_a_key_file_owned_by_another_user_is_refused(
+    corral_home: CorralHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_or_create_key(corral_home)
+    me = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: me + 4242)
+
+    with pytest.raises(KeyFileError, match=f"owned by uid {me}, not by this user"):
+        load_or_create_key(corral_home)
+
+
+def test_rotating_the_key_replaces_it_privately_and_old_signatures_stop_working(
+    corral_home: CorralHome,
+) -> None:
+    old = load_or_create_key(corral_home)
+    headers = sign(old, "POST", PATH, BODY, now=NOW, nonce=new_nonce())
+
+    new = rotate_key(corral_home)
+
+    assert new != old
+    assert load_or_create_key(corral_home) == new
+    assert stat.S_IMODE(key_path(corral_home).stat().st_mode) == 0o600
+    assert [p.name for p in corral_home.root.iterdir() if p.name.startswith(".gateway")] == []
+    with pytest.raises(SignatureRefused, match="bad signature"):
+        verify(new, "POST", PATH, headers, BODY, now=NOW, nonces=NonceCache())
+
+
+def test_rotating_replaces_a_symlink_never_its_target(
+    corral_home: CorralHome, tmp_path: Path
+) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("do not touch")
+    key_path(corral_home).symlink_to(target)
+
+    rotate_key(corral_home)
+
+    assert target.read_text() == "do not touch"
+    assert not key_path(corral_home).is_symlink()
