@@ -21,7 +21,13 @@ from orchestrator.config import (
     load_config,
     render_new_agent,
 )
-from orchestrator.errors import ConfigError, CorralError, ParamError, SandboxUnavailable
+from orchestrator.errors import (
+    ConfigError,
+    CorralError,
+    ParamError,
+    SandboxBusy,
+    SandboxUnavailable,
+)
 from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
 from orchestrator.runtime import open_runtime
@@ -30,6 +36,7 @@ from sandboxes.script_policy import TIMEOUT_DEFAULT, parse_params
 
 EXIT_TIMEOUT = 124
 EXIT_UNAVAILABLE = 125
+EXIT_BUSY = 75  # EX_TEMPFAIL: every script slot on this host is taken; try again
 EXTENSION_LANGUAGE = {".py": "python", ".sh": "sh", ".bash": "bash"}
 
 err = Console(stderr=True, highlight=False, emoji=False)
@@ -82,7 +89,8 @@ def run(file: Path, timeout_seconds: str, language: str | None, agent: str) -> N
     """Run FILE in the script sandbox, stream its output, exit with its exit code.
 
     Exit codes: the script's own; 124 on timeout; 125 when the sandbox is
-    unavailable (the script did not run); 2 on a bad option.
+    unavailable and 75 when every script slot stays taken (the script did not run
+    in either case); 2 on a bad option.
     """
     text = file.read_text(encoding="utf-8")
     try:
@@ -109,6 +117,9 @@ def run(file: Path, timeout_seconds: str, language: str | None, agent: str) -> N
             except SandboxUnavailable as exc:
                 err.print(f"[red]{escape(str(exc))}[/red]")
                 return EXIT_UNAVAILABLE
+            except SandboxBusy as exc:
+                err.print(f"[yellow]{escape(str(exc))}[/yellow]")
+                return EXIT_BUSY
         if result.truncated:
             note = (
                 f"[output truncated: {result.returned_bytes} of {result.output_bytes} bytes kept]"
@@ -272,7 +283,12 @@ def mcp(agent: str, use_http: bool, port: int) -> None:
     help="Listen address for this run: 127.0.0.1, ::1 or localhost (default: [gateway] host).",
 )
 @click.option("--port", default=None, help="Port for this run, 1-65535 (default: [gateway] port).")
-def gateway(host: str | None, port: str | None) -> None:
+@click.option(
+    "--rotate-key",
+    is_flag=True,
+    help="Replace CORRAL_HOME/gateway.key with a new key before starting.",
+)
+def gateway(host: str | None, port: str | None, rotate_key: bool) -> None:
     """Run the gateway on [gateway] host:port (default 127.0.0.1:9030). It owns kiosk
     sessions; `corral mcp` forwards computer_* calls to it over signed loopback HTTP.
 
@@ -303,6 +319,17 @@ def gateway(host: str | None, port: str | None) -> None:
             got = escape(repr(bad.get("input")))
             err.print(f"[red]error:[/red] --{name}: must be {allowed.get(name, '?')} (got {got})")
         raise SystemExit(2) from exc
+    if rotate_key:
+        from orchestrator.errors import KeyFileError
+        from orchestrator.signing import key_path
+        from orchestrator.signing import rotate_key as rotate
+
+        try:
+            rotate(home)
+        except (KeyFileError, OSError) as exc:
+            err.print(f"[red]error:[/red] cannot rotate the gateway key: {escape(str(exc))}")
+            raise SystemExit(1) from exc
+        err.print(f"new gateway key in {key_path(home)}")
     url = gateway_base_url(settings.host, settings.port)
     snippet = MCP_SNIPPET.format(corral=Path(sys.argv[0]).resolve(), home=home.root)
 

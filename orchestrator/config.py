@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from orchestrator.errors import ConfigError
 from sandboxes.hostnames import deny_entry_problem, host_entry_problem
+from sandboxes.visibility import pattern_problem
 
 DEFAULT_SANDBOX_IMAGE = "corral-sandbox:latest"
 DEFAULT_BASE_IMAGE = "corral-base:bookworm"
@@ -58,7 +59,15 @@ def _ipv4(value: str) -> str:
     return value
 
 
+def _tool_pattern(value: str) -> str:
+    problem = pattern_problem(value)
+    if problem is not None:
+        raise ValueError(f"the pattern can never match a corral tool: {problem}")
+    return value
+
+
 HostEntry = Annotated[str, AfterValidator(_host_entry)]
+ToolPattern = Annotated[str, AfterValidator(_tool_pattern)]
 DenyEntry = Annotated[str, AfterValidator(_deny_entry)]
 IPv4Text = Annotated[str, AfterValidator(_ipv4)]
 
@@ -83,6 +92,11 @@ class SandboxConfig(_Model):
     base_image: str = DEFAULT_BASE_IMAGE
     script_when_unavailable: Literal["refuse", "run_unsandboxed"] = "refuse"
     tmp_size_mb: Annotated[int, Field(ge=8, le=1024)] = 64
+    # Scripts at once on this host; unset: from its memory (2 GiB each) and cores.
+    max_concurrent: Annotated[int | None, Field(ge=1, le=256)] = None
+    # Calls that may wait for a slot in one MCP server, and for how long each.
+    max_queued: Annotated[int, Field(ge=0, le=1000)] = 32
+    queue_timeout_seconds: Annotated[int, Field(ge=0, le=600)] = 60
 
     _image = field_validator("image", "base_image")(_check_image)
 
@@ -144,9 +158,10 @@ class Capabilities(_Model):
     mobile_use: bool = False
     ios_use: bool = False
     read_only: bool = False
-    allowed_tools: list[str] = Field(default_factory=list)
-    denied_tools: list[str] = Field(default_factory=list)
-    scoped_tools: list[str] = Field(default_factory=list)
+    # Tool patterns: a name, `mcp__corral__<name>`, or either ending in `*` (SPEC S5.2).
+    allowed_tools: list[ToolPattern] = Field(default_factory=list)
+    denied_tools: list[ToolPattern] = Field(default_factory=list)
+    scoped_tools: list[ToolPattern] = Field(default_factory=list)
     computer_use_config: ComputerUseConfig = ComputerUseConfig()
 
 

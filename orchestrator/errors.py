@@ -4,6 +4,7 @@
     ├── ParamError                 sandboxes.errors   a tool parameter out of its range
     ├── SandboxUnavailable         sandboxes.errors   the script sandbox cannot be used
     │                                                 (closed set: UnavailableCode)
+    ├── SandboxBusy                sandboxes.errors   every script slot taken; try again
     ├── EngineError                sandboxes.errors   the engine failed otherwise
     ├── SessionRefused             sandboxes.errors   a session rule refused the call
     ├── KioskError                 sandboxes.errors   the kiosk did not answer as it should
@@ -35,6 +36,7 @@ from sandboxes.errors import (
     EngineError,
     KioskError,
     ParamError,
+    SandboxBusy,
     SandboxUnavailable,
     SessionRefused,
     UnavailableCode,
@@ -52,6 +54,7 @@ __all__ = [
     "NonceCacheFull",
     "NotAvailable",
     "ParamError",
+    "SandboxBusy",
     "SandboxUnavailable",
     "SessionRefused",
     "SignatureRefused",

@@ -38,6 +38,10 @@ class CorralHome:
         return self.root / "tool_calls.jsonl"
 
     @property
+    def slots_dir(self) -> Path:
+        return self.root / "slots"
+
+    @property
     def work_dir(self) -> Path:
         """Private per-call directories (the script mounted at /workspace) live here."""
         return self.root / "work"

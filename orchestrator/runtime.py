@@ -15,6 +15,7 @@ from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
 from orchestrator.owner import Owner
+from orchestrator.script_slots import ScriptSlots, host_default_max_concurrent
 from sandboxes.script import InvalidSettings, ScriptContext, ScriptSettings
 
 
@@ -25,6 +26,7 @@ class Runtime:
     owner: Owner
     backend: DockerBackend
     audit: AuditLog
+    slots: ScriptSlots | None = None
 
     def sandbox_config(self) -> SandboxConfig | ConfigError:
         if isinstance(self.config, ConfigError):
@@ -48,7 +50,19 @@ class Runtime:
             work_dir=self.home.work_dir,
             sandbox=settings,
             agent=agent,
+            slots=self.slots,
         )
+
+
+def slots_for(home: CorralHome, config: CorralConfig) -> ScriptSlots:
+    """One limiter per process, shared by every call it makes (SPEC S1, issue: busy)."""
+    sandbox = config.container.sandbox
+    return ScriptSlots(
+        home.slots_dir,
+        sandbox.max_concurrent or host_default_max_concurrent(),
+        max_queued=sandbox.max_queued,
+        queue_timeout_seconds=sandbox.queue_timeout_seconds,
+    )
 
 
 @asynccontextmanager
@@ -67,6 +81,7 @@ async def open_runtime(home: CorralHome) -> AsyncIterator[Runtime]:
             owner=backend.owner,
             backend=backend,
             audit=AuditLog(home.audit_file),
+            slots=None if isinstance(config, ConfigError) else slots_for(home, config),
         )
     finally:
         await backend.close()

@@ -40,6 +40,11 @@ class SandboxUnavailable(CorralError):
         super().__init__(f"Script sandbox unavailable ({code.value}): {reason}. Fix: {fix}")
 
 
+class SandboxBusy(CorralError):
+    """Every script slot is taken ([container.sandbox] max_concurrent) and the call could
+    not wait any longer; the script did not run. The message says how many run."""
+
+
 class EngineError(CorralError):
     """The container engine failed in a way that is not one of the unavailable codes."""
 

@@ -11,6 +11,7 @@ proxy are all described by one `ContainerSpec`, built by `sandboxes.isolation`
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
@@ -125,6 +126,13 @@ class ContainerBackend(Protocol):
         """Force-remove and wait until it is gone; a container already gone is not an error."""
 
 
+class Slots(Protocol):
+    """How many scripts may run at once: `async with slots.slot():` holds one, or raises
+    SandboxBusy when none comes within the configured bounds."""
+
+    def slot(self) -> AbstractAsyncContextManager[None]: ...
+
+
 class AuditSink(Protocol):
     """Where the sandbox kinds write audit events (`orchestrator.audit.AuditLog`)."""
 
@@ -144,7 +152,8 @@ class Egress(Protocol):
     def pins(self) -> Mapping[str, Sequence[str]]: ...
 
     @property
-    def unresolved(self) -> Sequence[str]: ...
+    def left_out(self) -> Mapping[str, str]:
+        """Allowlisted hosts that got no pin, each with why (no answer, loopback, ...)."""
 
     @property
     def dns_servers(self) -> list[str]: ...

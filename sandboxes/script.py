@@ -19,9 +19,9 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
-from sandboxes.errors import EngineError, SandboxUnavailable, UnavailableCode
+from sandboxes.errors import EngineError, SandboxBusy, SandboxUnavailable, UnavailableCode
 from sandboxes.host_exec import HostRun
-from sandboxes.ports import AuditSink, ContainerBackend, ExitInfo
+from sandboxes.ports import AuditSink, ContainerBackend, ExitInfo, Slots
 from sandboxes.script_policy import (
     HARD_CAP_SECONDS,
     SCRIPT_FILES,
@@ -32,7 +32,9 @@ from sandboxes.script_policy import (
 )
 
 OutputSink = Callable[[bytes], None]
-# How long past the hard cap the host waits for the engine before giving up on it.
+# The host kills a run this long past the hard cap if the in-container cap has not ended
+# it (the script cannot reach the host); and gives up on a wedged engine later still.
+HOST_CAP_GRACE = 5
 HOST_BACKSTOP_GRACE = 30
 
 
@@ -112,6 +114,7 @@ class ScriptContext:
     work_dir: Path
     sandbox: ScriptSettings | InvalidSettings
     agent: str = "cli"
+    slots: Slots | None = None  # None: no limit (a caller that runs one script at a time)
 
 
 def _is_wsl() -> bool:
@@ -207,7 +210,38 @@ async def _run(
     sandboxed: bool,
     session: str,
 ) -> ScriptResult:
-    """Write the workspace, drive the execution `start` makes, clean up, report, audit."""
+    """Take a slot, write the workspace, drive the execution `start` makes, clean up,
+    report, audit."""
+    if ctx.slots is None:
+        return await _run_in_slot(
+            params, ctx, start, on_output, hard_cap_seconds, sandboxed=sandboxed, session=session
+        )
+    try:
+        async with ctx.slots.slot():
+            return await _run_in_slot(
+                params,
+                ctx,
+                start,
+                on_output,
+                hard_cap_seconds,
+                sandboxed=sandboxed,
+                session=session,
+            )
+    except SandboxBusy as exc:
+        ctx.audit.record("script_busy", ctx.agent, {"reason": str(exc)})
+        raise
+
+
+async def _run_in_slot(
+    params: ExecuteProgramParams,
+    ctx: ScriptContext,
+    start: Callable[[Path], contextlib.AbstractAsyncContextManager[_Execution]],
+    on_output: OutputSink | None,
+    hard_cap_seconds: int,
+    *,
+    sandboxed: bool,
+    session: str,
+) -> ScriptResult:
     workspace = await anyio.to_thread.run_sync(
         _write_workspace, ctx.work_dir, params.language, params.code
     )
@@ -216,9 +250,13 @@ async def _run(
     try:
         with anyio.fail_after(hard_cap_seconds + HOST_BACKSTOP_GRACE):
             async with start(workspace) as running:
-                exit_info, timed_out = await _drive(
-                    running, collector, params.timeout_seconds, on_output
-                )
+                with anyio.move_on_after(hard_cap_seconds + HOST_CAP_GRACE) as host_cap:
+                    exit_info, timed_out = await _drive(
+                        running, collector, params.timeout_seconds, on_output
+                    )
+                if host_cap.cancelled_caught:
+                    await running.kill()
+                    exit_info, timed_out = await running.wait(), True
     except TimeoutError as exc:
         raise EngineError(
             f"the script was not stopped within {hard_cap_seconds} s + "
@@ -228,7 +266,16 @@ async def _run(
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
     elapsed = time.monotonic() - started
-    result = _result(params, collector, exit_info, timed_out, elapsed, hard_cap_seconds, sandboxed)
+    result = _result(
+        params,
+        collector,
+        exit_info,
+        timed_out,
+        elapsed,
+        hard_cap_seconds,
+        sandboxed,
+        host_cap_hit=host_cap.cancelled_caught,
+    )
     _audit_run(ctx, params, result, session)
     return result
 
@@ -292,10 +339,13 @@ def _result(
     elapsed: float,
     hard_cap_seconds: int,
     sandboxed: bool,
+    *,
+    host_cap_hit: bool = False,
 ) -> ScriptResult:
     out = collector.result()
-    # The in-container cap kills with SIGKILL (exit 137) once `hard_cap_seconds` have passed.
-    hard_cap_hit = (
+    # The in-container cap kills with SIGKILL (exit 137) once `hard_cap_seconds` have passed;
+    # the host's own cap, a few seconds later, says so itself.
+    hard_cap_hit = host_cap_hit or (
         not timed_out
         and not exit_info.oom_killed
         and exit_info.exit_code == 137

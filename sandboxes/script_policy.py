@@ -93,21 +93,26 @@ def sandbox_user(host_uid: int, host_gid: int, *, is_wsl: bool) -> str:
 
 
 def script_command(language: str, hard_cap_seconds: int) -> tuple[str, ...]:
-    """The container's command: tini as PID 1 (reaps zombies; it is in the image, so no
-    host binary is mounted), the hard-cap watchdog, then the interpreter with 2>&1.
+    """The container's command: the hard cap as PID 1, tini under it as a child subreaper
+    (reaps zombies; both are in the image, so no host binary is mounted), then the
+    interpreter with 2>&1.
 
-    `timeout --signal=KILL` inside the container enforces the hard cap whatever
-    happens to the host side (it shares no code with the timeout path). stderr is
+    `timeout --signal=KILL` is PID 1 because the script cannot stop or kill PID 1: the
+    kernel drops SIGSTOP and SIGKILL sent to a namespace's init from inside it, and any
+    other signal it can send makes `timeout` end the run. (As a child of tini, the
+    script's own uid could `kill -STOP` it and switch the cap off.) When PID 1 exits,
+    the kernel kills everything left in the container. The host enforces the cap too
+    (`sandboxes.script`), a few seconds later, in case this one is defeated. stderr is
     merged into stdout at the source, so the order of the two is the order written.
     """
     file_name, interpreter = SCRIPT_FILES[language]
     return (
-        "tini",
-        "-s",
-        "--",
         "timeout",
         "--signal=KILL",
         str(hard_cap_seconds),
+        "tini",
+        "-s",
+        "--",
         "sh",
         "-c",
         'exec "$@" 2>&1',

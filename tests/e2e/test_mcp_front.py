@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import docker
+import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -227,3 +230,52 @@ async def test_client_disconnect_mid_run_removes_the_container(
             await wait_until(lambda: _script_containers(docker_client))
             scope.cancel()  # leaves the client (and, for stdio, ends the server process)
     await wait_until(lambda: not _script_containers(docker_client))
+
+
+SLEEPER = (
+    "import time\nprint('start', time.time(), flush=True)\ntime.sleep(3)\n"
+    "print('end', time.time())\n"
+)
+
+
+def interval(text: str) -> tuple[float, float]:
+    words = text.split()
+    return float(words[words.index("start") + 1]), float(words[words.index("end") + 1])
+
+
+async def test_scripts_beyond_the_limit_wait_or_are_busy_and_other_calls_still_answer(
+    agent_home: CorralHome,
+) -> None:
+    """Three times the limit of sleeping scripts at once: `max_concurrent` run, `max_queued`
+    wait their turn, the rest are told "busy" at once; tools/list keeps answering."""
+    agent_home.config_file.write_text(
+        "[container.sandbox]\nmax_concurrent = 2\nmax_queued = 2\nqueue_timeout_seconds = 60\n"
+    )
+    async with connect(agent_home, "stdio") as mcp:
+        results: list[tuple[float, bool, str]] = []
+        listed_at: list[float] = []
+
+        async def run_one() -> None:
+            result = await mcp.client.call_tool("execute_program", {"code": SLEEPER})
+            text = " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
+            results.append((time.time(), bool(result.is_error), text))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(6):
+                tg.start_soon(run_one)
+            await wait_until(lambda: len(results) >= 2)  # the two busy answers
+            for _ in range(3):
+                assert "execute_program" in await mcp.tool_names()
+                listed_at.append(time.time())
+
+    busy = [r for r in results if r[1]]
+    ran = [interval(text) for _, is_error, text in results if not is_error]
+    assert len(busy) == 2 and len(ran) == 4, results
+    assert all(text.startswith("busy: ") and "max_concurrent" in text for _, _, text in busy)
+    first_end = min(end for _, end in ran)
+    assert all(at < first_end for at, _, _ in busy)  # answered at once, not after a wait
+    assert all(at < first_end for at in listed_at)  # tools/list answered while scripts ran
+    # Never more than two scripts running at any moment.
+    for start, _ in ran:
+        assert sum(1 for s, e in ran if s <= start < e) <= 2
+    assert max(s for s, _ in ran) >= first_end  # the queued pair started after one ended

@@ -20,7 +20,7 @@ from orchestrator.home import CorralHome
 from orchestrator.owner import LABEL_OWNER_PID, Owner, read_start_time
 from orchestrator.reaper import reap_orphans
 from orchestrator.runtime import Runtime, open_runtime
-from sandboxes.script import execute_program
+from sandboxes.script import HOST_CAP_GRACE, execute_program
 from sandboxes.script_policy import REPLY_CAP_BYTES, parse_params
 from tests.integration.conftest import (
     RunScript,
@@ -56,6 +56,59 @@ async def test_hard_cap_fires_on_its_own_when_the_timeout_path_does_not(
     assert result.output == "started\n"
     assert result.duration_ms < 30_000
     assert "hard cap" in result.to_text()
+
+
+# Stops every process it can signal (in the container: its own pid namespace only),
+# including PID 1, then sleeps: with the cap as a plain child, this switched it off.
+STOP_EVERYTHING = """
+import os, signal, time
+print("started", flush=True)
+for name in os.listdir("/proc"):
+    if name.isdigit() and int(name) != os.getpid():
+        try:
+            os.kill(int(name), signal.SIGSTOP)
+        except OSError:
+            pass
+print("stopped what I could", flush=True)
+time.sleep(120)
+"""
+
+
+async def test_a_script_that_stops_every_process_it_can_still_meets_the_hard_cap(
+    run_script: RunScript,
+) -> None:
+    result = await run_script(STOP_EVERYTHING, timeout_seconds=60, hard_cap_seconds=3)
+
+    assert result.hard_cap_hit and result.timed_out
+    assert result.output == "started\nstopped what I could\n"
+    # The in-container cap (PID 1) ended it, not the host's, which would wait 5 s more.
+    assert result.duration_ms < (3 + HOST_CAP_GRACE) * 1000
+
+
+async def test_the_host_enforces_the_cap_when_the_cap_process_is_stopped(
+    corral_home: CorralHome,
+) -> None:
+    """On the host (run_unsandboxed) the script can stop its parent `timeout`; the host's
+    own cap, a few seconds later, still ends the run."""
+    write_config(
+        corral_home,
+        '[container.sandbox]\nimage = "corral-test-missing:none"\n'
+        'script_when_unavailable = "run_unsandboxed"\n',
+    )
+    code = (
+        "import os, signal, time\nprint('started', flush=True)\n"
+        "os.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(120)\n"
+    )
+    async with open_runtime(corral_home) as rt:
+        result = await execute_program(
+            parse_params({"code": code, "timeout_seconds": 60}),
+            rt.script_context("t"),
+            hard_cap_seconds=2,
+        )
+
+    assert result.hard_cap_hit and result.timed_out and not result.sandboxed
+    assert result.output == "started\n"
+    assert (2 + HOST_CAP_GRACE) * 1000 <= result.duration_ms < (2 + HOST_CAP_GRACE + 10) * 1000
 
 
 async def test_five_mib_of_output_returns_one_mib_flagged_truncated(run_script: RunScript) -> None:

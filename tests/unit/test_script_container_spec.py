@@ -112,11 +112,14 @@ def test_no_docker_socket_reaches_the_script_container() -> None:
     assert "DOCKER_HOST" not in spec.environment
 
 
-def test_pid_1_is_tini_from_the_image_not_docker_init_from_the_host() -> None:
-    """An init reaps zombies; Docker's own --init would bind-mount a host binary (S1.2)."""
+def test_pid_1_is_the_hard_cap_and_tini_from_the_image_reaps_under_it() -> None:
+    """The script cannot stop PID 1, so the cap is PID 1; tini -s (a child subreaper) reaps
+    zombies; Docker's own --init would bind-mount a host binary (S1.2)."""
     spec = spec_for()
 
-    assert spec.command[:3] == ("tini", "-s", "--")
+    assert spec.command is not None
+    assert spec.command[:3] == ("timeout", "--signal=KILL", "600")
+    assert spec.command[3:6] == ("tini", "-s", "--")
     assert create_kwargs(spec)["init"] is False
 
 
@@ -169,7 +172,9 @@ def test_the_command_merges_stderr_into_stdout_in_the_order_written(tmp_path: Pa
     script = tmp_path / "main.sh"
     script.write_text("echo one\necho two >&2\necho three\necho four >&2\n")
     full = spec_for("sh").command
-    command = [*full[full.index("timeout") : -1], str(script)]  # tini is in the image only
+    assert full is not None
+    # tini is in the image only: run the rest of the argv without it.
+    command = [*full[:3], *full[full.index("sh") : -1], str(script)]
 
     done = subprocess.run(command, capture_output=True, timeout=10, check=False)
 
