@@ -222,10 +222,15 @@ async def serve_stdio(home: CorralHome, agent: str) -> None:
 async def serve_http(home: CorralHome, agent: str, port: int, ready: Any = None) -> None:
     import uvicorn
 
+    from mcp_front.http_auth import BearerAuth
+    from orchestrator.tokens import load_or_create_token
+
+    token = load_or_create_token(home, agent)  # before anything listens
     app = CorralMCP(home, agent)
     starlette_app = app.server.streamable_http_app(host="127.0.0.1")
+    authed = BearerAuth(starlette_app, token=token, agent=agent, audit=app.audit)
     config = uvicorn.Config(
-        starlette_app,
+        authed,
         host="127.0.0.1",
         port=port,
         log_level="warning",

@@ -256,8 +256,21 @@ def agents_list() -> None:
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=9031, show_default=True, help="HTTP port."
 )
-def mcp(agent: str, use_http: bool, port: int) -> None:
-    """Serve MCP for one agent: stdio by default, or Streamable HTTP at /mcp."""
+@click.option(
+    "--show-token",
+    is_flag=True,
+    help="With --http: print the agent's bearer token (made if absent) and exit.",
+)
+@click.option(
+    "--rotate-token",
+    is_flag=True,
+    help="With --http: replace the agent's bearer token, print the new one and exit.",
+)
+def mcp(agent: str, use_http: bool, port: int, show_token: bool, rotate_token: bool) -> None:
+    """Serve MCP for one agent: stdio by default, or Streamable HTTP at /mcp.
+
+    Over HTTP every request needs `Authorization: Bearer <token>`, the agent's token in
+    CORRAL_HOME/tokens/<agent>.token; --show-token prints it."""
     import logging
 
     from mcp_front.server import serve_http, serve_stdio
@@ -268,11 +281,32 @@ def mcp(agent: str, use_http: bool, port: int) -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     home = _home()
     home.ensure()
+    if (show_token or rotate_token) and not use_http:
+        err.print("[red]error:[/red] --show-token and --rotate-token go with --http")
+        raise SystemExit(2)
+    if show_token or rotate_token:
+        _print_token(home, agent, rotate=rotate_token)
+        return
     if use_http:
         err.print(f"corral MCP for agent {agent}: http://127.0.0.1:{port}/mcp")
         anyio.run(serve_http, home, agent, port)
     else:
         anyio.run(serve_stdio, home, agent)
+
+
+def _print_token(home: CorralHome, agent: str, *, rotate: bool) -> None:
+    from orchestrator.errors import KeyFileError
+    from orchestrator.tokens import load_or_create_token, rotate_token, token_path
+
+    try:
+        token = rotate_token(home, agent) if rotate else load_or_create_token(home, agent)
+    except (KeyFileError, OSError) as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise SystemExit(1) from exc
+    what = "new bearer token" if rotate else "bearer token"
+    err.print(f"{what} for agent {agent} ({token_path(home, agent)}); clients send")
+    err.print(f"  Authorization: Bearer {token}", markup=False)
+    print(token)
 
 
 # ----------------------------------------------------------------------- gateway

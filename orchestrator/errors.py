@@ -13,8 +13,9 @@
     ├── EgressError                orchestrator.errors a session's egress could not be set up
     ├── GatewayStartError          orchestrator.errors the gateway cannot listen
     ├── NotAvailable               orchestrator.errors a listed tool this version cannot run
+    ├── KeyFileError               orchestrator.errors a secret file unusable (gateway.key,
+    │                                                  an agent's HTTP token)
     └── SigningError               orchestrator.errors the signed loopback channel
-        ├── KeyFileError           orchestrator.errors gateway.key unusable
         ├── SignatureRefused       orchestrator.errors a request's signature refused (401)
         └── NonceCacheFull         orchestrator.errors too many fresh nonces (503)
 
@@ -97,8 +98,9 @@ class SigningError(CorralError):
     """The signed loopback channel between `corral mcp` and the gateway."""
 
 
-class KeyFileError(SigningError):
-    """CORRAL_HOME/gateway.key is missing, unreadable, malformed or too open."""
+class KeyFileError(CorralError):
+    """A secret file in CORRAL_HOME (gateway.key, an agent's HTTP token) is unreadable,
+    malformed, someone else's or open to others."""
 
     def __init__(self, path: Path, problem: str) -> None:
         self.path = path

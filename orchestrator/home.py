@@ -38,6 +38,10 @@ class CorralHome:
         return self.root / "tool_calls.jsonl"
 
     @property
+    def tokens_dir(self) -> Path:
+        return self.root / "tokens"
+
+    @property
     def slots_dir(self) -> Path:
         return self.root / "slots"
 

@@ -23,19 +23,17 @@ and the `NonceCache`; the caller passes `now` and the nonce.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
-import os
 import re
 import secrets
-import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.errors import KeyFileError, NonceCacheFull, SignatureRefused
+from orchestrator.errors import NonceCacheFull, SignatureRefused
 from orchestrator.home import CorralHome
+from orchestrator.secret_files import load_or_create_secret, replace_secret
 
 HEADER_TIMESTAMP = "X-Corral-Timestamp"
 HEADER_NONCE = "X-Corral-Nonce"
@@ -65,7 +63,6 @@ REASONS = (
 _TIMESTAMP_RE = re.compile(r"[0-9]{1,12}", re.ASCII)
 _NONCE_RE = re.compile(r"[0-9a-f]{32}", re.ASCII)
 _SIGNATURE_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
-_KEY_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 
 
 # ------------------------------------------------------------------------- key
@@ -74,100 +71,16 @@ def key_path(home: CorralHome) -> Path:
 
 
 def load_or_create_key(home: CorralHome) -> bytes:
-    """The channel key (32 bytes), from CORRAL_HOME/gateway.key, created there if absent.
-
-    Creation is race-safe between processes: the 64 hex characters are written
-    to a private file opened with O_EXCL, mode 0600, then published under the
-    final name with link(2), which like O_EXCL never replaces an existing file
-    or follows a symlink. So whichever side comes first creates the key, the
-    other reads it, and nobody ever reads a half-written key.
-    """
-    path = key_path(home)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        return _read_key(path)
-    except FileNotFoundError:
-        pass
-    _publish_new_key(path)
-    return _read_key(path)
+    """The channel key (32 bytes), from CORRAL_HOME/gateway.key, created there if absent
+    (race-safe between processes, 0600, checked on every read: `orchestrator.secret_files`)."""
+    return bytes.fromhex(load_or_create_secret(key_path(home)))
 
 
 def rotate_key(home: CorralHome) -> bytes:
-    """Replace CORRAL_HOME/gateway.key with a new random key and return it.
-
-    The new key is written to a private 0600 file opened with O_EXCL, then renamed over
-    the old one (rename replaces a symlink itself, never its target). Every `corral mcp`
-    reads the key per call, so they sign with the new key from their next call; a
+    """Replace CORRAL_HOME/gateway.key with a new random key and return it. Every `corral
+    mcp` reads the key per call, so they sign with the new key from their next call; a
     gateway already running keeps the old key until it restarts."""
-    path = key_path(home)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temp = _write_private_key(path)
-    try:
-        os.replace(temp, path)
-    finally:
-        temp.unlink(missing_ok=True)
-    return _read_key(path)
-
-
-def _write_private_key(path: Path) -> Path:
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, secrets.token_hex(KEY_BYTES).encode("ascii"))
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        temp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    return temp
-
-
-def _publish_new_key(path: Path) -> None:
-    temp = _write_private_key(path)
-    try:
-        with contextlib.suppress(FileExistsError):  # another process won the race: use its key
-            os.link(temp, path)
-    finally:
-        temp.unlink(missing_ok=True)
-
-
-def _read_key(path: Path) -> bytes:
-    """Read and check the key file. FileNotFoundError passes through; every other problem
-    is a KeyFileError that says how to fix it."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise  # the caller creates the key
-    except OSError as exc:
-        raise KeyFileError(path, f"cannot be opened: {exc.strerror}") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise KeyFileError(path, "is not a regular file; remove it and run corral again")
-        if info.st_uid != os.getuid():
-            raise KeyFileError(
-                path,
-                f"is owned by uid {info.st_uid}, not by this user (uid {os.getuid()}): a key "
-                "someone else wrote could let them sign requests; remove it and run corral "
-                "again as the user that runs the gateway",
-            )
-        mode = stat.S_IMODE(info.st_mode)
-        if mode & 0o077:
-            raise KeyFileError(
-                path,
-                f"has mode {mode:04o}: group or others may access the gateway key; "
-                f"run `chmod 600 {path}` (or remove the file to make a new key)",
-            )
-        raw = os.read(fd, 4 * KEY_BYTES)
-    finally:
-        os.close(fd)
-    text = raw.decode("ascii", errors="replace").strip()
-    if not _KEY_RE.fullmatch(text):
-        raise KeyFileError(
-            path, "is not 64 lower-case hex characters; remove it and restart the gateway"
-        )
-    return bytes.fromhex(text)
+    return bytes.fromhex(replace_secret(key_path(home)))
 
 
 # ------------------------------------------------------------------ signatures

@@ -17,9 +17,12 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
+from orchestrator.tokens import load_or_create_token
 from tests.helpers import corral_bin, env_with_home, wait_until
 
 __all__ = ["McpHarness", "wait_until"]
@@ -123,9 +126,16 @@ async def connect(
         async with Client(params, mode=mode, message_handler=on_message) as client:
             yield McpHarness(client, home, transport, changes)
     else:
+        bearer = {"Authorization": f"Bearer {load_or_create_token(home, agent)}"}
         async with (
             serve_http(home, agent) as (url, pid),
-            Client(url, mode=mode, message_handler=on_message) as client,
+            # A client we pass in is ours to close (the transport leaves it open).
+            create_mcp_http_client(headers=bearer) as http,
+            Client(
+                streamable_http_client(url, http_client=http),
+                mode=mode,
+                message_handler=on_message,
+            ) as client,
         ):
             yield McpHarness(client, home, transport, changes, server_pid=pid)
 

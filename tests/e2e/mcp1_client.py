@@ -1,6 +1,6 @@
 """A second, independent MCP client: the 1.x SDK, run by `.venv-mcp1/bin/python`.
 
-Usage: mcp1_client.py stdio COMMAND ARG... | mcp1_client.py http URL
+Usage: mcp1_client.py stdio COMMAND ARG... | mcp1_client.py http URL TOKEN
 Lists the tools, calls execute_program once, prints one JSON object.
 """
 
@@ -36,7 +36,11 @@ async def main() -> None:
             out = await exercise(session)
     else:
         async with (
-            streamablehttp_client(rest[0]) as (read, write, _),
+            streamablehttp_client(rest[0], headers={"Authorization": f"Bearer {rest[1]}"}) as (
+                read,
+                write,
+                _,
+            ),
             ClientSession(read, write) as session,
         ):
             out = await exercise(session)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.home import CorralHome
+from orchestrator.tokens import load_or_create_token
 from tests.e2e.conftest import AGENT, serve_http
 from tests.helpers import corral_bin, env_with_home
 
@@ -49,4 +50,4 @@ async def test_the_1x_sdk_client_over_stdio(agent_home: CorralHome) -> None:
 
 async def test_the_1x_sdk_client_over_http(agent_home: CorralHome) -> None:
     async with serve_http(agent_home) as (url, _pid):
-        _check(_run(agent_home, "http", url))
+        _check(_run(agent_home, "http", url, load_or_create_token(agent_home, AGENT)))
