@@ -392,9 +392,19 @@ class DockerAttached:
         return getattr(self._sock, "_sock", self._sock)  # type: ignore[no-any-return]
 
     async def send(self, data: bytes) -> None:
+        """Write without a thread and without blocking: a container that stops reading its
+        stdin cannot hold a worker thread, and the caller's deadline cancels the wait."""
         if self._sock is None:
             raise OSError("the channel is closed")
-        await anyio.to_thread.run_sync(self._raw().sendall, data)
+        raw = self._raw()
+        view = memoryview(data)
+        while view:
+            await anyio.wait_writable(raw)
+            try:
+                sent = raw.send(view, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            view = view[sent:]
 
     async def receive(self) -> bytes | None:
         while True:

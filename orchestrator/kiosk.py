@@ -20,14 +20,23 @@ from orchestrator.errors import KioskError
 from sandboxes.ports import AttachedContainer, ContainerBackend, ContainerSpec
 
 SECCOMP_FILE = Path(__file__).resolve().parents[1] / "rig_images" / "kiosk" / "seccomp.json"
+# The largest answer line the kiosk may send (a 1920x1200 PNG in base64 is well under 16
+# MiB). More without a line end is a flood: the channel breaks and the session ends.
+MAX_LINE_BYTES = 32 * 1024 * 1024
+
+
+class ChannelFlood(Exception):
+    """The kiosk sent more than the channel takes in one line (internal to this module)."""
 
 
 class KioskChannel:
     """JSON lines over one attached kiosk container: request/answer with deadlines."""
 
-    def __init__(self, container: AttachedContainer) -> None:
+    def __init__(self, container: AttachedContainer, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self._container = container
-        self._buffer = b""
+        self._max_line = max_line_bytes
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer already searched for a line end
         self._next_id = 0
         self._lock = anyio.Lock()
         self.broken: str | None = None
@@ -38,10 +47,17 @@ class KioskChannel:
         return cls(await backend.open_attached(spec))
 
     async def request(self, op: str, deadline: float, **fields: Any) -> dict[str, Any]:
-        """Send one request and wait for its answer, at most `deadline` seconds."""
+        """Send one request and wait for its answer, at most `deadline` seconds in all
+        (waiting for an earlier request to finish included)."""
         if self.broken:
             raise KioskError(f"the kiosk is not usable: {self.broken}")
-        async with self._lock:
+        with anyio.move_on_after(deadline) as waiting:
+            await self._lock.acquire()
+        if waiting.cancelled_caught:
+            raise KioskError(f"the kiosk was busy with another request for {deadline} s")
+        try:
+            if self.broken:
+                raise KioskError(f"the kiosk is not usable: {self.broken}")
             self._next_id += 1
             ident = self._next_id
             line = json.dumps({"id": ident, "op": op, **fields}).encode() + b"\n"
@@ -55,20 +71,35 @@ class KioskChannel:
             except TimeoutError as exc:
                 self.broken = f"no answer to {op} within {deadline} s"
                 raise KioskError(self.broken) from exc
+            except ChannelFlood as exc:
+                self.broken = str(exc)
+                raise KioskError(self.broken) from exc
             except OSError as exc:
                 self.broken = f"the kiosk channel closed ({exc})"
                 raise KioskError(self.broken) from exc
+        finally:
+            self._lock.release()
         if not answer.get("ok", False):
             raise KioskError(f"the kiosk could not {op}: {answer.get('error', 'unknown error')}")
         return answer
 
     async def _read_line(self) -> dict[str, Any]:
-        while b"\n" not in self._buffer:
+        while (end := self._buffer.find(b"\n", self._scanned)) < 0:
+            self._scanned = len(self._buffer)
+            if self._scanned > self._max_line:
+                self._buffer.clear()
+                self._scanned = 0
+                raise ChannelFlood(
+                    f"the kiosk sent more than {self._max_line // (1024 * 1024)} MiB without "
+                    "a line end (a flood)"
+                )
             data = await self._container.receive()
             if data is None:
                 raise OSError("end of stream")
             self._buffer += data
-        line, self._buffer = self._buffer.split(b"\n", 1)
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        self._scanned = 0
         try:
             answer: dict[str, Any] = json.loads(line)
         except ValueError as exc:

@@ -1,0 +1,81 @@
+"""The kiosk channel's bounds on the real engine: a container that floods its stdout, or
+never reads its stdin, cannot hold the gateway (a worker thread, memory, a lock) past the
+request's deadline. Stand-in containers from the sandbox image play the misbehaving
+kiosk; the session-level consequences are in tests/unit/test_session_rules.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import anyio
+import docker
+import pytest
+
+from orchestrator.docker_backend import DockerBackend
+from orchestrator.errors import KioskError
+from orchestrator.kiosk import KioskChannel
+from orchestrator.owner import Owner
+from sandboxes.isolation import locked_down
+
+pytestmark = pytest.mark.anyio
+
+SANDBOX_IMAGE = "corral-sandbox:latest"
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[DockerBackend]:
+    engine = DockerBackend(Owner.current())
+    try:
+        yield engine
+    finally:
+        await engine.close()
+
+
+async def channel_running(backend: DockerBackend, script: str) -> KioskChannel:
+    spec = locked_down(
+        image=SANDBOX_IMAGE,
+        command=("sh", "-c", script),
+        labels=backend.labels(kind="test-kiosk", agent="bounds", session="bounds"),
+        tmpfs={"/tmp": "rw,nosuid,nodev,size=16m"},
+        stdin_open=True,
+    )
+    return await KioskChannel.open(backend, spec)
+
+
+def gone(client: docker.DockerClient, container_id: str) -> bool:
+    return not client.containers.list(ignore_removed=True, all=True, filters={"id": container_id})
+
+
+async def test_a_flood_without_line_ends_breaks_the_channel_at_the_bound(
+    backend: DockerBackend, docker_client: docker.DockerClient
+) -> None:
+    channel = await channel_running(backend, "head -c 48000000 /dev/zero | tr '\\0' x; sleep 60")
+    container_id = channel.id
+    try:
+        with pytest.raises(KioskError, match="without a line end"):
+            await channel.request("screenshot", 60)
+        assert channel.broken is not None and "flood" in channel.broken
+        with pytest.raises(KioskError, match="not usable"):
+            await channel.request("click", 5)
+    finally:
+        await channel.close()
+    assert gone(docker_client, container_id)
+
+
+async def test_a_kiosk_that_never_reads_cannot_hold_a_request_past_its_deadline(
+    backend: DockerBackend, docker_client: docker.DockerClient
+) -> None:
+    channel = await channel_running(backend, "exec sleep 60")  # never reads its stdin
+    container_id = channel.id
+    try:
+        started = time.monotonic()
+        with anyio.fail_after(30), pytest.raises(KioskError, match="within 2 s"):
+            await channel.request("type", 2, text="x" * (16 * 1024 * 1024))
+        assert time.monotonic() - started < 10
+        # A second caller waiting behind it is not left hanging either.
+        with pytest.raises(KioskError):
+            await channel.request("click", 2)
+    finally:
+        await channel.close()
+    assert gone(docker_client, container_id)
