@@ -113,14 +113,30 @@ class SessionManager:
         decision = decide(spec, load_view(self.home, agent))
         if not decision.visible:
             self.audit.record("computer_use_refused", agent, {"tool": tool})
-            return answer(text_block(decision.message), is_error=True)
+            ended = ""
+            if (why := self._revoked(agent)) is not None:
+                await self.end(agent, why)
+                ended = f" Your session ended: {why}."
+            return answer(text_block(decision.message + ended), is_error=True)
         try:
             params = validate(spec.params, arguments)
             return await self._run(agent, tool, params)
         except ParamError as exc:
             return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
         except (SessionRefused, KioskError, CorralError) as exc:
-            return answer(text_block(str(exc)), is_error=True)
+            ended = await self._end_if_broken(agent)
+            return answer(text_block(f"{exc}{ended}"), is_error=True)
+
+    async def _end_if_broken(self, agent: str) -> str:
+        """End the agent's session when its kiosk channel broke (no answer in time, closed,
+        flooded): its container is removed now, not at the idle timeout. Returns the
+        sentence to add to the answer, or ""."""
+        session = self.sessions.get(agent)
+        if session is None or not session.channel.broken:
+            return ""
+        why = f"its kiosk failed ({session.channel.broken})"
+        await self.end(agent, why)
+        return f" Your session ended: {why}; start a new one with computer_session_start."
 
     async def _run(self, agent: str, tool: str, params: Any) -> dict[str, Any]:
         if tool == "computer_session_start":
@@ -129,6 +145,7 @@ class SessionManager:
             assert isinstance(params, SessionStopParams)
             return await self.stop_tool(agent, params.session_id)
         session = self._session_of(agent)
+        self._follow_settings(session)
         if tool == "computer_screenshot":
             return await self.screenshot(session)
         try:
@@ -201,11 +218,6 @@ class SessionManager:
             raise SessionRefused(
                 (f"Your session ended: {why}. " if why else "You have no session. ")
                 + "Start one with computer_session_start."
-            )
-        if session.channel.broken:
-            raise SessionRefused(
-                f"Your session is broken ({session.channel.broken}); stop it "
-                "with computer_session_stop and start a new one."
             )
         return session
 
@@ -364,13 +376,32 @@ class SessionManager:
         for agent in list(self.sessions):
             await self.end(agent, why)
 
+    def _revoked(self, agent: str) -> str | None:
+        """Why the agent may no longer hold a session (computer_use turned off, the tools
+        denied, read-only, agent.toml unusable or deleted), or None."""
+        if agent not in self.sessions:
+            return None
+        decision = decide(BY_NAME["computer_session_start"], load_view(self.home, agent))
+        return None if decision.visible else f"its access was revoked ({decision.message})"
+
+    def _follow_settings(self, session: KioskSession) -> None:
+        """Apply the agent's current allowlist and deny list: they take effect from the next
+        navigation and screenshot. A host added since the start is still not pinned (the
+        URL check says to restart the session); a removed one is refused from now on."""
+        try:
+            cfg = self._agent_config(session.agent).capabilities.computer_use_config
+        except SessionRefused:
+            return  # unusable agent.toml: `_revoked` ends the session
+        session.allowed_domains = tuple(cfg.allowed_domains)
+        session.deny_list = tuple(cfg.deny_list)
+
     async def expire(self) -> list[str]:
-        """End every session past its lifetime or idle timeout, now; the agents whose
-        session ended."""
+        """End every session past its lifetime or idle timeout, or whose agent lost access,
+        now; the agents whose session ended."""
         ended = []
         now = self.clock()
         for agent, session in list(self.sessions.items()):
-            why = session.clock.expiry(now)
+            why = session.clock.expiry(now) or self._revoked(agent)
             if why is not None:
                 await self.end(agent, why)
                 ended.append(agent)
@@ -394,7 +425,11 @@ class SessionManager:
                 session.deny_list,
                 (session.width, session.height),
             )
-            return self._image_answer(session, blank_png(session.width, session.height), plan)
+            black = self._image_answer(session, blank_png(session.width, session.height), plan)
+            ended = await self._end_if_broken(session.agent)
+            if ended:
+                black["content"][1]["text"] += ended
+            return black
         png = base64.b64decode(shot["png"])
         raw_probe = shot.get("probe")
         if isinstance(raw_probe, dict):

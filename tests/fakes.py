@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from PIL import Image
 
 from sandboxes.ports import ContainerSpec, ManagedContainer
@@ -37,7 +38,8 @@ def png_of(width: int, height: int, colour: tuple[int, int, int] = (255, 255, 25
 class FakeKiosk:
     """The kiosk agent's side of the channel: answers each JSON request line.
 
-    `fail_ops`: ops answered with ok=false. `close_on`: ops after which the stream ends
+    `fail_ops`: ops answered with ok=false. `flood_on`: ops answered with an endless
+    stream of bytes and no line end. `close_on`: ops after which the stream ends
     (as when the agent dies). `probe`: what the screenshot probe reports."""
 
     id: str
@@ -45,6 +47,7 @@ class FakeKiosk:
     backend: InMemoryBackend
     fail_ops: set[str] = field(default_factory=set)
     close_on: set[str] = field(default_factory=set)
+    flood_on: set[str] = field(default_factory=set)
     probe: dict[str, Any] = field(
         default_factory=lambda: {
             "windows": 1,
@@ -59,6 +62,7 @@ class FakeKiosk:
     _answers: list[bytes] = field(default_factory=list)
     _ready: anyio.Event = field(default_factory=anyio.Event)
     _ended: bool = False
+    _flooding: bool = False
 
     async def send(self, data: bytes) -> None:
         if self._ended:
@@ -66,6 +70,9 @@ class FakeKiosk:
         for line in data.splitlines():
             request = json.loads(line)
             self.requests.append(request)
+            if request["op"] in self.flood_on:
+                self._flooding = True
+                continue
             self._answers.append(json.dumps(self._answer(request)).encode() + b"\n")
             if request["op"] in self.close_on:
                 self._ended = True
@@ -94,6 +101,9 @@ class FakeKiosk:
         return {**base, "ok": True}
 
     async def receive(self) -> bytes | None:
+        if self._flooding and not self._ended:
+            await anyio.lowlevel.checkpoint()
+            return b"x" * (4 * 1024 * 1024)
         while not self._answers:
             if self._ended:
                 return None

@@ -21,6 +21,7 @@ import mcp_types as types
 import pytest
 from PIL import Image
 
+from orchestrator.audit import AuditLog
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import McpHarness, connect, free_port, wait_until
@@ -332,6 +333,25 @@ async def test_only_names_in_resolve_overrides_may_point_at_private_addresses(wo
         nav = await call(mcp, "computer_navigate", url="https://localhost/")
         assert nav.is_error and "was not resolved when the session started" in text_of(nav)
         await call(mcp, "computer_session_stop")
+
+
+async def test_revoking_computer_use_removes_the_session_within_seconds(
+    world: World, docker_client: docker.DockerClient
+) -> None:
+    write_agent(world.home, "fred")
+    async with connect(world.home, "stdio", agent="fred") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+        assert kiosks(docker_client, "fred")
+        path = world.home.agent_file("fred")
+        path.write_text(path.read_text().replace("computer_use = true", "computer_use = false"))
+        # The gateway's expiry pass (every second) ends it; no call from the agent needed.
+        await wait_until(lambda: not kiosks(docker_client, "fred"), limit=15)
+    ended = [
+        e
+        for e in AuditLog(world.home.audit_file).read()
+        if e["event"] == "computer_session_ended" and e["agent"] == "fred"
+    ]
+    assert ended and ended[-1]["details"]["why"].startswith("its access was revoked")
 
 
 async def test_an_idle_session_is_removed(world: World, docker_client: docker.DockerClient) -> None:

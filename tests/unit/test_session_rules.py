@@ -194,7 +194,7 @@ async def test_the_reasons_a_session_ended_stop_and_gateway_shutdown(
     assert "Your session ended: the gateway stopped" in text_of(after)
 
 
-async def test_a_kiosk_that_dies_breaks_the_session_and_says_what_to_do(
+async def test_a_kiosk_that_dies_ends_the_session_at_once_and_says_why(
     corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
 ) -> None:
     write_agent(corral_home)
@@ -207,8 +207,28 @@ async def test_a_kiosk_that_dies_breaks_the_session_and_says_what_to_do(
 
     assert failed["is_error"] is True
     assert "kiosk channel closed" in text_of(failed)
-    assert "Your session is broken" in text_of(after)
-    assert "computer_session_stop" in text_of(after)
+    assert "Your session ended: its kiosk failed" in text_of(failed)
+    assert backend.live == {}  # removed now, not at the idle timeout
+    assert "Your session ended: its kiosk failed (the kiosk channel closed" in text_of(after)
+    assert "computer_session_start" in text_of(after)
+
+
+async def test_a_kiosk_that_floods_its_channel_is_removed_and_the_session_ends(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home)
+    backend.kiosk_options["flood_on"] = {"screenshot"}
+    await call(manager, "computer_session_start")
+
+    shot = await call(manager, "computer_screenshot")
+
+    assert shot["content"][0]["type"] == "image"  # a black image, never an error without one
+    assert shot["structured"]["masked"] is True
+    assert "without a line end (a flood)" in text_of(shot)
+    assert "Your session ended: its kiosk failed" in text_of(shot)
+    assert backend.live == {}
+    ended = events(corral_home, "computer_session_ended")
+    assert "flood" in ended[-1]["details"]["why"]
 
 
 async def test_a_failed_start_leaves_no_container_and_no_session(
@@ -314,3 +334,73 @@ async def test_a_partly_resolved_allowlist_lists_both(
     text = text_of(await call(manager, "computer_session_start"))
 
     assert f"may open: {SITE} (left out: dead.example (the name does not resolve))" in text
+
+
+@pytest.mark.parametrize(
+    "revoke",
+    ["capability_off", "agent_deleted", "tools_denied", "read_only", "file_broken"],
+)
+async def test_revoking_access_ends_the_session_within_one_expiry_pass(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend, revoke: str
+) -> None:
+    write_agent(corral_home)
+    await call(manager, "computer_session_start")
+    path = corral_home.agent_file("alice")
+    text = path.read_text()
+    if revoke == "capability_off":
+        path.write_text(text.replace("computer_use = true", "computer_use = false"))
+    elif revoke == "agent_deleted":
+        path.unlink()
+    elif revoke == "tools_denied":
+        path.write_text(text.replace("denied_tools = []", 'denied_tools = ["computer_*"]'))
+    elif revoke == "read_only":
+        path.write_text(text.replace("read_only = false", "read_only = true"))
+    else:
+        path.write_text(text + "\nnot toml at all [[[\n")
+
+    assert await manager.expire() == ["alice"]  # the gateway runs this every second
+
+    assert backend.live == {}
+    ended = events(corral_home, "computer_session_ended")
+    assert ended[-1]["details"]["why"].startswith("its access was revoked")
+    after = await call(manager, "computer_screenshot")
+    assert after["is_error"] is True
+
+
+async def test_a_call_after_revocation_ends_the_session_and_says_why(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home)
+    await call(manager, "computer_session_start")
+    path = corral_home.agent_file("alice")
+    path.write_text(path.read_text().replace("computer_use = true", "computer_use = false"))
+
+    refused = await call(manager, "computer_click", x=1, y=1)
+
+    assert refused["is_error"] is True
+    assert "Your session ended: its access was revoked" in text_of(refused)
+    assert backend.live == {}
+
+
+async def test_allowlist_and_deny_list_changes_apply_from_the_next_call(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home, allowed_domains=[SITE, "other.example"])
+    await call(manager, "computer_session_start")
+    kiosk = backend.opened[0]
+    kiosk.probe = {**kiosk.probe, "url": f"https://{SITE}/account"}
+    assert (await call(manager, "computer_screenshot"))["structured"]["masked"] is False
+
+    write_agent(corral_home, allowed_domains=["other.example"], deny_list=[SITE])
+    shot = await call(manager, "computer_screenshot")
+    nav = await call(manager, "computer_navigate", url=f"https://{SITE}/")
+    still = await call(manager, "computer_navigate", url="https://other.example/")
+    write_agent(corral_home, allowed_domains=["other.example", "new.example"])
+    added = await call(manager, "computer_navigate", url="https://new.example/")
+
+    assert shot["structured"]["masked"] is True and SITE in text_of(shot)
+    assert nav["is_error"] is True and "not in this agent's allowed_domains" in text_of(nav)
+    assert still["is_error"] is False
+    assert added["is_error"] is True and "was not resolved when the session started" in (
+        text_of(added)
+    )
