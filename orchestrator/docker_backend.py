@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 import socket
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from functools import partial
 from types import TracebackType
 from typing import Any
@@ -231,9 +231,19 @@ class DockerBackend:
         result: list[ManagedContainer] = await self.call(run)
         return result
 
-    async def open_attached(self, spec: ContainerSpec) -> DockerAttached:
-        attached = DockerAttached(self, spec)
-        await attached.open()
+    async def open_attached(
+        self,
+        spec: ContainerSpec,
+        *,
+        before_start: Callable[[str], None] | None = None,
+        stderr: bool = True,
+    ) -> DockerAttached:
+        """Create, attach (stdin, stdout and, unless `stderr` is False, stderr) and start.
+        `before_start(container_id)` runs in between, in the worker thread (e.g. to connect
+        the container to a second network). Attach no stream you will not keep reading
+        while the container writes to it: an unread attach stream can stall the writer."""
+        attached = DockerAttached(self, spec, stderr=stderr)
+        await attached.open(before_start)
         return attached
 
     async def remove(self, container_id: str) -> None:
@@ -362,24 +372,26 @@ class DockerAttached:
     """A long-lived container attached on stdin/stdout before it starts (the kiosk agent's
     channel). `close` shuts the socket (waking a blocked reader) and removes the container."""
 
-    def __init__(self, backend: DockerBackend, spec: ContainerSpec) -> None:
+    def __init__(self, backend: DockerBackend, spec: ContainerSpec, *, stderr: bool = True) -> None:
         self._backend = backend
         self._spec = spec
+        self._stderr = stderr
         self._sock: Any = None
         self._frames: Iterator[tuple[int, bytes]] | None = None
         self.id = ""
 
-    async def open(self) -> None:
+    async def open(self, before_start: Callable[[str], None] | None = None) -> None:
         backend = self._backend
         await backend.ensure_watchdog()
 
         def create() -> None:
             container = backend.client.containers.create(**create_kwargs(self._spec))
             self.id = container.id or ""
-            self._sock = backend.client.api.attach_socket(
-                self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-            )
+            streams = {"stdin": 1, "stdout": 1, "stderr": int(self._stderr), "stream": 1}
+            self._sock = backend.client.api.attach_socket(self.id, params=streams)
             self._frames = frames_iter(self._sock, tty=False)  # type: ignore[no-untyped-call]
+            if before_start is not None:
+                before_start(self.id)
             container.start()
 
         try:

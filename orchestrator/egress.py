@@ -47,9 +47,10 @@ import anyio
 import docker
 import docker.errors
 
-from orchestrator.docker_backend import DockerBackend, create_kwargs
+from orchestrator.docker_backend import DockerAttached, DockerBackend
 from orchestrator.errors import EgressError, EngineError
 from orchestrator.firewall import add_input_drop, remove_input_drop
+from orchestrator.kiosk import KioskChannel
 from orchestrator.owner import LABEL_KIND, LABEL_MANAGED
 from sandboxes.hostnames import address_class, is_ip_literal, normalise_host, usable_address
 from sandboxes.isolation import PROXY_PORT, proxy_spec
@@ -71,6 +72,7 @@ SESSION_ID_LENGTH = 10
 SESSION_ID_RE = re.compile(r"^[a-z0-9]{1,12}$")  # crl + 12 = 15, the kernel's IFNAMSIZ-1
 RESOLVE_TIMEOUT = 10.0
 MAX_ADDRS_PER_HOST = 8
+CONTROL_DEADLINE = 10.0
 
 
 def new_session_id() -> str:
@@ -269,6 +271,8 @@ class SessionEgress:
         self.proxy_url: str | None = None
         self.proxy_container_id: str | None = None
         self.proxy_egress_ip: str | None = None
+        self._proxy: DockerAttached | None = None
+        self._control: KioskChannel | None = None
         self._rule_attempted = False
 
     @property
@@ -338,7 +342,6 @@ class SessionEgress:
         self._rule_attempted = True
         await add_input_drop(self.bridge)
 
-        await backend.ensure_watchdog()
         spec = proxy_spec(
             image=self.image,
             name=f"corral-proxy-{self.session_id}",
@@ -347,19 +350,30 @@ class SessionEgress:
             pins=self.pins,
             allow_from=self.subnet,
         )
-        container = await backend.call(
-            partial(client.containers.create, **create_kwargs(spec)), image=self.image
-        )
-        self.proxy_container_id = str(container.id)
-        await backend.call(
-            client.api.connect_container_to_network,
-            self.proxy_container_id,
-            self.network_id,
-            aliases=[PROXY_ALIAS],
-        )
-        await backend.call(container.start)
+        network_id = self.network_id
+
+        def join_session_network(container_id: str) -> None:
+            self.proxy_container_id = container_id
+            client.api.connect_container_to_network(container_id, network_id, aliases=[PROXY_ALIAS])
+
+        # Attached to stdin and stdout only (its decision log on stderr goes to the log
+        # driver): the control channel that narrows its pins.
+        proxy = await backend.open_attached(spec, before_start=join_session_network, stderr=False)
+        self._proxy = proxy
+        self.proxy_container_id = proxy.id
+        self._control = KioskChannel(proxy, name="egress proxy")
         await self._wait_ready()
         self.proxy_url = PROXY_URL
+
+    async def restrict(self, hosts: Sequence[str]) -> None:
+        """Keep only `hosts` of the pinned ones: the proxy drops every other host's pins and
+        closes its open tunnels. Never adds a host (one not pinned at start stays out)."""
+        if self._control is None:
+            self.pins = {h: a for h, a in self.pins.items() if h in hosts}
+            return
+        answer = await self._control.request("restrict", CONTROL_DEADLINE, hosts=list(hosts))
+        kept = {str(h) for h in answer.get("hosts", [])}
+        self.pins = {h: a for h, a in self.pins.items() if h in kept}
 
     async def _wait_ready(self) -> None:
         """Poll until the proxy accepts TCP connections on its `corral-egress` address."""
@@ -392,7 +406,15 @@ class SessionEgress:
         problems: list[str] = []
         backend = self._backend
         with anyio.CancelScope(shield=True):
-            if self.proxy_container_id is not None:
+            if self._proxy is not None:
+                try:
+                    await self._proxy.close()  # closes the control channel, removes it
+                    self._proxy = None
+                    self._control = None
+                    self.proxy_container_id = None
+                except Exception as exc:
+                    problems.append(f"proxy container: {exc}")
+            if self.proxy_container_id is not None:  # created, then its start failed
                 try:
                     await backend.remove(self.proxy_container_id)
                     self.proxy_container_id = None

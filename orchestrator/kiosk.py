@@ -30,9 +30,18 @@ class ChannelFlood(Exception):
 
 
 class KioskChannel:
-    """JSON lines over one attached kiosk container: request/answer with deadlines."""
+    """JSON lines over one attached container: request/answer with deadlines. The kiosk
+    agent's channel, and the egress proxy's control channel (`name` says which in
+    messages)."""
 
-    def __init__(self, container: AttachedContainer, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+    def __init__(
+        self,
+        container: AttachedContainer,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        *,
+        name: str = "kiosk",
+    ) -> None:
+        self.name = name
         self._container = container
         self._max_line = max_line_bytes
         self._buffer = bytearray()
@@ -50,14 +59,14 @@ class KioskChannel:
         """Send one request and wait for its answer, at most `deadline` seconds in all
         (waiting for an earlier request to finish included)."""
         if self.broken:
-            raise KioskError(f"the kiosk is not usable: {self.broken}")
+            raise KioskError(f"the {self.name} is not usable: {self.broken}")
         with anyio.move_on_after(deadline) as waiting:
             await self._lock.acquire()
         if waiting.cancelled_caught:
-            raise KioskError(f"the kiosk was busy with another request for {deadline} s")
+            raise KioskError(f"the {self.name} was busy with another request for {deadline} s")
         try:
             if self.broken:
-                raise KioskError(f"the kiosk is not usable: {self.broken}")
+                raise KioskError(f"the {self.name} is not usable: {self.broken}")
             self._next_id += 1
             ident = self._next_id
             line = json.dumps({"id": ident, "op": op, **fields}).encode() + b"\n"
@@ -75,12 +84,14 @@ class KioskChannel:
                 self.broken = str(exc)
                 raise KioskError(self.broken) from exc
             except OSError as exc:
-                self.broken = f"the kiosk channel closed ({exc})"
+                self.broken = f"the {self.name} channel closed ({exc})"
                 raise KioskError(self.broken) from exc
         finally:
             self._lock.release()
         if not answer.get("ok", False):
-            raise KioskError(f"the kiosk could not {op}: {answer.get('error', 'unknown error')}")
+            raise KioskError(
+                f"the {self.name} could not {op}: {answer.get('error', 'unknown error')}"
+            )
         return answer
 
     async def _read_line(self) -> dict[str, Any]:
@@ -90,7 +101,7 @@ class KioskChannel:
                 self._buffer.clear()
                 self._scanned = 0
                 raise ChannelFlood(
-                    f"the kiosk sent more than {self._max_line // (1024 * 1024)} MiB without "
+                    f"the {self.name} sent more than {self._max_line // (1024 * 1024)} MiB without "
                     "a line end (a flood)"
                 )
             data = await self._container.receive()

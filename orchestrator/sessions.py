@@ -65,6 +65,7 @@ class KioskSession:
     stack: contextlib.AsyncExitStack
     pinned: tuple[str, ...] = ()
     chromium_sandbox: bool = True
+    egress: Egress | None = None
 
     @property
     def used(self) -> int:
@@ -145,7 +146,7 @@ class SessionManager:
             assert isinstance(params, SessionStopParams)
             return await self.stop_tool(agent, params.session_id)
         session = self._session_of(agent)
-        self._follow_settings(session)
+        await self._follow_settings(session)
         if tool == "computer_screenshot":
             return await self.screenshot(session)
         try:
@@ -304,6 +305,7 @@ class SessionManager:
             channel=channel,
             stack=stack,
             pinned=tuple(sorted(egress.pins)),
+            egress=egress,
             chromium_sandbox=bool(ready.get("chromium_sandbox", False)),
         )
         self.sessions[agent] = session
@@ -384,16 +386,27 @@ class SessionManager:
         decision = decide(BY_NAME["computer_session_start"], load_view(self.home, agent))
         return None if decision.visible else f"its access was revoked ({decision.message})"
 
-    def _follow_settings(self, session: KioskSession) -> None:
+    async def _follow_settings(self, session: KioskSession) -> None:
         """Apply the agent's current allowlist and deny list: they take effect from the next
-        navigation and screenshot. A host added since the start is still not pinned (the
-        URL check says to restart the session); a removed one is refused from now on."""
+        navigation and screenshot. A host removed from the allowlist is refused from now on
+        and loses its route through the proxy (open tunnels closed); one added since the
+        start is still not pinned (the URL check says to restart the session)."""
         try:
             cfg = self._agent_config(session.agent).capabilities.computer_use_config
         except SessionRefused:
             return  # unusable agent.toml: `_revoked` ends the session
         session.allowed_domains = tuple(cfg.allowed_domains)
         session.deny_list = tuple(cfg.deny_list)
+        kept = tuple(h for h in session.pinned if h in session.allowed_domains)
+        if kept != session.pinned and session.egress is not None:
+            removed = sorted(set(session.pinned) - set(kept))
+            await session.egress.restrict(kept)
+            session.pinned = kept
+            self.audit.record(
+                "computer_allowlist_narrowed",
+                session.agent,
+                {"session": session.id, "removed": removed},
+            )
 
     async def expire(self) -> list[str]:
         """End every session past its lifetime or idle timeout, or whose agent lost access,
@@ -405,6 +418,8 @@ class SessionManager:
             if why is not None:
                 await self.end(agent, why)
                 ended.append(agent)
+            else:
+                await self._follow_settings(session)  # a removed host loses its route now
         return ended
 
     async def expire_forever(self, interval: float = 1.0) -> None:
@@ -493,5 +508,8 @@ async def no_egress(**_: Any) -> AsyncIterator[Egress]:
         pins: dict[str, list[str]] = field(default_factory=dict)
         left_out: dict[str, str] = field(default_factory=dict)
         dns_servers: list[str] = field(default_factory=list)
+
+        async def restrict(self, hosts: Sequence[str]) -> None:
+            return None  # nothing is pinned without an allowlist
 
     yield _None()

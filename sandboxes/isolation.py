@@ -141,6 +141,9 @@ def proxy_spec(
         environment={
             "CORRAL_PINS": json.dumps({h: list(a) for h, a in pins.items()}),
             "CORRAL_ALLOW_FROM": allow_from,
+            # The gateway narrows the pins over the proxy's stdin when an allowlist shrinks.
+            "CORRAL_CONTROL": "stdin",
         },
         keep_logs=True,
+        stdin_open=True,
     )

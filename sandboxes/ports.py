@@ -157,3 +157,7 @@ class Egress(Protocol):
 
     @property
     def dns_servers(self) -> list[str]: ...
+
+    async def restrict(self, hosts: Sequence[str]) -> None:
+        """Keep only `hosts` of the pinned ones: the others lose their route out (and their
+        open tunnels) now. Never adds a host."""

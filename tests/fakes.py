@@ -15,7 +15,7 @@ import base64
 import io
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -183,6 +183,11 @@ class FakeEgress:
     network_name: str | None = "corral-s-fake"
     proxy_url: str | None = "http://proxy:3128"
     dns_servers: list[str] = field(default_factory=lambda: ["172.30.0.1"])
+    restricted: list[tuple[str, ...]] = field(default_factory=list)
+
+    async def restrict(self, hosts: Sequence[str]) -> None:
+        self.restricted.append(tuple(hosts))
+        self.pins = {h: a for h, a in self.pins.items() if h in hosts}
 
 
 @asynccontextmanager

@@ -12,6 +12,12 @@ Configuration (environment):
   CORRAL_ALLOW_FROM  optional CIDR (the session network's subnet): requests from any
                      other peer are refused.
   CORRAL_LISTEN_PORT optional, default 3128.
+  CORRAL_CONTROL     "stdin": read control requests from stdin, one JSON line each,
+                     and answer on stdout (the gateway attaches to both):
+                       {"id": 1, "op": "restrict", "hosts": ["a.example"]}
+                     keeps only the listed hosts' pins (never adds one: a host that was
+                     not pinned at start stays refused) and closes every open tunnel to
+                     a host it drops; the answer is {"id": 1, "ok": true, "hosts": [...]}.
 
 Accepted: exactly `CONNECT host:443 HTTP/1.1` (or HTTP/1.0) where `host`, lower-cased,
 is a key of the pins. Then the proxy connects to one of that host's pinned
@@ -167,6 +173,22 @@ class Proxy:
         self.allow_from = allow_from
         self.tunnels = asyncio.Semaphore(MAX_TUNNELS)
         self.connections = 0
+        self.open: dict[str, set[asyncio.StreamWriter]] = {}  # host -> its tunnels' writers
+
+    def restrict(self, hosts: list[str]) -> list[str]:
+        """Keep only `hosts` (of those pinned now) and close the tunnels of every other."""
+        keep: set[str] = set()
+        for host in hosts:
+            with contextlib.suppress(ValueError, AttributeError):
+                keep.add(normalise_host(host))
+        keep &= set(self.pins)
+        dropped = set(self.pins) - keep
+        self.pins = {h: a for h, a in self.pins.items() if h in keep}
+        for host in dropped:
+            for writer in self.open.pop(host, set()):
+                writer.close()
+            log("-", host, "-", "drop", "removed_from_allowlist")
+        return sorted(self.pins)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer_info = writer.get_extra_info("peername")
@@ -221,7 +243,14 @@ class Proxy:
                 await reply(writer, 502)
                 return
             up_reader, up_writer, addr = upstream
+            if host not in self.pins:  # dropped while connecting
+                up_writer.close()
+                log(peer, host, port, "refuse", "host_not_pinned")
+                await reply(writer, 403)
+                return
             log(peer, host, port, "allow", f"upstream={addr}")
+            tunnel_ends = self.open.setdefault(host, set())
+            tunnel_ends.update((writer, up_writer))
             try:
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 await writer.drain()
@@ -231,6 +260,8 @@ class Proxy:
                 if await splice(reader, writer, up_reader, up_writer) == "idle":
                     log(peer, host, port, "close", "idle")
             finally:
+                tunnel_ends.discard(writer)
+                tunnel_ends.discard(up_writer)
                 up_writer.close()
                 with contextlib.suppress(Exception):
                     await up_writer.wait_closed()
@@ -350,9 +381,38 @@ async def main() -> int:
         f"{', '.join(sorted(pins)) or '(none)'}\n"
     )
     sys.stderr.flush()
+    control = None
+    if os.environ.get("CORRAL_CONTROL") == "stdin":
+        control = asyncio.ensure_future(serve_control(proxy, stop))
     async with server:
         await stop.wait()
+    if control is not None:
+        control.cancel()
     return 0
+
+
+async def serve_control(proxy: Proxy, stop: asyncio.Event) -> None:
+    """Answer control lines from stdin (see CORRAL_CONTROL); end of stdin stops the proxy
+    (the gateway that attached to it is gone)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1024 * 1024)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while line := await reader.readline():
+        answer = control_answer(proxy, line)
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    stop.set()
+
+
+def control_answer(proxy: Proxy, line: bytes) -> dict[str, object]:
+    try:
+        request = json.loads(line)
+        ident = request.get("id")
+        if request.get("op") != "restrict" or not isinstance(request.get("hosts"), list):
+            return {"id": ident, "ok": False, "error": "unknown request"}
+        return {"id": ident, "ok": True, "hosts": proxy.restrict(request["hosts"])}
+    except (ValueError, AttributeError, TypeError):
+        return {"id": None, "ok": False, "error": "not a JSON object"}
 
 
 if __name__ == "__main__":

@@ -512,6 +512,36 @@ async def test_pins_hold_when_the_name_later_resolves_elsewhere(
         assert got["tunnel"]["body"] == "hello from site"
 
 
+async def test_a_host_dropped_from_the_allowlist_loses_its_route_at_once(
+    backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient
+) -> None:
+    async with session(backend, sites) as eg:
+        assert eg.network_name is not None
+
+        async def ask() -> dict[str, dict[str, str]]:
+            assert eg.network_name is not None
+            return await probes(
+                docker_client,
+                eg.network_name,
+                [
+                    connect(f"{SITE}:443", id="site", tls_host=SITE),
+                    connect(f"{ALT}:443", id="alt"),
+                ],
+                dns=eg.dns_servers,
+                ca_pem=sites.ca_pem,
+            )
+
+        before = await ask()
+        await eg.restrict([ALT])
+        after = await ask()
+
+    assert before["site"]["body"] == "hello from site"
+    assert " 403 " in after["site"]["status"]  # host_not_pinned now
+    # ALT keeps its pin (its server listens on 8443 only, so 443 is unreachable: 502).
+    assert " 502 " in before["alt"]["status"] and " 502 " in after["alt"]["status"]
+    assert set(eg.pins) == {ALT}
+
+
 async def test_empty_allowlist_creates_nothing(
     backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient
 ) -> None:

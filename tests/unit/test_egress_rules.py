@@ -282,3 +282,58 @@ def test_session_ids_fit_a_bridge_name() -> None:
             SessionEgress(
                 DockerBackend(Owner.current()), session_id=bad, agent="a", allowed_hosts=[]
             )
+
+
+async def test_restricting_the_proxy_closes_open_tunnels_of_dropped_hosts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The proxy in this process on 127.0.0.1: a tunnel open to a host the gateway drops
+    is closed at once; a tunnel to a kept host stays; a dropped host is refused after."""
+    import asyncio
+
+    proxy = _load_proxy_module()
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.readline():
+            writer.write(b"echo:" + data)
+            await writer.drain()
+        writer.close()
+
+    echo = await asyncio.start_server(upstream, "127.0.0.1", 0)
+    echo_port = echo.sockets[0].getsockname()[1]
+    monkeypatch.setattr(proxy, "UPSTREAM_PORT", echo_port)
+    handler = proxy.Proxy({"a.test": ("127.0.0.1",), "b.test": ("127.0.0.1",)}, None)
+    server = await asyncio.start_server(handler.handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+
+    async def tunnel(host: str) -> tuple[Any, Any, bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"CONNECT {host}:{echo_port} HTTP/1.1\r\n\r\n".encode())
+        return reader, writer, await reader.readuntil(b"\r\n\r\n")
+
+    try:
+        async with asyncio.timeout(20):
+            ra, wa, status_a = await tunnel("a.test")
+            rb, wb, status_b = await tunnel("b.test")
+            assert b" 200 " in status_a and b" 200 " in status_b
+
+            answer = proxy.control_answer(
+                handler, b'{"id": 7, "op": "restrict", "hosts": ["b.test", "c.test"]}'
+            )
+
+            assert answer == {"id": 7, "ok": True, "hosts": ["b.test"]}  # never adds c.test
+            assert await ra.read() == b""  # a.test's tunnel is closed
+            wb.write(b"still\n")
+            assert await rb.readline() == b"echo:still\n"
+            _, wc, status_c = await tunnel("a.test")
+            assert b" 403 " in status_c
+            assert proxy.control_answer(handler, b"nonsense")["ok"] is False
+            for writer in (wa, wb, wc):
+                writer.close()
+            await asyncio.gather(*(w.wait_closed() for w in (wa, wb, wc)), return_exceptions=True)
+            await wait_until(lambda: handler.connections == 0)
+    finally:
+        server.close()
+        echo.close()
+        await server.wait_closed()
+        await echo.wait_closed()

@@ -17,7 +17,7 @@ from orchestrator.home import CorralHome
 from orchestrator.sessions import SessionManager
 from sandboxes.errors import SessionRefused
 from sandboxes.session_rules import COUNTED, SessionClock
-from tests.fakes import FakeClock, InMemoryBackend, fake_egress
+from tests.fakes import FakeClock, FakeEgress, InMemoryBackend, fake_egress
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 
@@ -404,3 +404,24 @@ async def test_allowlist_and_deny_list_changes_apply_from_the_next_call(
     assert added["is_error"] is True and "was not resolved when the session started" in (
         text_of(added)
     )
+
+
+async def test_a_host_removed_from_the_allowlist_loses_its_route_without_a_call(
+    corral_home: CorralHome, manager: SessionManager
+) -> None:
+    write_agent(corral_home, allowed_domains=[SITE, "other.example"])
+    await call(manager, "computer_session_start")
+    egress = manager.sessions["alice"].egress
+    assert isinstance(egress, FakeEgress)
+
+    write_agent(corral_home, allowed_domains=["other.example"])
+    await manager.expire()  # the gateway's pass every second; no call from the agent
+
+    assert egress.restricted == [("other.example",)]
+    assert set(egress.pins) == {"other.example"}
+    narrowed = events(corral_home, "computer_allowlist_narrowed")
+    assert narrowed[-1]["details"]["removed"] == [SITE]
+    write_agent(corral_home, allowed_domains=[SITE, "other.example"])
+    back = await call(manager, "computer_navigate", url=f"https://{SITE}/")
+    assert "was not resolved when the session started" in text_of(back)  # never re-added
+    assert egress.restricted == [("other.example",)]
