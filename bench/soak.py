@@ -1,0 +1,512 @@
+"""Benchmark: a soak run of N kiosk sessions and execute_program scripts at once.
+
+N agents drive kiosk sessions through their own MCP servers while execute_program scripts run,
+all against one gateway; reported: errors, leaks, the gateway's memory, the click round trip.
+
+Run from the repository root:
+
+    .venv/bin/python bench/soak.py [--agents 10] [--actions 300] [--scripts 20]
+        [--script-clients 4] [--write docs/benchmarks.md]
+
+One run:
+
+1. a throwaway CORRAL_HOME: `[gateway] port` on a free port, `[container.sandbox]
+   max_concurrent` = --script-clients; agents soak-01, soak-02, ... (the rendered template
+   with computer_use = true, max_actions = 10000 and no allowed_domains, so the sessions have
+   no network) and soak-scripts (the template as rendered: execute_program only);
+2. `corral gateway` as a subprocess, in its own session so that Ctrl-C reaches this process
+   only, which then stops everything in order; the gateway's RSS (VmRSS, /proc/PID/status)
+   is read once the first session has started, every second, and at the end;
+3. every agent at once: `corral mcp --agent NAME` over stdio (the MCP SDK's `Client(...,
+   mode="legacy")`), `computer_session_start`, then --actions actions (every 10th a
+   computer_screenshot, the others computer_click, computer_scroll and computer_key "Tab" in
+   turn, each call timed), then `computer_session_stop`;
+4. at the same time (actions and scripts both start once every session has started):
+   --scripts execute_program calls over --script-clients MCP servers of soak-scripts, each
+   server running its share one after another;
+5. the leftover check, twice: once every session stopped and every script returned (the
+   gateway still running), and after the gateway stopped: containers and networks labelled
+   corral.managed=true whose owner labels name this process, the gateway or one of the
+   `corral mcp` servers. Whatever is found is counted as leaked, then removed.
+
+Targets, printed PASS/FAIL (exit code 1 if one fails): no error, nothing leaked, gateway RSS
+growth under 20 MiB, click p95 under 50 ms. Ctrl-C stops the run: the MCP servers are closed,
+the gateway gets SIGTERM (which ends the sessions), and the leftover check after it reports and
+removes whatever is still there (exit code 130).
+
+This file is the command: the CORRAL_HOME, the gateway, the agents and the scripts, main.
+The plan, the record, the leftover check and the report are in bench/soak_report.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+import tomllib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from _common import BenchError, run_main, write_section
+from computer_use import GATEWAY_STOP_S, Gateway, corral_bin, corral_env, free_port, wait_healthy
+from computer_use_paths import result_text
+from computer_use_report import describe_machine
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from rich.markup import escape
+from soak_report import (
+    CLICK,
+    DEFAULT_ACTIONS,
+    DEFAULT_AGENTS,
+    DEFAULT_SCRIPT_CLIENTS,
+    DEFAULT_SCRIPTS,
+    HEIGHT,
+    KEY,
+    MAX_ACTIONS,
+    SCREENSHOT_EVERY,
+    SCRIPT_AGENT,
+    SCRIPT_CODE,
+    SCRIPT_OUTPUT,
+    SCROLL,
+    SECTION,
+    SHOT,
+    WIDTH,
+    Leaks,
+    Owner,
+    Plan,
+    Record,
+    console,
+    markdown_section,
+    print_report,
+    remove_leftovers,
+)
+
+from orchestrator.config import AgentConfig, load_config, render_new_agent
+from orchestrator.home import CorralHome
+from orchestrator.owner import read_start_time
+
+CALL_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+SCRIPT_TIMEOUT_S = 60  # execute_program's own timeout_seconds: far above the 5 s sleep
+RSS_INTERVAL_S = 1.0
+MAX_SCRIPT_CLIENTS = 256  # [container.sandbox] max_concurrent allows 1-256
+MAX_QUEUED = 1000  # [container.sandbox] max_queued allows 0-1000
+EXIT_INTERRUPTED = 130
+
+
+# --- the CORRAL_HOME ------------------------------------------------------------------
+
+
+def agent_names(count: int) -> list[str]:
+    width = max(2, len(str(count)))
+    return [f"soak-{i:0{width}d}" for i in range(1, count + 1)]
+
+
+def agent_toml(name: str, computer_use: bool) -> str:
+    """The rendered template; with computer_use on and the largest action budget if asked."""
+    lines = render_new_agent(name).splitlines()
+    if computer_use:
+        for key, value in {"computer_use": "true", "max_actions": str(MAX_ACTIONS)}.items():
+            hits = [i for i, line in enumerate(lines) if line.split("=")[0].strip() == key]
+            if len(hits) != 1:
+                raise BenchError(f"the agent template has {len(hits)} `{key} = ...` lines, not 1")
+            lines[hits[0]] = f"{key} = {value}"
+    text = "\n".join(lines) + "\n"
+    caps = AgentConfig.model_validate(tomllib.loads(text)).capabilities
+    budget = caps.computer_use_config.max_actions
+    if (
+        caps.computer_use != computer_use
+        or (computer_use and budget != MAX_ACTIONS)
+        or caps.computer_use_config.allowed_domains
+    ):
+        raise BenchError(f"the agent.toml of {name} does not say what the benchmark needs")
+    return text
+
+
+def prepare_home(home: CorralHome, port: int, plan: Plan) -> None:
+    home.ensure()
+    queued = min(max(plan.scripts, 1), MAX_QUEUED)
+    home.config_file.write_text(
+        f"[gateway]\nport = {port}\n\n[container.sandbox]\n"
+        f"max_concurrent = {plan.script_clients}\nmax_queued = {queued}\n",
+        encoding="utf-8",
+    )
+    config = load_config(home.config_file)
+    if (
+        config.gateway.port != port
+        or config.container.sandbox.max_concurrent != plan.script_clients
+    ):
+        raise BenchError("config.toml does not carry the gateway port and max_concurrent")
+    agents = [(name, True) for name in agent_names(plan.agents)] + [(SCRIPT_AGENT, False)]
+    for name, computer_use in agents:
+        path = home.agent_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_text(agent_toml(name, computer_use), encoding="utf-8")
+
+
+# --- processes ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Cleanup that a second Ctrl-C must not cut short."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def running_gateway(home: CorralHome, port: int, log_path: Path) -> Iterator[Gateway]:
+    """`corral gateway` on `port`, healthy, in its own session; SIGTERM and wait on exit."""
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [corral_bin(), "gateway"],
+            env=corral_env(home),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    gateway = Gateway(proc, read_start_time(proc.pid), f"http://127.0.0.1:{port}", log_path)
+    try:
+        wait_healthy(gateway)
+        yield gateway
+    finally:
+        with sigint_ignored():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=GATEWAY_STOP_S)
+            except subprocess.TimeoutExpired:
+                console.print("[yellow]the gateway ignored SIGTERM; killing it[/yellow]")
+                proc.kill()
+                proc.wait()
+
+
+def rss_kib(pid: int) -> int | None:
+    """VmRSS of `pid` in KiB, or None if it no longer runs."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return None  # a zombie has no VmRSS line
+
+
+def children(pid: int) -> set[Owner]:
+    """(pid, start time) of the running children of `pid`: the `corral mcp` servers are."""
+    found: set[Owner] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+            found.add((int(entry.name), int(fields[19])))
+    return found
+
+
+# --- the agents and the scripts -------------------------------------------------------
+
+
+class Countdown:
+    """Set once `count` arrivals happened: every agent's session start was answered."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.done = anyio.Event()
+        if count <= 0:
+            self.done.set()
+
+    def arrive(self) -> None:
+        self.left -= 1
+        if self.left <= 0:
+            self.done.set()
+
+
+@dataclass
+class Run:
+    home: CorralHome
+    plan: Plan
+    gateway: Gateway
+    logs: Path
+    record: Record
+    ready: Countdown
+
+
+@asynccontextmanager
+async def mcp_client(run: Run, agent: str, log_name: str) -> AsyncIterator[Client]:
+    """`corral mcp --agent AGENT` over stdio, its stderr into a log file; its pid recorded."""
+    params = StdioServerParameters(
+        command=corral_bin(), args=["mcp", "--agent", agent], env=corral_env(run.home)
+    )
+    with (run.logs / f"mcp-{log_name}.log").open("w", encoding="utf-8") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
+            run.record.owners |= children(os.getpid())
+            yield client
+
+
+async def call(
+    client: Client,
+    tool: str,
+    arguments: dict[str, Any],
+    record: Record,
+    timeout: float = CALL_TIMEOUT_S,
+) -> tuple[types.CallToolResult | None, float]:
+    """One tool call: its result (None after an error, which is recorded) and its ms."""
+    began = time.perf_counter()
+    try:
+        with anyio.fail_after(timeout):
+            result = await client.call_tool(tool, arguments)
+    except Exception as exc:
+        record.error(f"{tool}: {type(exc).__name__}: {exc}")
+        return None, 0.0
+    elapsed_ms = (time.perf_counter() - began) * 1000
+    if result.is_error:
+        record.error(f"{tool}: {result_text(result)}")
+        return None, elapsed_ms
+    return result, elapsed_ms
+
+
+def action(index: int) -> tuple[str, dict[str, Any]]:
+    """The index-th action of an agent: every 10th a screenshot, else click, scroll, key."""
+    if index % SCREENSHOT_EVERY == SCREENSHOT_EVERY - 1:
+        return SHOT, {}
+    turn = index - index // SCREENSHOT_EVERY
+    x = 40 + (index * 97) % (WIDTH - 80)
+    y = 40 + (index * 61) % (HEIGHT - 80)
+    if turn % 3 == 0:
+        return CLICK, {"x": x, "y": y}
+    if turn % 3 == 1:
+        direction = "down" if turn // 3 % 2 == 0 else "up"
+        return SCROLL, {"x": x, "y": y, "direction": direction, "amount": 1}
+    return KEY, {"key": "Tab"}
+
+
+async def act(client: Client, run: Run) -> None:
+    record = run.record
+    for index in range(run.plan.actions):
+        tool, arguments = action(index)
+        loaded = record.scripts_in_flight > 0
+        result, elapsed_ms = await call(client, tool, arguments, record)
+        if result is None:
+            continue
+        if tool == SHOT and not any(isinstance(b, types.ImageContent) for b in result.content):
+            record.error(f"{SHOT}: no image in the answer: {result_text(result)}")
+            continue
+        record.latencies_ms[tool].append(elapsed_ms)
+        if tool == CLICK and loaded:
+            record.loaded_click_ms.append(elapsed_ms)
+
+
+async def run_agent(name: str, run: Run) -> None:
+    record = run.record
+    arrived = False
+    try:
+        async with mcp_client(run, name, name) as client:
+            size = {"width": WIDTH, "height": HEIGHT}
+            started, _ = await call(client, "computer_session_start", size, record)
+            if started is not None:
+                record.sessions_started += 1
+                if record.rss_start_kib is None:
+                    record.rss_start_kib = rss_kib(run.gateway.proc.pid)
+            run.ready.arrive()
+            arrived = True
+            await run.ready.done.wait()
+            if started is None:
+                return
+            await act(client, run)
+            # Not reached on Ctrl-C (a cancellation): there, the gateway's SIGTERM ends it.
+            stopped, _ = await call(client, "computer_session_stop", {}, record, STOP_TIMEOUT_S)
+            if stopped is not None:
+                record.sessions_stopped += 1
+    except Exception as exc:
+        record.error(f"{name}: the MCP client failed: {type(exc).__name__}: {exc}")
+    finally:
+        if not arrived:
+            run.ready.arrive()
+
+
+def script_ok(result: types.CallToolResult) -> bool:
+    data = result.structured_content or {}
+    output = data.get("output")
+    return (
+        data.get("exit_code") == 0
+        and data.get("sandboxed") is True
+        and isinstance(output, str)
+        and output.strip() == SCRIPT_OUTPUT
+    )
+
+
+async def run_scripts(index: int, count: int, run: Run) -> None:
+    record = run.record
+    arguments = {"code": SCRIPT_CODE, "timeout_seconds": SCRIPT_TIMEOUT_S}
+    try:
+        async with mcp_client(run, SCRIPT_AGENT, f"scripts-{index}") as client:
+            await run.ready.done.wait()
+            for _ in range(count):
+                record.scripts_run += 1
+                record.scripts_in_flight += 1
+                try:
+                    result, _ = await call(client, "execute_program", arguments, record)
+                finally:
+                    record.scripts_in_flight -= 1
+                if result is None:
+                    continue
+                if script_ok(result):
+                    record.scripts_ok += 1
+                else:
+                    record.error(f"execute_program: not ok: {result_text(result)[:160]}")
+    except Exception as exc:
+        record.error(f"scripts-{index}: the MCP client failed: {type(exc).__name__}: {exc}")
+
+
+async def sample(run: Run) -> None:
+    """The gateway's RSS and this process's children, every RSS_INTERVAL_S, until cancelled."""
+    record = run.record
+    while True:
+        value = rss_kib(run.gateway.proc.pid)
+        if value is not None:
+            record.rss_samples_kib.append(value)
+        elif not any("the gateway exited" in message for message in record.errors):
+            record.error(f"the gateway exited during the run: {run.gateway.log_tail()[-400:]}")
+        record.owners |= children(os.getpid())
+        await anyio.sleep(RSS_INTERVAL_S)
+
+
+def shares(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+async def soak(home: CorralHome, plan: Plan, gateway: Gateway, logs: Path, record: Record) -> None:
+    run = Run(home, plan, gateway, logs, record, Countdown(plan.agents))
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(sample, run)
+        async with anyio.create_task_group() as work:
+            for name in agent_names(plan.agents):
+                work.start_soon(run_agent, name, run)
+            for index, count in enumerate(shares(plan.scripts, plan.script_clients)):
+                if count:
+                    work.start_soon(run_scripts, index, count, run)
+            console.print(f"[dim]starting {plan.agents} session(s)...[/dim]")
+            await run.ready.done.wait()
+            console.print(
+                f"[dim]{record.sessions_started} session(s) started; "
+                f"{plan.actions} actions each, {plan.scripts} script(s) meanwhile...[/dim]"
+            )
+            began = time.perf_counter()
+        record.load_phase_s = time.perf_counter() - began
+        record.rss_end_kib = rss_kib(run.gateway.proc.pid)
+        if record.rss_end_kib is not None:
+            record.rss_samples_kib.append(record.rss_end_kib)
+        outer.cancel_scope.cancel()
+
+
+# --- main -----------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    counts = (
+        ("--agents", DEFAULT_AGENTS, "agents, each with its own MCP server and kiosk session"),
+        ("--actions", DEFAULT_ACTIONS, "actions per agent, every 10th a screenshot"),
+        ("--scripts", DEFAULT_SCRIPTS, "execute_program calls during the actions"),
+        ("--script-clients", DEFAULT_SCRIPT_CLIENTS, "MCP servers the scripts are spread over"),
+    )
+    for flag, default, text in counts:
+        parser.add_argument(flag, type=int, default=default, help=f"{text} ({default})")
+    parser.add_argument(
+        "--write", metavar="PATH", help="write/replace the results section in this markdown file"
+    )
+    args = parser.parse_args(argv)
+    if args.agents < 1 or args.actions < 1 or args.scripts < 0:
+        parser.error("--agents and --actions must be at least 1, --scripts at least 0")
+    if args.actions > MAX_ACTIONS:
+        parser.error(f"--actions is at most {MAX_ACTIONS} (the session's action budget)")
+    if not 1 <= args.script_clients <= MAX_SCRIPT_CLIENTS:
+        parser.error(f"--script-clients must be from 1 to {MAX_SCRIPT_CLIENTS}")
+    return args
+
+
+def canonical_command(plan: Plan, write: str | None) -> str:
+    argv = [".venv/bin/python", "bench/soak.py", "--agents", str(plan.agents)]
+    argv += ["--actions", str(plan.actions), "--scripts", str(plan.scripts)]
+    if plan.script_clients != DEFAULT_SCRIPT_CLIENTS:
+        argv += ["--script-clients", str(plan.script_clients)]
+    if write is not None:
+        argv += ["--write", write]
+    return shlex.join(argv)
+
+
+def final_check(owners: set[Owner], leaks: Leaks, when: str) -> None:
+    with sigint_ignored():
+        leaks.add(remove_leftovers(sorted(owners)), when)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    plan = Plan(
+        args.agents, args.actions, args.scripts, min(args.script_clients, args.scripts or 1)
+    )
+    machine = describe_machine()
+    record = Record()
+    leaks = Leaks()
+    me = os.getpid()
+    record.owners.add((me, read_start_time(me)))
+    interrupted = False
+    with tempfile.TemporaryDirectory(prefix="corral-bench-soak-") as tmp:
+        home = CorralHome(Path(tmp).resolve() / "home")
+        port = free_port()
+        prepare_home(home, port, plan)
+        try:
+            with running_gateway(home, port, Path(tmp) / "gateway.log") as gateway:
+                record.owners.add((gateway.proc.pid, gateway.start_time))
+                console.print(f"[dim]corral gateway (pid {gateway.proc.pid}) at {gateway.url}[/]")
+                try:
+                    anyio.run(soak, home, plan, gateway, Path(tmp), record)
+                except KeyboardInterrupt:
+                    interrupted = True  # sessions still run: the gateway's SIGTERM ends them
+                if not interrupted:
+                    final_check(record.owners, leaks, "with the gateway running")
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            final_check(record.owners, leaks, "after the gateway stopped")
+    if interrupted:
+        console.print(
+            "[yellow]interrupted: the gateway is stopped; "
+            f"{len(leaks.containers)} container(s) and {len(leaks.networks)} network(s) of "
+            "this run were left after it and are now removed[/yellow]"
+        )
+        for line in [*leaks.containers, *leaks.networks]:
+            console.print(f"[yellow]  {escape(line)}[/yellow]")
+        return EXIT_INTERRUPTED
+    passed = print_report(machine, plan, record, leaks)
+    if args.write is not None:
+        section = markdown_section(
+            machine, plan, record, leaks, canonical_command(plan, args.write)
+        )
+        write_section(Path(args.write), SECTION, section)
+        console.print(f"wrote the section to {args.write}")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    run_main(main, console)

@@ -1,0 +1,329 @@
+"""The soak benchmark's plan, what a run records, the leftover check, the verdicts, the console
+table and the docs/benchmarks.md section (run bench/soak.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from _common import docker_cli, markers, nearest_rank
+from computer_use_report import Machine, local_version
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.owner import LABEL_MANAGED, LABEL_OWNER_PID, LABEL_OWNER_START
+
+SECTION = "soak"
+SECTION_START, SECTION_END = markers(SECTION)
+
+DEFAULT_AGENTS = 10
+DEFAULT_ACTIONS = 300
+DEFAULT_SCRIPTS = 20
+DEFAULT_SCRIPT_CLIENTS = 4
+SCREENSHOT_EVERY = 10
+SCRIPT_CODE = 'import time; time.sleep(5); print("ok")'
+SCRIPT_OUTPUT = "ok"
+SCRIPT_AGENT = "soak-scripts"
+WIDTH, HEIGHT = 1280, 800
+MAX_ACTIONS = 10_000  # the session budget (the most agent.toml allows)
+
+CLICK_P95_TARGET_MS = 50.0
+RSS_GROWTH_TARGET_MIB = 20.0
+
+CLICK, SCROLL, KEY, SHOT = (
+    "computer_click",
+    "computer_scroll",
+    "computer_key",
+    "computer_screenshot",
+)
+ACTION_TOOLS = (CLICK, SCROLL, KEY, SHOT)
+SHOWN_ERRORS = 10
+
+# The table is ~100 columns wide: do not squeeze it into 80 when the output is a log.
+console = Console(width=None if sys.stdout.isatty() else 120)
+
+Owner = tuple[int, int | None]  # (pid, start time in clock ticks, from /proc/PID/stat)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    agents: int
+    actions: int
+    scripts: int
+    script_clients: int
+
+
+@dataclass
+class Record:
+    """What a run saw; bench/soak.py fills it in while it runs (one event loop, no locks)."""
+
+    latencies_ms: dict[str, list[float]] = field(
+        default_factory=lambda: {tool: [] for tool in ACTION_TOOLS}
+    )
+    loaded_click_ms: list[float] = field(default_factory=list)  # began while a script ran
+    sessions_started: int = 0
+    sessions_stopped: int = 0
+    scripts_run: int = 0
+    scripts_ok: int = 0
+    scripts_in_flight: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    rss_samples_kib: list[int] = field(default_factory=list)
+    rss_start_kib: int | None = None
+    rss_end_kib: int | None = None
+    load_phase_s: float = 0.0
+    owners: set[Owner] = field(default_factory=set)
+
+    def error(self, message: str) -> None:
+        self.errors[" ".join(message.split())[:240]] += 1
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def actions_ok(self) -> int:
+        return sum(len(samples) for samples in self.latencies_ms.values())
+
+
+# --- leftovers ------------------------------------------------------------------------
+
+
+@dataclass
+class Leaks:
+    """Containers and networks of this run found by the leftover checks (then removed)."""
+
+    containers: list[str] = field(default_factory=list)
+    networks: list[str] = field(default_factory=list)
+
+    def add(self, other: Leaks, when: str) -> None:
+        self.containers += [f"{line} ({when})" for line in other.containers]
+        self.networks += [f"{line} ({when})" for line in other.networks]
+
+
+def owner_filters(pid: int, start: int | None) -> list[str]:
+    filters = ["--filter", f"label={LABEL_MANAGED}=true"]
+    filters += ["--filter", f"label={LABEL_OWNER_PID}={pid}"]
+    if start is not None:
+        filters += ["--filter", f"label={LABEL_OWNER_START}={start}"]
+    return filters
+
+
+def find_leftovers(owners: Sequence[Owner]) -> Leaks:
+    """corral containers and networks whose owner labels name one of `owners`."""
+    found = Leaks()
+    for pid, start in sorted(owners, key=lambda o: o[0]):
+        filters = owner_filters(pid, start)
+        out = docker_cli("ps", "-a", *filters, "--format", "{{.ID}} {{.Names}} {{.Status}}")
+        found.containers += [line for line in out.splitlines() if line.strip()]
+        out = docker_cli("network", "ls", *filters, "--format", "{{.ID}} {{.Name}}")
+        found.networks += [line for line in out.splitlines() if line.strip()]
+    return found
+
+
+def remove_leftovers(owners: Sequence[Owner]) -> Leaks:
+    """Find this run's leftovers and remove them (containers first, then networks)."""
+    found = find_leftovers(owners)
+    for line in found.containers:
+        subprocess.run(["docker", "rm", "-f", line.split()[0]], capture_output=True, check=False)
+    for line in found.networks:
+        subprocess.run(
+            ["docker", "network", "rm", line.split()[0]], capture_output=True, check=False
+        )
+    return found
+
+
+# --- verdicts and rows ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    measure: str
+    value: str
+    target: str = ""
+    passed: bool | None = None  # None: no target on this row
+
+
+def mib(kib: int | None) -> str:
+    return "?" if kib is None else f"{kib / 1024:.1f}"
+
+
+def rss_growth_mib(record: Record) -> float | None:
+    if record.rss_start_kib is None or record.rss_end_kib is None:
+        return None
+    return (record.rss_end_kib - record.rss_start_kib) / 1024
+
+
+def latency_value(samples: Sequence[float]) -> str:
+    if not samples:
+        return "no samples"
+    return (
+        f"{nearest_rank(samples, 50):.1f} / {nearest_rank(samples, 95):.1f} / "
+        f"{max(samples):.1f} ms (n={len(samples)})"
+    )
+
+
+def rows(plan: Plan, record: Record, leaks: Leaks) -> list[Row]:
+    clicks = record.latencies_ms[CLICK]
+    click_p95 = nearest_rank(clicks, 95) if clicks else None
+    growth = rss_growth_mib(record)
+    peak = max(record.rss_samples_kib, default=None)
+    rate = record.actions_ok / record.load_phase_s if record.load_phase_s > 0 else 0.0
+    result = [
+        Row("sessions started / stopped", f"{record.sessions_started} / {record.sessions_stopped}"),
+        Row("actions ok", f"{record.actions_ok} of {plan.agents * plan.actions}"),
+        Row("errors", str(record.error_count), "0", record.error_count == 0),
+        Row(
+            "click p50 / p95 / max",
+            latency_value(clicks),
+            f"p95 < {CLICK_P95_TARGET_MS:g} ms",
+            click_p95 is not None and click_p95 < CLICK_P95_TARGET_MS,
+        ),
+        Row("  same, clicks begun while a script ran", latency_value(record.loaded_click_ms)),
+    ]
+    result += [
+        Row(f"{tool.removeprefix('computer_')} p50 / p95 / max", latency_value(samples))
+        for tool, samples in record.latencies_ms.items()
+        if tool != CLICK
+    ]
+    result += [
+        Row(
+            "gateway RSS start / peak / end",
+            f"{mib(record.rss_start_kib)} / {mib(peak)} / {mib(record.rss_end_kib)} MiB "
+            f"({len(record.rss_samples_kib)} samples)",
+        ),
+        Row(
+            "gateway RSS growth (end - start)",
+            "?" if growth is None else f"{growth:+.1f} MiB",
+            f"< {RSS_GROWTH_TARGET_MIB:g} MiB",
+            growth is not None and growth < RSS_GROWTH_TARGET_MIB,
+        ),
+        Row("scripts run / ok", f"{record.scripts_run} / {record.scripts_ok} of {plan.scripts}"),
+        Row("leaked containers", str(len(leaks.containers)), "0", not leaks.containers),
+        Row("leaked networks", str(len(leaks.networks)), "0", not leaks.networks),
+        Row("load phase", f"{record.load_phase_s:.1f} s, {rate:.1f} actions/s"),
+    ]
+    return result
+
+
+def all_passed(table: Sequence[Row]) -> bool:
+    return all(row.passed is not False for row in table)
+
+
+def verdict(row: Row) -> str:
+    return "" if row.passed is None else ("PASS" if row.passed else "FAIL")
+
+
+def title(plan: Plan) -> str:
+    return (
+        f"soak: {plan.agents} agents x {plan.actions} actions + {plan.scripts} scripts "
+        f"over {plan.script_clients} clients, one gateway"
+    )
+
+
+def error_lines(record: Record, leaks: Leaks) -> list[str]:
+    lines = [f"{count}x {message}" for message, count in record.errors.most_common(SHOWN_ERRORS)]
+    if len(record.errors) > SHOWN_ERRORS:
+        lines.append(f"... and {len(record.errors) - SHOWN_ERRORS} other distinct errors")
+    lines += [f"leaked container (removed): {line}" for line in leaks.containers]
+    lines += [f"leaked network (removed): {line}" for line in leaks.networks]
+    return lines
+
+
+def print_report(machine: Machine, plan: Plan, record: Record, leaks: Leaks) -> bool:
+    """Print the table (and errors, leaks); whether every target passed."""
+    table_rows = rows(plan, record, leaks)
+    table = Table(title=title(plan))
+    for header in ("measure", "value", "target", "result"):
+        table.add_column(header, no_wrap=header != "value")
+    for row in table_rows:
+        cell = verdict(row)
+        if row.passed is not None:
+            colour = "green" if row.passed else "red"
+            cell = f"[{colour}]{cell}[/{colour}]"
+        table.add_row(row.measure, row.value, row.target, cell)
+    console.print()
+    console.print(
+        f"machine: nproc={machine.nproc}, Docker server {machine.docker_version}, "
+        f"{machine.kernel}; {machine.others_running} container(s) running on the engine at "
+        f"the start; date: {machine.date}"
+    )
+    console.print(table)
+    console.print(
+        "[dim]p50/p95: nearest-rank percentiles of the calls that succeeded, timed around "
+        "`call_tool` in the MCP client.[/dim]"
+    )
+    for line in error_lines(record, leaks):
+        console.print(f"[red]{escape(line)}[/red]")
+    passed = all_passed(table_rows)
+    colour = "green" if passed else "red"
+    console.print(f"[{colour}]{'every target met' if passed else 'a target FAILED'}[/{colour}]")
+    return passed
+
+
+def markdown_table(table_rows: Sequence[Row]) -> str:
+    lines = ["| measure | value | target | result |", "|---|---|---|---|"]
+    lines += [
+        f"| {row.measure.strip()} | {row.value} | {row.target} | {verdict(row)} |"
+        for row in table_rows
+    ]
+    return "\n".join(lines)
+
+
+def markdown_section(
+    machine: Machine, plan: Plan, record: Record, leaks: Leaks, command: str
+) -> str:
+    table_rows = rows(plan, record, leaks)
+    problems = "".join(f"\n- {line}" for line in error_lines(record, leaks))
+    outcome = "Every target was met." if all_passed(table_rows) else "**A target was missed.**"
+    return f"""{SECTION_START}
+## soak: {plan.agents} kiosk sessions and {plan.scripts} scripts at once
+
+Whether corral holds up when several agents use it at the same time: errors, containers or
+networks left behind, the gateway's memory, and the click round trip under that load.
+
+- A throwaway `CORRAL_HOME`: `[gateway] port` on a free port, `[container.sandbox]
+  max_concurrent = {plan.script_clients}`; agents `soak-01`... (the rendered template with
+  `computer_use = true`, `max_actions = {MAX_ACTIONS}`, no `allowed_domains`, so the sessions
+  have no network) and `{SCRIPT_AGENT}` (the template as rendered). `corral gateway` runs as
+  a subprocess; every MCP server is `corral mcp --agent NAME` over stdio, reached by the MCP
+  Python SDK {local_version("mcp")} client (`Client(..., mode="legacy")`).
+- Each of the {plan.agents} agents, all at once, through its own MCP server:
+  `computer_session_start` ({WIDTH}x{HEIGHT}, `about:blank`), then {plan.actions} actions:
+  every {SCREENSHOT_EVERY}th a `computer_screenshot`, the others `computer_click` (x, y
+  varying), `computer_scroll` (one step) and `computer_key` (`Tab`) in turn, each call timed
+  around `call_tool`; then `computer_session_stop`.
+- At the same time (both start once every session has started): {plan.scripts}
+  `execute_program` calls of `{SCRIPT_CODE}` over {plan.script_clients} MCP servers of agent
+  `{SCRIPT_AGENT}`, each server running its share one after another. A script is ok when it
+  ran sandboxed, exited 0 and printed `{SCRIPT_OUTPUT}`.
+- Gateway RSS: `VmRSS` of `/proc/PID/status`, read when the first session has started
+  (start), every second (peak), and after the last session stopped and the last script
+  returned (end).
+- An error is a result with `is_error`, an exception (a call over 120 s included), a
+  screenshot without an image, or a script that was not ok.
+- Leaks: containers and networks labelled `corral.managed=true` whose owner labels (pid and
+  start time) name this process, the gateway or one of the `corral mcp` servers, looked for
+  once every session stopped (the gateway still running) and again after the gateway
+  stopped (SIGTERM); what is found is counted, then removed.
+
+Targets: no error, nothing leaked, gateway RSS growth under {RSS_GROWTH_TARGET_MIB:g} MiB,
+click p95 under {CLICK_P95_TARGET_MS:g} ms through MCP. {outcome}
+
+Command (from the repository root):
+
+```sh
+{command}
+```
+
+Machine: {machine.nproc} CPUs (`nproc`), Docker server {machine.docker_version},
+{machine.kernel}; {machine.others_running} other container(s) were running on the engine
+when the run began (the machine is shared: other test runs may have overlapped). Run on
+{machine.date}.
+
+{markdown_table(table_rows)}
+{problems}
+{SECTION_END}"""
