@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -41,6 +42,8 @@ from sandboxes.ports import ContainerBackend, Egress
 from sandboxes.session_rules import SessionClock
 from sandboxes.urls import check_url
 from sandboxes.visibility import decide
+
+logger = logging.getLogger("corral.sessions")
 
 START_DEADLINE = 60.0
 ACTION_DEADLINE = 10.0
@@ -191,9 +194,10 @@ class SessionManager:
             details["chars"] = len(params.text)  # the text itself is never audited
             done = f"Typed {len(params.text)} characters."
         elif isinstance(params, KeyParams):
-            await session.channel.request("key", ACTION_DEADLINE, key=params.key)
-            details["key"] = params.key
-            done = f"Pressed {params.key}."
+            pressed = params.verdict
+            await session.channel.request("key", ACTION_DEADLINE, key=pressed.key)
+            details["key_class"] = pressed.key_class  # never the key: keys can spell secrets
+            done = f"Pressed {pressed.key}."
         elif isinstance(params, ScrollParams):
             await session.channel.request(
                 "scroll",
@@ -430,22 +434,37 @@ class SessionManager:
 
     # ------------------------------------------------------------------ screenshot
     async def screenshot(self, session: KioskSession) -> dict[str, Any]:
-        probe: Probe | None = None
+        """The masked screenshot. Whatever fails on the way (the kiosk, its answer, the
+        probe, decoding or masking), the answer is an all-black PNG that says why: never
+        an error without an image, never an unmasked one."""
         try:
             shot = await session.channel.request("screenshot", SCREENSHOT_DEADLINE)
         except KioskError as exc:
-            # No image could be read safely: answer an all-black one that says why.
-            plan = plan_mask(
-                Probe(0, False, (), "", "", error=f"the screenshot failed ({exc})"),
-                session.deny_list,
-                (session.width, session.height),
-            )
-            black = self._image_answer(session, blank_png(session.width, session.height), plan)
+            black = self._black(session, f"the screenshot failed ({exc})")
             ended = await self._end_if_broken(session.agent)
             if ended:
                 black["content"][1]["text"] += ended
             return black
-        png = base64.b64decode(shot["png"])
+        try:
+            return await self._masked(session, shot)
+        except Exception:
+            incident = uuid.uuid4().hex[:8]
+            logger.exception("screenshot of session %s failed (incident %s)", session.id, incident)
+            return self._black(
+                session, f"the screenshot could not be checked (incident {incident})"
+            )
+
+    def _black(self, session: KioskSession, why: str) -> dict[str, Any]:
+        plan = plan_mask(
+            Probe(0, False, (), "", "", error=why),
+            session.deny_list,
+            (session.width, session.height),
+        )
+        return self._image_answer(session, blank_png(session.width, session.height), plan)
+
+    async def _masked(self, session: KioskSession, shot: dict[str, Any]) -> dict[str, Any]:
+        probe: Probe | None = None
+        png = base64.b64decode(shot["png"], validate=True)
         raw_probe = shot.get("probe")
         if isinstance(raw_probe, dict):
             probe = Probe(

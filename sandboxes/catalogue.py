@@ -91,7 +91,8 @@ CATALOGUE: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "computer_key",
-        "Press a key or chord such as Return or ctrl+s. Counts one action.",
+        "Press an allowed key or chord (Return, Tab, Escape, arrows, ctrl+c; list in "
+        "docs/tools.md); others are refused. Counts one action.",
         p.KeyParams,
         _CU,
         _CU_CLASSES,

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from sandboxes.errors import ParamError
+from sandboxes.keys import KeyVerdict, check_key
 from sandboxes.script_policy import ExecuteProgramParams, parse_params
 from sandboxes.urls import URL_MAX_BYTES
 
@@ -89,10 +90,21 @@ class KeyParams(Params):
         Field(
             min_length=1,
             max_length=64,
-            pattern=r"^[A-Za-z0-9+_-]+$",
-            description="Key or chord: letters, digits, + - _ (e.g. Return, ctrl+s).",
+            description="An allowed key or chord: a letter, digit, Return, Tab, Escape, "
+            "arrows, ctrl+c ... (docs/tools.md).",
         ),
     ]
+
+    @model_validator(mode="after")
+    def _allowed_key(self) -> KeyParams:
+        verdict = check_key(self.key)
+        if not verdict.allowed:
+            raise ValueError(f"key: {verdict.message}")
+        return self
+
+    @property
+    def verdict(self) -> KeyVerdict:
+        return check_key(self.key)
 
 
 class ScrollParams(Params):

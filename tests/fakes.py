@@ -48,6 +48,7 @@ class FakeKiosk:
     fail_ops: set[str] = field(default_factory=set)
     close_on: set[str] = field(default_factory=set)
     flood_on: set[str] = field(default_factory=set)
+    shot_fields: dict[str, Any] = field(default_factory=dict)  # override screenshot fields
     probe: dict[str, Any] = field(
         default_factory=lambda: {
             "windows": 1,
@@ -95,6 +96,7 @@ class FakeKiosk:
                 "width": self.size[0],
                 "height": self.size[1],
                 "probe": self.probe,
+                **self.shot_fields,
             }
         if op == "navigate":
             return {**base, "ok": True, "url": request["url"]}

@@ -240,6 +240,14 @@ async def test_a_kiosk_session_through_mcp(
         typed = await call(mcp, "computer_type", text="hello")
         assert not typed.is_error and "Typed 5 characters" in text_of(typed)
         assert not (await call(mcp, "computer_key", key="ctrl+a")).is_error
+        zoom = await call(mcp, "computer_key", key="ctrl+plus")
+        assert zoom.is_error and "is not allowed" in text_of(zoom)
+        keys = [
+            e["details"]
+            for e in AuditLog(world.home.audit_file).read()
+            if e["event"] == "computer_action" and e["details"].get("tool") == "computer_key"
+        ]
+        assert keys and all(d == {**d, "key_class": "chord"} and "key" not in d for d in keys)
         scrolled = await call(mcp, "computer_scroll", x=640, y=400, direction="down", amount=5)
         assert not scrolled.is_error and "Actions used: 6/50" in text_of(scrolled)
 
@@ -373,7 +381,7 @@ async def test_a_session_past_its_lifetime_is_removed_even_while_busy(
 
         async def ended() -> bool:
             # Keep acting (so the idle timeout never fires) until the lifetime ends it.
-            result = await call(mcp, "computer_key", key="shift")
+            result = await call(mcp, "computer_key", key="Escape")
             return result.is_error and "it reached its 10 s lifetime" in text_of(result)
 
         await wait_until(ended, limit=30)

@@ -220,19 +220,75 @@ def test_type_needs_text() -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["Return", "ctrl+s", "a", "7", "F12", "ctrl+shift+Tab", "Page_Up", "-"]
+    ("key", "pressed", "key_class"),
+    [
+        ("Return", "Return", "named"),
+        ("enter", "Return", "named"),
+        ("a", "a", "letter"),
+        ("Q", "Q", "letter"),
+        ("7", "7", "digit"),
+        ("Page_Up", "Prior", "named"),
+        ("PageDown", "Next", "named"),
+        ("F5", "F5", "named"),
+        ("ctrl+C", "ctrl+c", "chord"),
+        ("ctrl+z", "ctrl+z", "chord"),
+        ("shift+Tab", "shift+Tab", "chord"),
+        ("shift+Left", "shift+Left", "chord"),
+        ("shift+a", "shift+a", "chord"),
+    ],
 )
-def test_keys_of_letters_digits_plus_minus_and_underscore_are_accepted(key: str) -> None:
-    assert validate(p.KeyParams, {"key": key}).key == key  # type: ignore[attr-defined]
+def test_the_documented_keys_and_chords_are_accepted(
+    key: str, pressed: str, key_class: str
+) -> None:
+    params = validate(p.KeyParams, {"key": key})
+
+    assert isinstance(params, p.KeyParams)
+    assert (params.verdict.key, params.verdict.key_class) == (pressed, key_class)
 
 
 @pytest.mark.parametrize(
-    "key", ["ctrl s", "a;b", "", "ctrl+s\n", "é", "$(reboot)", "a/b", " Return"]
+    "key",
+    [
+        "ctrl+plus",
+        "ctrl++",
+        "ctrl+minus",
+        "ctrl+0",
+        "ctrl+equal",  # zoom
+        "ctrl+t",
+        "ctrl+n",
+        "ctrl+w",
+        "ctrl+l",
+        "ctrl+s",
+        "ctrl+p",
+        "ctrl+o",  # browser
+        "ctrl+shift+i",
+        "ctrl+shift+Tab",
+        "F12",
+        "F11",
+        "alt+Left",
+        "alt+F4",
+        "super+a",
+        "meta+r",
+        "shift+ctrl+c",
+        "ctrl s",
+        "a;b",
+        "",
+        "ctrl+s\n",
+        "é",
+        "$(reboot)",
+        "a/b",
+        " Return",
+        "-",
+        "Print",
+        "Menu",
+    ],
 )
-def test_keys_with_any_other_character_are_refused(key: str) -> None:
+def test_every_other_key_is_refused_saying_what_is_allowed(key: str) -> None:
     message = param_error(p.KeyParams, {"key": key})
 
     assert message.startswith("key:")
+    if key:
+        assert "Allowed: letters, digits, Return" in message
 
 
 # ------------------------------------------------------------------ computer_scroll

@@ -5,11 +5,14 @@ same paths against Docker and the real kiosk: tests/e2e/test_computer_use.py."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig, render_new_agent
@@ -425,3 +428,36 @@ async def test_a_host_removed_from_the_allowlist_loses_its_route_without_a_call(
     back = await call(manager, "computer_navigate", url=f"https://{SITE}/")
     assert "was not resolved when the session started" in text_of(back)  # never re-added
     assert egress.restricted == [("other.example",)]
+
+
+@pytest.mark.parametrize(
+    "shot_fields",
+    [
+        {"png": "not base64 at all!"},
+        {"png": base64.b64encode(b"GIF89a not a png").decode()},
+        {"probe": {"windows": 1, "focused_ok": True, "password_rects": [["x", 1, 2, 3]]}},
+        {"probe": {"windows": "many"}},
+        {"width": "wide"},
+        {"png": None},
+    ],
+)
+async def test_any_failure_in_the_screenshot_path_answers_a_black_image_saying_why(
+    corral_home: CorralHome,
+    manager: SessionManager,
+    backend: InMemoryBackend,
+    shot_fields: dict[str, Any],
+) -> None:
+    write_agent(corral_home)
+    backend.kiosk_options["shot_fields"] = shot_fields
+    await call(manager, "computer_session_start")
+
+    shot = await call(manager, "computer_screenshot")
+
+    assert shot["is_error"] is False
+    image = shot["content"][0]
+    assert image["type"] == "image"
+    with Image.open(io.BytesIO(base64.b64decode(image["data"]))) as png:
+        assert png.size == (1280, 800)
+        assert png.convert("RGB").getextrema() == ((0, 0), (0, 0), (0, 0))  # all black
+    assert shot["structured"]["masked"] is True
+    assert "could not be checked (incident" in text_of(shot)
