@@ -12,9 +12,10 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from PIL import Image, ImageDraw
+
+from sandboxes.urlnorm import host_covers, normalise, normalise_host_text
 
 PAD = 2  # pixels around a password field, so its border and caret are covered too
 
@@ -48,20 +49,28 @@ class MaskPlan:
 
 def deny_matches(url: str, deny_list: Iterable[str]) -> str | None:
     """The deny-list entry naming `url`'s page, or None. An entry is a host (`bank.example`,
-    which also covers its subdomains) or a URL prefix (`https://site.example/pay`)."""
-    try:
-        host = (urlsplit(url).hostname or "").lower()
-    except ValueError:
+    which also covers its subdomains) or a host + path prefix (`https://shop.example/pay`,
+    for http and https alike). Both sides are compared after normalisation
+    (`sandboxes.urlnorm`), never as raw text."""
+    page = normalise(url)
+    if page is None:
         return None
+    host, path = page
     for entry in deny_list:
-        entry_l = entry.strip().lower()
-        if not entry_l:
+        text = entry.strip()
+        if not text:
             continue
-        if "://" in entry_l:
-            if url.lower().startswith(entry_l):
+        if "://" in text:
+            target = normalise(text)
+            if target is None:
+                continue
+            entry_host, prefix = target
+            if host_covers(entry_host, host) and path.startswith(prefix):
                 return entry
-        elif host == entry_l or host.endswith("." + entry_l):
-            return entry
+        else:
+            bare = normalise_host_text(text)
+            if bare is not None and host_covers(bare, host):
+                return entry
     return None
 
 

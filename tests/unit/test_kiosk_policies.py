@@ -174,3 +174,37 @@ def test_a_png_of_the_wrong_size_or_not_a_png_is_decoded_not_passed_through() ->
     assert apply_mask(png, plan, (41, 30)) is not png  # re-encoded
     with pytest.raises(Exception):  # noqa: B017 - Pillow's own error for non-images
         apply_mask(b"GIF89a" + png[6:], plan, (40, 30))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://shop.test/pay",
+        "https://shop.test//pay/now",
+        "https://SHOP.test/pay",
+        "https://shop.test:443/pay",
+        "https://shop.test./pay",
+        "https://shop.test/%70ay",
+        "https://shop.test/%70%61%79/now",
+        "https://shop.test/x/../pay",
+        "https://shop.test/./pay",
+        "http://shop.test/pay",
+        "https://shop.test:8443/pay",
+        "https://sub.shop.test/pay/x?y#z",
+    ],
+)
+def test_the_deny_list_matches_every_spelling_of_a_denied_page(url: str) -> None:
+    assert deny_matches(url, ["https://shop.test/pay"]) == "https://shop.test/pay"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://shop.test/", "https://shop.test/cart", "https://shop.test/%2Fpay", "about:blank"],
+)
+def test_other_pages_of_the_site_are_not_denied(url: str) -> None:
+    assert deny_matches(url, ["https://shop.test/pay"]) is None
+
+
+def test_international_hosts_match_in_either_form() -> None:
+    assert deny_matches("https://bücher.test/", ["xn--bcher-kva.test"]) == "xn--bcher-kva.test"
+    assert deny_matches("https://xn--bcher-kva.test/", ["xn--bcher-kva.test"]) is not None
