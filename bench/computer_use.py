@@ -47,9 +47,10 @@ import subprocess
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -180,8 +181,17 @@ def wait_healthy(gateway: Gateway) -> None:
 
 
 @contextlib.contextmanager
-def running_gateway(home: CorralHome, port: int, log_path: Path) -> Iterator[Gateway]:
-    """`corral gateway` on `port`, healthy; SIGTERM and wait on exit (SIGKILL if stuck)."""
+def running_gateway(
+    home: CorralHome,
+    port: int,
+    log_path: Path,
+    *,
+    own_session: bool = False,
+    while_stopping: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> Iterator[Gateway]:
+    """`corral gateway` on `port`, healthy; SIGTERM and wait on exit (SIGKILL if stuck).
+    `own_session`: its own process session, so a Ctrl-C reaches only this process;
+    `while_stopping`: a context held around the stop (e.g. one that ignores SIGINT)."""
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [corral_bin(), "gateway"],
@@ -189,20 +199,22 @@ def running_gateway(home: CorralHome, port: int, log_path: Path) -> Iterator[Gat
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=own_session,
         )
     gateway = Gateway(proc, owner_start_time(proc.pid), f"http://127.0.0.1:{port}", log_path)
     try:
         wait_healthy(gateway)
         yield gateway
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=GATEWAY_STOP_S)
-        except subprocess.TimeoutExpired:
-            console.print("[yellow]the gateway ignored SIGTERM; killing it[/yellow]")
-            proc.kill()
-            proc.wait()
+        with while_stopping():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=GATEWAY_STOP_S)
+            except subprocess.TimeoutExpired:
+                console.print("[yellow]the gateway ignored SIGTERM; killing it[/yellow]")
+                proc.kill()
+                proc.wait()
 
 
 # --- measuring ------------------------------------------------------------------------

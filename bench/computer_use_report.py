@@ -52,6 +52,16 @@ class Machine:
     others_running: int
 
 
+def machine_paragraph(machine: Machine) -> str:
+    """The sentence every benchmark section here ends its set-up with."""
+    return (
+        f"Machine: {machine.nproc} CPUs (`nproc`), Docker server {machine.docker_version},\n"
+        f"{machine.kernel}; {machine.others_running} other container(s) were running on "
+        "the engine\nwhen the run began (the machine is shared: other test runs may have "
+        f"overlapped). Run on\n{machine.date}."
+    )
+
+
 def describe_machine() -> Machine:
     running = docker_cli("ps", "-q").split()
     return Machine(
@@ -268,10 +278,7 @@ Command (from the repository root):
 {command}
 ```
 
-Machine: {machine.nproc} CPUs (`nproc`), Docker server {machine.docker_version},
-{machine.kernel}; {machine.others_running} other container(s) were running on the engine
-when the run began (the machine is shared: other test runs may have overlapped). Run on
-{machine.date}.
+{machine_paragraph(machine)}
 
 {markdown_table(results)}
 

@@ -45,7 +45,6 @@ import contextlib
 import os
 import shlex
 import signal
-import subprocess
 import tempfile
 import time
 import tomllib
@@ -58,7 +57,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from _common import BenchError, run_main, write_section
-from computer_use import GATEWAY_STOP_S, Gateway, corral_bin, corral_env, free_port, wait_healthy
+from computer_use import Gateway, corral_bin, corral_env, free_port, running_gateway
 from computer_use_paths import result_text
 from computer_use_report import describe_machine
 from mcp import Client
@@ -165,34 +164,6 @@ def sigint_ignored() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-@contextlib.contextmanager
-def running_gateway(home: CorralHome, port: int, log_path: Path) -> Iterator[Gateway]:
-    """`corral gateway` on `port`, healthy, in its own session; SIGTERM and wait on exit."""
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [corral_bin(), "gateway"],
-            env=corral_env(home),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    gateway = Gateway(proc, read_start_time(proc.pid), f"http://127.0.0.1:{port}", log_path)
-    try:
-        wait_healthy(gateway)
-        yield gateway
-    finally:
-        with sigint_ignored():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=GATEWAY_STOP_S)
-            except subprocess.TimeoutExpired:
-                console.print("[yellow]the gateway ignored SIGTERM; killing it[/yellow]")
-                proc.kill()
-                proc.wait()
 
 
 def rss_kib(pid: int) -> int | None:
@@ -476,7 +447,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         port = free_port()
         prepare_home(home, port, plan)
         try:
-            with running_gateway(home, port, Path(tmp) / "gateway.log") as gateway:
+            with running_gateway(
+                home,
+                port,
+                Path(tmp) / "gateway.log",
+                own_session=True,
+                while_stopping=sigint_ignored,
+            ) as gateway:
                 record.owners.add((gateway.proc.pid, gateway.start_time))
                 console.print(f"[dim]corral gateway (pid {gateway.proc.pid}) at {gateway.url}[/]")
                 try:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from _common import docker_cli, markers, nearest_rank
-from computer_use_report import Machine, local_version
+from computer_use_report import Machine, local_version, machine_paragraph
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -319,10 +319,7 @@ Command (from the repository root):
 {command}
 ```
 
-Machine: {machine.nproc} CPUs (`nproc`), Docker server {machine.docker_version},
-{machine.kernel}; {machine.others_running} other container(s) were running on the engine
-when the run began (the machine is shared: other test runs may have overlapped). Run on
-{machine.date}.
+{machine_paragraph(machine)}
 
 {markdown_table(table_rows)}
 {problems}

@@ -212,12 +212,9 @@ async def _run(
 ) -> ScriptResult:
     """Take a slot, write the workspace, drive the execution `start` makes, clean up,
     report, audit."""
-    if ctx.slots is None:
-        return await _run_in_slot(
-            params, ctx, start, on_output, hard_cap_seconds, sandboxed=sandboxed, session=session
-        )
+    slot = contextlib.nullcontext() if ctx.slots is None else ctx.slots.slot()
     try:
-        async with ctx.slots.slot():
+        async with slot:
             return await _run_in_slot(
                 params,
                 ctx,
