@@ -346,6 +346,24 @@ def test_navigate_failure_and_protocol_errors(started: KioskAgent) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "url",
+    [
+        "chrome://version/",
+        "chrome://settings/",
+        "devtools://devtools/bundled/inspector.html",
+        "view-source:https://example.invalid/",
+        "file:///etc/passwd",
+    ],
+)
+def test_the_managed_policy_blocks_browser_internal_and_local_pages(
+    started: KioskAgent, url: str
+) -> None:
+    nav = started.ok("navigate", url=url)
+
+    assert "BLOCKED_BY_ADMINISTRATOR" in str(nav.get("error_text")), nav
+
+
 def test_timings(started: KioskAgent) -> None:
     """Not a benchmark: generous bounds that catch a regression to the slow paths."""
     started.ok("navigate", url=data_url(BUTTON_PAGE))
