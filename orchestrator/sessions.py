@@ -477,6 +477,8 @@ class SessionManager:
                 url=str(raw_probe.get("url") or ""),
                 title=str(raw_probe.get("title") or ""),
                 error=raw_probe.get("error"),
+                pages=int(raw_probe.get("pages", 1)),
+                zoom=float(raw_probe.get("zoom", 1.0)),
             )
         size = (int(shot.get("width", session.width)), int(shot.get("height", session.height)))
         plan = plan_mask(probe, session.deny_list, size)

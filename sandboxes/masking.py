@@ -30,6 +30,8 @@ class Probe:
     url: str
     title: str
     error: str | None = None
+    pages: int = 1  # page targets (tabs, popups) the browser has
+    zoom: float = 1.0  # the page's zoom (device pixels per CSS pixel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,19 @@ def plan_mask(probe: Probe | None, deny_list: Sequence[str], size: tuple[int, in
             "checked",
             next_step="Close the extra window (e.g. computer_key Escape) or ask a human to "
             "take over.",
+        )
+    if probe.pages > 1:
+        return MaskPlan(
+            True,
+            reason=f"{probe.pages} tabs or popups are open, so what is shown cannot be checked",
+            next_step="Go back to one tab (a human can close the others) or restart the session.",
+        )
+    if abs(probe.zoom - 1.0) > 0.01:
+        return MaskPlan(
+            True,
+            reason=f"the page is zoomed to {probe.zoom:.0%}, where field positions cannot be "
+            "trusted",
+            next_step="Restart the session (zoom keys are refused).",
         )
     if not probe.focused_ok:
         return MaskPlan(

@@ -486,3 +486,82 @@ def test_without_the_profile_chromium_runs_unsandboxed_and_says_so(
     finally:
         agent.close()
         container.remove(force=True)
+
+
+# ------------------------------------------------ a probe the page cannot fool (issue: masking)
+
+LIAR_PAGE = """<!doctype html><title>liar</title>
+<body style="margin:0"><input id="p" type="password" style="position:absolute;
+left:100px;top:160px;width:240px;height:32px;border:0;padding:0;box-sizing:border-box">
+<script>
+  // Everything an in-page probe would ask, answered with lies.
+  const nothing = () => ({x: 0, y: 0, width: 0, height: 0, left: 0, top: 0, right: 0,
+                          bottom: 0});
+  Element.prototype.getBoundingClientRect = nothing;
+  Object.defineProperty(HTMLInputElement.prototype, 'type', {get() { return 'text'; }});
+  window.getComputedStyle = () => ({visibility: 'hidden', display: 'none',
+                                    getPropertyValue() { return ''; }});
+  document.createTreeWalker = () => ({nextNode() { return null; }});
+</script></body>"""
+
+
+@pytest.mark.slow
+def test_a_page_that_replaces_the_dom_apis_cannot_hide_its_password_field(
+    started: KioskAgent,
+) -> None:
+    started.ok("navigate", url=data_url(LIAR_PAGE))
+
+    probe = started.ok("screenshot")["probe"]
+
+    assert probe["error"] is None, probe
+    assert len(probe["password_rects"]) == 1, probe
+    for got, want in zip(probe["password_rects"][0], (100, 160, 240, 32), strict=True):
+        assert abs(got - want) <= 3, probe["password_rects"]
+
+
+SECRET_FIELDS_PAGE = """<!doctype html><title>pay</title><body style="margin:0">
+<input autocomplete="cc-number" style="position:absolute;left:10px;top:10px;width:200px;
+height:30px"><input autocomplete="cc-csc" style="position:absolute;left:10px;top:60px;
+width:60px;height:30px"><input autocomplete="one-time-code" style="position:absolute;
+left:10px;top:110px;width:120px;height:30px"><input autocomplete="name"
+style="position:absolute;left:10px;top:160px;width:200px;height:30px"></body>"""
+
+
+@pytest.mark.slow
+def test_payment_and_one_time_code_fields_are_secret(started: KioskAgent) -> None:
+    started.ok("navigate", url=data_url(SECRET_FIELDS_PAGE))
+
+    probe = started.ok("probe")
+
+    tops = sorted(rect[1] for rect in probe["password_rects"])
+    assert len(tops) == 3, probe  # the name field is not secret
+    for got, want in zip(tops, (10, 60, 110), strict=True):
+        assert abs(got - want) <= 3, probe["password_rects"]
+
+
+NEW_TAB_PAGE = """<!doctype html><title>tabs</title><body style="margin:0">
+<a id="l" target="_blank" href="about:blank" style="position:absolute;left:0;top:0;
+width:400px;height:200px;display:block;background:#ccc">open a tab</a></body>"""
+
+
+@pytest.mark.slow
+def test_a_second_tab_is_seen_by_the_probe(started: KioskAgent) -> None:
+    """Kiosk mode keeps one X window: only the browser knows a second tab is open."""
+    started.ok("navigate", url=data_url(NEW_TAB_PAGE))
+    assert started.ok("probe")["pages"] == 1
+
+    started.ok("click", x=200, y=100, button="left", double=False)
+
+    probe = poll(lambda: (p := started.ok("probe"))["pages"] == 2 and p, what="a second tab")
+    assert probe["windows"] == 1  # the X server alone would not have told
+
+
+@pytest.mark.slow
+def test_a_zoomed_page_is_reported(started: KioskAgent) -> None:
+    started.ok("navigate", url=data_url(PASSWORD_PAGE))
+    assert started.ok("probe")["zoom"] == 1.0
+
+    started.ok("key", key="ctrl+plus")
+
+    probe = poll(lambda: (p := started.ok("probe"))["zoom"] > 1.0 and p, what="the zoom")
+    assert probe["zoom"] == pytest.approx(1.1, abs=0.01)

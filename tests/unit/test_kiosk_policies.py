@@ -208,3 +208,16 @@ def test_other_pages_of_the_site_are_not_denied(url: str) -> None:
 def test_international_hosts_match_in_either_form() -> None:
     assert deny_matches("https://bücher.test/", ["xn--bcher-kva.test"]) == "xn--bcher-kva.test"
     assert deny_matches("https://xn--bcher-kva.test/", ["xn--bcher-kva.test"]) is not None
+
+
+def test_more_than_one_tab_masks_the_whole_image() -> None:
+    plan = plan_mask(_probe(pages=2), [], (100, 80))
+
+    assert plan.full and "2 tabs or popups are open" in plan.reason
+
+
+def test_a_zoomed_page_masks_the_whole_image() -> None:
+    plan = plan_mask(_probe(zoom=1.1), [], (100, 80))
+
+    assert plan.full and "zoomed to 110%" in plan.reason
+    assert not plan_mask(_probe(zoom=1.0), [], (100, 80)).full

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 from typing import Any
 
 from .cdp import CDP, CDPError
@@ -55,6 +56,13 @@ def _chromium_binary() -> str:
         if os.access(path, os.X_OK):
             return path
     raise OpError("chromium is not installed")
+
+
+def is_browser_ui(url: str) -> bool:
+    """Chromium's own UI surfaces (the omnibox popup, ...) are WebUI page targets on
+    `chrome://<name>.top-chrome/`: part of the browser window, not a tab."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme == "chrome" and parts.netloc.endswith(".top-chrome")
 
 
 class Browser:
@@ -242,6 +250,31 @@ class Browser:
         if not pages:
             raise OpError("the browser has no page")
         return self._attach_to(cdp, pages[0]["targetId"])
+
+    def page_count(self, timeout: float) -> int:
+        """How many page targets (tabs, popups) the browser has: more than one means the
+        screen may show one the probe is not attached to."""
+        targets = self.live_cdp().call("Target.getTargets", timeout=timeout)
+        return sum(
+            1
+            for t in targets.get("targetInfos", [])
+            if t.get("type") == "page" and not is_browser_ui(str(t.get("url", "")))
+        )
+
+    def probe_world(self, timeout: float) -> int:
+        """An isolated JavaScript world in the page's main frame (a fresh one per call: a
+        navigation destroys the last): it shares the DOM but none of the page's globals."""
+        cdp = self.live_cdp()
+        sid = self.page_session()
+        tree = cdp.call("Page.getFrameTree", session=sid, timeout=timeout)
+        frame_id = tree["frameTree"]["frame"]["id"]
+        world = cdp.call(
+            "Page.createIsolatedWorld",
+            {"frameId": frame_id, "worldName": "corral-probe"},
+            session=sid,
+            timeout=timeout,
+        )
+        return int(world["executionContextId"])
 
     def page_info(self, timeout: float) -> dict[str, Any]:
         cdp = self.live_cdp()

@@ -22,8 +22,12 @@ PROBE_JS = r"""
   const vw = window.innerWidth, vh = window.innerHeight;
   const rects = [];
   let frames = 0, blocked = 0;
+  const SECRET_AUTOCOMPLETE = ['cc-number', 'cc-csc', 'cc-exp', 'cc-exp-month',
+    'cc-exp-year', 'one-time-code', 'current-password', 'new-password'];
   const isSecret = (el) => {
     if (el.tagName === 'INPUT' && (el.type || '').toLowerCase() === 'password') return true;
+    const ac = (el.getAttribute('autocomplete') || '').toLowerCase().split(/\s+/);
+    if (ac.some((token) => SECRET_AUTOCOMPLETE.includes(token))) return true;
     try {
       const s = getComputedStyle(el);
       const t = s.webkitTextSecurity || s.getPropertyValue('-webkit-text-security');
@@ -64,22 +68,31 @@ PROBE_JS = r"""
     rects: rects.map(([x, y, w, h]) => [
       Math.floor((offX + x) * dpr), Math.floor((offY + y) * dpr),
       Math.ceil(w * dpr), Math.ceil(h * dpr)]),
-    frames, blocked, url: location.href, title: document.title,
+    frames, blocked, url: location.href, title: document.title, dpr,
   };
 })()
 """
 
 
 def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, Any]:
+    """Everything a screenshot's mask needs, read from outside the page where it can be:
+    the page's own JavaScript never runs the probe (an isolated world does), and the
+    browser, not the page, says how many tabs are open."""
     errors: list[str] = []
     out: dict[str, Any] = {
         "windows": 0,
+        "pages": 0,
+        "zoom": 1.0,
         "focused_ok": False,
         "password_rects": [],
         "url": None,
         "title": None,
         "error": None,
     }
+    try:
+        out["pages"] = browser.page_count(PROBE_STEP_S)
+    except Exception as exc:
+        errors.append(f"pages: {exc}")
     try:
         out["windows"] = screen.count_windows()
     except Exception as exc:
@@ -90,7 +103,13 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
         sid = browser.page_session()
         res = browser.live_cdp().call(
             "Runtime.evaluate",
-            {"expression": PROBE_JS, "returnByValue": True, "timeout": 1000},
+            {
+                "expression": PROBE_JS,
+                "returnByValue": True,
+                "timeout": 1000,
+                # Our own world: the page's scripts cannot replace the DOM APIs it calls.
+                "contextId": browser.probe_world(PROBE_STEP_S),
+            },
             session=sid,
             timeout=PROBE_STEP_S,
         )
@@ -99,6 +118,7 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
         value = res.get("result", {}).get("value") or {}
         out["password_rects"] = [[int(v) for v in r] for r in value.get("rects", [])]
         out["url"], out["title"] = value.get("url"), value.get("title")
+        out["zoom"] = float(value.get("dpr") or 1.0)
         dom_ok = True
         if value.get("blocked"):
             # cross-origin frames the DOM probe cannot see into: AT-SPI must cover them
@@ -132,6 +152,9 @@ def merge(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     rects += [r for r in after["password_rects"] if r not in rects]
     probe["password_rects"] = rects
     probe["windows"] = max(before["windows"], after["windows"])
+    probe["pages"] = max(before.get("pages", 0), after.get("pages", 0))
+    zooms = [p.get("zoom", 1.0) for p in (before, after)]
+    probe["zoom"] = max(zooms, key=lambda z: abs(z - 1.0))
     probe["focused_ok"] = before["focused_ok"] and after["focused_ok"]
     probe["error"] = before["error"] or after["error"]
     if before["url"] != after["url"] and not probe["error"]:
