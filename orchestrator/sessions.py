@@ -478,6 +478,7 @@ class SessionManager:
                 title=str(raw_probe.get("title") or ""),
                 error=raw_probe.get("error"),
                 pages=int(raw_probe.get("pages", 1)),
+                frame_urls=tuple(str(u) for u in raw_probe.get("frame_urls") or ()),
                 zoom=float(raw_probe.get("zoom", 1.0)),
             )
         size = (int(shot.get("width", session.width)), int(shot.get("height", session.height)))

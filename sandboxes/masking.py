@@ -31,6 +31,7 @@ class Probe:
     title: str
     error: str | None = None
     pages: int = 1  # page targets (tabs, popups) the browser has
+    frame_urls: tuple[str, ...] = ()  # every frame below the top-level page
     zoom: float = 1.0  # the page's zoom (device pixels per CSS pixel)
 
 
@@ -123,6 +124,14 @@ def plan_mask(probe: Probe | None, deny_list: Sequence[str], size: tuple[int, in
             reason=f"the page is on the deny list ({entry})",
             next_step="Navigate away; a human must handle this page.",
         )
+    for frame in probe.frame_urls:
+        entry = deny_matches(frame, deny_list)
+        if entry is not None:
+            return MaskPlan(
+                True,
+                reason=f"a frame on the page is on the deny list ({entry})",
+                next_step="Navigate away; a human must handle this page.",
+            )
     width, height = size
     rects = tuple(
         clipped for rect in probe.password_rects if (clipped := _clip(rect, width, height))

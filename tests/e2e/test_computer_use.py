@@ -82,6 +82,86 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
             "onclick=\"window.open('/', 'w2', 'width=300,height=300')\">Open</button>",
         ),
     ),
+    # The masking attacks (issue: masked screenshots neither a page nor the agent can defeat).
+    "/newtab": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="newtab",
+            bg="#fff",
+            body='<a target="_blank" href="/login" style="position:absolute;left:0;top:0;'
+            'width:400px;height:200px;display:block;background:#00f">open</a>',
+        ),
+    ),
+    "/opentab": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="opentab",
+            bg="#fff",
+            body='<button style="position:absolute;left:0;top:0;width:400px;height:200px" '
+            "onclick=\"window.open('/login')\">Open</button>",
+        ),
+    ),
+    "/liar": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="liar",
+            bg="#f00",
+            body='<input type="password" value="hunter2" style="position:absolute;'
+            'left:100px;top:100px;width:200px;height:40px;background:#fff;border:0">'
+            "<script>const z = () => ({x:0,y:0,width:0,height:0,left:0,top:0,right:0,"
+            "bottom:0}); Element.prototype.getBoundingClientRect = z;"
+            "Object.defineProperty(HTMLInputElement.prototype,'type',{get(){return 'text'}});"
+            "window.getComputedStyle = () => ({visibility:'hidden',display:'none',"
+            "getPropertyValue(){return ''}});</script>",
+        ),
+    ),
+    "/shadow": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="shadow",
+            bg="#f00",
+            body="<div id='h'></div><script>document.getElementById('h').attachShadow("
+            "{mode:'closed'}).innerHTML='<input type=password value=hunter2 style=\"position:"
+            "absolute;left:100px;top:100px;width:200px;height:40px;background:#fff;border:0\">'"
+            "</script>",
+        ),
+    ),
+    "/framed": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="framed",
+            bg="#0f0",
+            body='<iframe src="/login" style="position:absolute;left:300px;top:200px;'
+            'width:400px;height:300px;border:0"></iframe>',
+        ),
+    ),
+    "/scaled": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="scaled",
+            bg="#f00",
+            body='<div style="transform:scale(2);transform-origin:0 0"><input type="password" '
+            'value="hunter2" style="position:absolute;left:50px;top:50px;width:100px;'
+            'height:20px;background:#fff;border:0"></div>',
+        ),
+    ),
+    "/withpay": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="withpay",
+            bg="#0f0",
+            body='<iframe src="/pay" style="position:absolute;left:300px;top:200px;'
+            'width:300px;height:200px;border:0"></iframe>',
+        ),
+    ),
+    "/pay": (200, {"Content-Type": "text/html"}, PAGE.format(title="pay", bg="#00f", body="")),
 }
 OTHER_ROUTES = {
     "*": (200, {"Content-Type": "text/html"}, PAGE.format(title="o", bg="#f0f", body=""))
@@ -306,6 +386,65 @@ async def test_password_fields_are_masked_and_unclear_screens_are_masked_whole(
         kiosk.exec_run(["pkill", "-KILL", "-f", "chromium"], user="1000:1000")
         dead = await screen_until(mcp, lambda r, img: "detection failed" in text_of(r))
         assert image_of(dead).getextrema() == ((0, 0), (0, 0), (0, 0))
+        await call(mcp, "computer_session_stop")
+
+
+def all_black(result: types.CallToolResult) -> bool:
+    return image_of(result).getextrema() == ((0, 0), (0, 0), (0, 0))
+
+
+async def test_the_masking_attacks_are_masked(world: World) -> None:
+    """Each way a page or the agent defeated the mask, through MCP, pixels checked."""
+    write_agent(world.home, "gina", allowed_domains=[SITE], deny_list=[f"https://{SITE}/pay"])
+    async with connect(world.home, "stdio", agent="gina") as mcp:
+
+        async def show(path: str, ready: Any) -> types.CallToolResult:
+            opened = await call(mcp, "computer_navigate", url=f"https://{SITE}{path}")
+            assert not opened.is_error, text_of(opened)
+            return await screen_until(mcp, ready)
+
+        def red_at(x: int, y: int) -> Any:
+            return lambda r, img: img.getpixel((x, y)) == RED
+
+        assert not (await call(mcp, "computer_session_start")).is_error
+        # A page that lies to in-page scripts about its DOM.
+        liar = image_of(await show("/liar", red_at(50, 50)))
+        assert liar.getpixel((200, 120)) == (0, 0, 0) and liar.getpixel((150, 160)) == RED
+        # A password field in a closed shadow root.
+        shadow = image_of(await show("/shadow", red_at(50, 50)))
+        assert shadow.getpixel((200, 120)) == (0, 0, 0) and shadow.getpixel((150, 160)) == RED
+        # In a frame, at the frame's offset.
+        framed = image_of(await show("/framed", red_at(320, 220)))
+        assert framed.getpixel((500, 320)) == (0, 0, 0)  # 300+200, 200+120
+        assert framed.getpixel((450, 360)) == RED
+        # Under a CSS transform: scale(2): the field is drawn at 100,100 and 200x40.
+        scaled = image_of(await show("/scaled", red_at(20, 20)))
+        assert scaled.getpixel((290, 135)) == (0, 0, 0) and scaled.getpixel((150, 160)) == RED
+        # A deny-listed frame masks everything; so does the denied page by another spelling.
+        pay_frame = await show("/withpay", lambda r, img: "a frame on the page" in text_of(r))
+        assert all_black(pay_frame)
+        odd = f"https://{SITE.upper()}:443/./pay"
+        assert not (await call(mcp, "computer_navigate", url=odd)).is_error
+        respelled = await screen_until(mcp, lambda r, img: "on the deny list" in text_of(r))
+        assert all_black(respelled)
+        # Zoom keys are refused outright (the mask would be drawn at 100 %).
+        zoom = await call(mcp, "computer_key", key="ctrl+plus")
+        assert zoom.is_error and "is not allowed" in text_of(zoom)
+        # A target=_blank link opens a tab: kiosk mode has one X window, the probe counts
+        # the browser's tabs and masks everything.
+        await show("/newtab", lambda r, img: img.getpixel((10, 300)) == WHITE)
+        await call(mcp, "computer_click", x=200, y=100)
+        tabs = await screen_until(mcp, lambda r, img: "tabs or popups are open" in text_of(r))
+        assert all_black(tabs)
+        await call(mcp, "computer_session_stop")
+    async with connect(world.home, "stdio", agent="gina") as mcp:
+        # window.open without features: a tab, not a window.
+        assert not (await call(mcp, "computer_session_start")).is_error
+        await call(mcp, "computer_navigate", url=f"https://{SITE}/opentab")
+        await screen_until(mcp, lambda r, img: img.getpixel((10, 300)) == WHITE)
+        await call(mcp, "computer_click", x=200, y=100)
+        opened = await screen_until(mcp, lambda r, img: "tabs or popups are open" in text_of(r))
+        assert all_black(opened)
         await call(mcp, "computer_session_stop")
 
 

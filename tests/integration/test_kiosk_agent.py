@@ -565,3 +565,38 @@ def test_a_zoomed_page_is_reported(started: KioskAgent) -> None:
 
     probe = poll(lambda: (p := started.ok("probe"))["zoom"] > 1.0 and p, what="the zoom")
     assert probe["zoom"] == pytest.approx(1.1, abs=0.01)
+
+
+CLOSED_SHADOW_PAGE = """<!doctype html><title>closed</title><body style="margin:0">
+<div id="host"></div><div style="height:3000px"></div>
+<script>
+  document.getElementById('host').attachShadow({mode: 'closed'}).innerHTML =
+    '<input type="password" style="position:absolute;left:50px;top:400px;width:200px;' +
+    'height:30px;border:0;padding:0;box-sizing:border-box">';
+</script></body>"""
+
+
+@pytest.mark.slow
+def test_a_password_in_a_closed_shadow_root_is_found_where_it_is_after_a_scroll(
+    started: KioskAgent,
+) -> None:
+    started.ok("navigate", url=data_url(CLOSED_SHADOW_PAGE))
+    started.ok("eval", expression="window.scrollTo(0, 200); window.scrollY")
+
+    probe = started.ok("probe")
+
+    assert probe["error"] is None, probe
+    assert len(probe["password_rects"]) == 1, probe
+    for got, want in zip(probe["password_rects"][0], (50, 200, 200, 30), strict=True):
+        assert abs(got - want) <= 3, probe["password_rects"]
+
+
+@pytest.mark.slow
+def test_the_probe_lists_every_frame_including_cross_origin_ones(started: KioskAgent) -> None:
+    inner = data_url("<title>inner</title>x")
+    page = f"<!doctype html><title>frames</title><iframe src='{inner}'></iframe>"
+    started.ok("navigate", url=data_url(page))
+
+    probe = poll(lambda: (p := started.ok("probe"))["frame_urls"] and p, what="the frame")
+
+    assert probe["frame_urls"] == [inner]

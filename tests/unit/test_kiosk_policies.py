@@ -221,3 +221,12 @@ def test_a_zoomed_page_masks_the_whole_image() -> None:
 
     assert plan.full and "zoomed to 110%" in plan.reason
     assert not plan_mask(_probe(zoom=1.0), [], (100, 80)).full
+
+
+def test_a_deny_listed_frame_masks_the_whole_image() -> None:
+    probe = _probe(frame_urls=("https://ads.test/x", "https://SHOP.test:443//pay/now"))
+
+    plan = plan_mask(probe, ["https://shop.test/pay"], (100, 80))
+
+    assert plan.full and "a frame on the page is on the deny list" in plan.reason
+    assert not plan_mask(_probe(frame_urls=("https://ads.test/",)), ["shop.test"], (9, 9)).full

@@ -261,6 +261,23 @@ class Browser:
             if t.get("type") == "page" and not is_browser_ui(str(t.get("url", "")))
         )
 
+    def frame_urls(self, timeout: float) -> list[str]:
+        """The URL of every frame below the main one (what failed to load: the URL it was
+        asked to load), from the browser's frame tree, cross-origin frames included."""
+        tree = self.live_cdp().call(
+            "Page.getFrameTree", session=self.page_session(), timeout=timeout
+        )
+        urls: list[str] = []
+        pending = list(tree["frameTree"].get("childFrames") or [])
+        while pending:
+            node = pending.pop()
+            frame = node.get("frame") or {}
+            for key in ("url", "unreachableUrl"):
+                if frame.get(key):
+                    urls.append(str(frame[key]))
+            pending += node.get("childFrames") or []
+        return urls
+
     def probe_world(self, timeout: float) -> int:
         """An isolated JavaScript world in the page's main frame (a fresh one per call: a
         navigation destroys the last): it shares the DOM but none of the page's globals."""

@@ -5,10 +5,13 @@ reported in `error`."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from .atspi import Atspi
 from .browser import Browser
+from .cdp import CDPError
 from .common import PROBE_STEP_S, OpError
 from .screen import Screen
 
@@ -68,7 +71,7 @@ PROBE_JS = r"""
     rects: rects.map(([x, y, w, h]) => [
       Math.floor((offX + x) * dpr), Math.floor((offY + y) * dpr),
       Math.ceil(w * dpr), Math.ceil(h * dpr)]),
-    frames, blocked, url: location.href, title: document.title, dpr,
+    frames, blocked, url: location.href, title: document.title, dpr, offX, offY, vw, vh,
   };
 })()
 """
@@ -82,6 +85,7 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
     out: dict[str, Any] = {
         "windows": 0,
         "pages": 0,
+        "frame_urls": [],
         "zoom": 1.0,
         "focused_ok": False,
         "password_rects": [],
@@ -91,6 +95,7 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
     }
     try:
         out["pages"] = browser.page_count(PROBE_STEP_S)
+        out["frame_urls"] = browser.frame_urls(PROBE_STEP_S)
     except Exception as exc:
         errors.append(f"pages: {exc}")
     try:
@@ -120,6 +125,17 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
         out["url"], out["title"] = value.get("url"), value.get("title")
         out["zoom"] = float(value.get("dpr") or 1.0)
         dom_ok = True
+        view = Viewport(
+            float(value.get("offX") or 0),
+            float(value.get("offY") or 0),
+            float(value.get("vw") or 0),
+            float(value.get("vh") or 0),
+            out["zoom"],
+        )
+        known = out["password_rects"]
+        for rect in closed_shadow_rects(browser, view):
+            if rect not in known:
+                known.append(rect)
         if value.get("blocked"):
             # cross-origin frames the DOM probe cannot see into: AT-SPI must cover them
             dom_ok = False
@@ -145,6 +161,92 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
     return out
 
 
+SECRET_AUTOCOMPLETE = frozenset(
+    {
+        "cc-number",
+        "cc-csc",
+        "cc-exp",
+        "cc-exp-month",
+        "cc-exp-year",
+        "one-time-code",
+        "current-password",
+        "new-password",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Viewport:
+    """The page's place on the screen: content offset, size (CSS px) and zoom."""
+
+    off_x: float
+    off_y: float
+    width: float
+    height: float
+    zoom: float
+
+
+def _attrs(node: dict[str, Any]) -> dict[str, str]:
+    flat = node.get("attributes") or []
+    return {str(flat[i]).lower(): str(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
+
+
+def _is_secret_node(node: dict[str, Any]) -> bool:
+    if str(node.get("nodeName", "")).upper() != "INPUT":
+        return False
+    attrs = _attrs(node)
+    if attrs.get("type", "").lower() == "password":
+        return True
+    return bool(SECRET_AUTOCOMPLETE & set(attrs.get("autocomplete", "").lower().split()))
+
+
+def _closed_secret_nodes(node: dict[str, Any], in_closed: bool = False) -> list[int]:
+    """Secret inputs inside closed shadow roots (no JavaScript world can reach those)."""
+    found: list[int] = []
+    if in_closed and _is_secret_node(node):
+        found.append(int(node["nodeId"]))
+    for root in node.get("shadowRoots") or []:
+        closed = in_closed or root.get("shadowRootType") == "closed"
+        found += _closed_secret_nodes(root, closed)
+    for child in node.get("children") or []:
+        found += _closed_secret_nodes(child, in_closed)
+    if node.get("contentDocument"):
+        found += _closed_secret_nodes(node["contentDocument"], in_closed)
+    return found
+
+
+def closed_shadow_rects(browser: Browser, view: Viewport) -> list[list[int]]:
+    """Screen rectangles of secret inputs inside closed shadow roots, from CDP's DOM domain
+    (the browser's view of the tree, closed roots included), clipped to the viewport."""
+    cdp = browser.live_cdp()
+    sid = browser.page_session()
+    doc = cdp.call(
+        "DOM.getDocument", {"depth": -1, "pierce": True}, session=sid, timeout=PROBE_STEP_S
+    )
+    rects: list[list[int]] = []
+    for node_id in _closed_secret_nodes(doc["root"]):
+        try:
+            box = cdp.call(
+                "DOM.getBoxModel", {"nodeId": node_id}, session=sid, timeout=PROBE_STEP_S
+            )
+        except CDPError:
+            continue  # not rendered (display: none): nothing on screen to mask
+        quad = box["model"]["border"]
+        xs, ys = quad[0::2], quad[1::2]
+        x1, y1 = max(0.0, min(xs)), max(0.0, min(ys))
+        x2, y2 = min(view.width, max(xs)), min(view.height, max(ys))
+        if x2 > x1 and y2 > y1:
+            rects.append(
+                [
+                    math.floor((view.off_x + x1) * view.zoom),
+                    math.floor((view.off_y + y1) * view.zoom),
+                    math.ceil((x2 - x1) * view.zoom),
+                    math.ceil((y2 - y1) * view.zoom),
+                ]
+            )
+    return rects
+
+
 def merge(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """The probe for an image taken between two probes: mask whatever either saw."""
     probe = dict(after)
@@ -153,6 +255,8 @@ def merge(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     probe["password_rects"] = rects
     probe["windows"] = max(before["windows"], after["windows"])
     probe["pages"] = max(before.get("pages", 0), after.get("pages", 0))
+    frames = list(before.get("frame_urls", []))
+    probe["frame_urls"] = frames + [u for u in after.get("frame_urls", []) if u not in frames]
     zooms = [p.get("zoom", 1.0) for p in (before, after)]
     probe["zoom"] = max(zooms, key=lambda z: abs(z - 1.0))
     probe["focused_ok"] = before["focused_ok"] and after["focused_ok"]
