@@ -586,9 +586,12 @@ def test_a_password_in_a_closed_shadow_root_is_found_where_it_is_after_a_scroll(
     probe = started.ok("probe")
 
     assert probe["error"] is None, probe
-    assert len(probe["password_rects"]) == 1, probe
-    for got, want in zip(probe["password_rects"][0], (50, 200, 200, 30), strict=True):
-        assert abs(got - want) <= 3, probe["password_rects"]
+    # Where it is now (the AT-SPI cross-check may still add where it was: masking more
+    # is allowed, less is not).
+    assert any(
+        all(abs(got - want) <= 3 for got, want in zip(rect, (50, 200, 200, 30), strict=True))
+        for rect in probe["password_rects"]
+    ), probe["password_rects"]
 
 
 @pytest.mark.slow
