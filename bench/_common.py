@@ -1,15 +1,17 @@
-"""What every bench script shares: percentiles, the error type, the entry point, and
-writing one benchmark's section into docs/benchmarks.md."""
+"""What every bench script shares: percentiles, the error type, the entry point, a
+Ctrl-C-proof cleanup block, and writing one benchmark's section into docs/benchmarks.md."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -56,13 +58,39 @@ class Timings:
         return min(self.samples_ms)
 
 
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Cleanup that a second Ctrl-C must not cut short."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_main(main: Callable[[], int], console: Console) -> None:
-    """The `if __name__ == "__main__"` body: exit with main's code; a BenchError is reported."""
+    """The `if __name__ == "__main__"` body: exit with main's code; a BenchError (also one
+    wrapped in exception groups) is reported."""
     try:
         sys.exit(main())
     except BenchError as exc:
         console.print(f"[bold red]benchmark failed:[/bold red] {exc}")
         sys.exit(1)
+    except BaseExceptionGroup as group:
+        # Task groups (the MCP client's, anyio's) wrap what fails inside them.
+        failed, other = group.split(BenchError)
+        if failed is None or other is not None:
+            raise
+        console.print(f"[bold red]benchmark failed:[/bold red] {'; '.join(leaves(failed))}")
+        sys.exit(1)
+
+
+def leaves(group: BaseExceptionGroup[BaseException]) -> list[str]:
+    """The messages of the exceptions at the bottom of a (nested) exception group."""
+    found: list[str] = []
+    for exc in group.exceptions:
+        found += leaves(exc) if isinstance(exc, BaseExceptionGroup) else [str(exc)]
+    return found
 
 
 INTRO = (

@@ -21,24 +21,32 @@ Measured, p50/p95/min in ms:
 1. session start to first screenshot (`computer_session_start` + `computer_screenshot`;
    for the kiosk channel: create/attach/start the container, op `start`, op `screenshot`);
 2. screenshot round trip at 1280x800;
-3. click round trip at (640, 400).
+3. click round trip at (640, 400);
+4. screenshot of a heavy page (bench/computer_use_site.py: 50 inputs, 5 of them secret,
+   3 iframes, one shadow root) through MCP: a second agent "bench-web" whose
+   allowed_domains is the site's name opens it with `computer_navigate` from a local HTTPS
+   site container (tests/sites.py); the kiosk channel and docker exec take the same page
+   as a data: URL; and the kiosk agent's op `probe` alone on it (a screenshot runs two).
 
 Steady-state rounds are interleaved: WARMUP uncounted rounds, then --runs timed rounds,
 each running every (operation, path) once, paths in rotating order.
 
 Every container this script or its gateway starts is removed at the end; the script fails
-if one is left (only containers whose owner is this process or its gateway are looked at:
-other people's containers on the same engine are never touched).
+if one is left (only containers whose owner is this process or its gateway are looked at,
+and the site containers labelled with this process's pid: other people's containers on the
+same engine are never touched).
 
 This file is the command: the CORRAL_HOME, the gateway, the measuring rounds and main.
 The settings, the rows and the three paths are in bench/computer_use_paths.py; the
-machine description, the leftover check and the report in bench/computer_use_report.py.
+machine description, the leftover check and the report in bench/computer_use_report.py;
+the heavy page and its site in bench/computer_use_site.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -47,7 +55,7 @@ import subprocess
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,14 +69,17 @@ from computer_use_paths import (
     CLICK,
     EXEC_CLICK,
     EXEC_SHOT,
+    HEAVY,
     MAX_ACTIONS,
     MCP,
+    PROBE,
     ROWS,
     SECTION,
     SHOT,
     START,
     START_WARMUP,
     WARMUP,
+    WEB_AGENT,
     ChannelPath,
     ExecPath,
     McpPath,
@@ -81,6 +92,7 @@ from computer_use_paths import (
     started_kiosk,
 )
 from computer_use_report import check_leftovers, describe_machine, markdown_section, print_report
+from computer_use_site import HEAVY_URL, SECRET_FIELDS, SITE, HeavySite, heavy_data_url, heavy_site
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -109,10 +121,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def agent_toml() -> str:
-    """The rendered template with computer_use on and a large action budget."""
-    replacements = {"computer_use": "true", "max_actions": str(MAX_ACTIONS)}
-    lines = render_new_agent(AGENT).splitlines()
+def agent_toml(name: str = AGENT, allowed_domains: Sequence[str] = ()) -> str:
+    """The rendered template with computer_use on, a large action budget and
+    `allowed_domains` (none: the session has no network)."""
+    replacements = {
+        "computer_use": "true",
+        "max_actions": str(MAX_ACTIONS),
+        "allowed_domains": json.dumps(list(allowed_domains)),
+    }
+    lines = render_new_agent(name).splitlines()
     for name, value in replacements.items():
         hits = [i for i, line in enumerate(lines) if line.split("=")[0].strip() == name]
         if len(hits) != 1:
@@ -120,19 +137,37 @@ def agent_toml() -> str:
         lines[hits[0]] = f"{name} = {value}"
     text = "\n".join(lines) + "\n"
     cfg = AgentConfig.model_validate(tomllib.loads(text)).capabilities
-    if not cfg.computer_use or cfg.computer_use_config.max_actions != MAX_ACTIONS:
+    if (
+        not cfg.computer_use
+        or cfg.computer_use_config.max_actions != MAX_ACTIONS
+        or list(cfg.computer_use_config.allowed_domains) != list(allowed_domains)
+    ):
         raise BenchError("the rewritten agent.toml does not say what the benchmark needs")
     return text
 
 
-def prepare_home(home: CorralHome, port: int) -> None:
+def prepare_home(home: CorralHome, port: int, site: HeavySite) -> None:
+    """config.toml: the gateway port, and the kiosk trusting the site's CA with SITE mapped
+    to the site container; agents AGENT (no network) and WEB_AGENT (may open SITE)."""
     home.ensure()
-    home.config_file.write_text(f"[gateway]\nport = {port}\n", encoding="utf-8")
-    if load_config(home.config_file).gateway.port != port:
-        raise BenchError("config.toml does not carry the gateway port")
-    path = home.agent_file(AGENT)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.write_text(agent_toml(), encoding="utf-8")
+    home.config_file.write_text(
+        f"[gateway]\nport = {port}\n\n[container.kiosk]\n"
+        f"extra_ca_file = {json.dumps(str(site.ca_file))}\n"
+        f"resolve_overrides = {{ {json.dumps(SITE)} = {json.dumps(site.ip)} }}\n",
+        encoding="utf-8",
+    )
+    config = load_config(home.config_file)
+    kiosk = config.container.kiosk
+    if (
+        config.gateway.port != port
+        or kiosk.extra_ca_file != str(site.ca_file)
+        or dict(kiosk.resolve_overrides) != {SITE: site.ip}
+    ):
+        raise BenchError("config.toml does not carry the gateway port and the heavy page's site")
+    for name, domains in ((AGENT, ()), (WEB_AGENT, (SITE,))):
+        path = home.agent_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_text(agent_toml(name, domains), encoding="utf-8")
 
 
 def corral_env(home: CorralHome) -> dict[str, str]:
@@ -238,14 +273,59 @@ async def rounds(
                     samples[row_key].append(elapsed * 1000)
 
 
-async def measure(home: CorralHome, runs: int, starts: int, obs: Observations) -> list[Result]:
-    samples: dict[RowKey, list[float]] = {key(row): [] for row in ROWS}
-    params = StdioServerParameters(
-        command=corral_bin(), args=["mcp", "--agent", AGENT], env=corral_env(home)
+def mcp_params(home: CorralHome, agent: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=corral_bin(), args=["mcp", "--agent", agent], env=corral_env(home)
     )
+
+
+@contextlib.asynccontextmanager
+async def session_of(mcp: McpPath) -> AsyncIterator[McpPath]:
+    """A kiosk session through MCP for the block, stopped after it."""
+    await mcp.start()
+    try:
+        yield mcp
+    except BaseException:
+        # Best effort: the first failure is the one to report, and stopping the gateway
+        # ends the session anyway.
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await mcp.stop()
+        raise
+    await mcp.stop()
+
+
+async def open_heavy_page(web: McpPath, channel: ChannelPath) -> None:
+    """The MCP session opens the heavy page from the site, the kiosk channel the same page
+    as a data: URL; both must see its SECRET_FIELDS secret fields, or nothing is timed. (A
+    masked field can count twice through MCP: the DOM probe and its AT-SPI cross-check each
+    report the password fields, a pixel apart, and the gateway paints both.)"""
+    await web.navigate(HEAVY_URL)
+    await web.screenshot(-1)
+    masked, rects = web.obs.mcp_masked[-1], web.obs.masked_fields[-1]
+    if masked or rects < SECRET_FIELDS:
+        raise BenchError(
+            f"the heavy page through MCP: {rects} field rectangle(s) masked, the whole image "
+            f"masked: {masked}; expected at least {SECRET_FIELDS} fields: "
+            f"{sorted(web.obs.mask_notes)}"[:600]
+        )
+    await channel.navigate(heavy_data_url())
+    await channel.probe(-1)
+    found = channel.obs.probe_fields[-1]
+    if found != SECRET_FIELDS or channel.obs.probe_errors:
+        raise BenchError(
+            f"the heavy page on the kiosk channel: the probe found {found} secret field(s), "
+            f"expected {SECRET_FIELDS}; errors: {sorted(channel.obs.probe_errors)}"
+        )
+
+
+async def measure(
+    home: CorralHome, runs: int, starts: int, obs: Observations, heavy: Observations
+) -> list[Result]:
+    """Every row's samples; `obs` records the about:blank calls, `heavy` the heavy page's."""
+    samples: dict[RowKey, list[float]] = {key(row): [] for row in ROWS}
     backend = DockerBackend(Owner.current())
     try:
-        async with Client(params, mode="legacy") as client:
+        async with Client(mcp_params(home, AGENT), mode="legacy") as client:
             mcp = McpPath(client, obs)
             channel = ChannelPath(backend, obs)
             reference = ExecPath(obs)
@@ -266,11 +346,10 @@ async def measure(home: CorralHome, runs: int, starts: int, obs: Observations) -
                 f"[dim]{WARMUP} warm-up + {runs} timed rounds of screenshot and click, "
                 "every path once per round, in rotating order...[/dim]"
             )
-            await mcp.start()
-            try:
-                async with started_kiosk(backend, obs) as kiosk:
-                    channel.channel = kiosk
-                    reference.container_id = kiosk.id
+            async with started_kiosk(backend, obs) as kiosk:
+                channel.channel = kiosk
+                reference.container_id = kiosk.id
+                async with session_of(mcp):
                     await rounds(
                         {
                             (SHOT, MCP): mcp.screenshot,
@@ -288,14 +367,32 @@ async def measure(home: CorralHome, runs: int, starts: int, obs: Observations) -
                         runs,
                         samples,
                     )
-                    channel.channel = None
-            except BaseException:
-                # Best effort: the first failure is the one to report, and stopping the
-                # gateway ends the session anyway.
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await mcp.stop()
-                raise
-            await mcp.stop()
+                console.print(
+                    f"[dim]the heavy page: {WARMUP} warm-up + {runs} timed rounds of "
+                    f"screenshot (agent {WEB_AGENT}, {HEAVY_URL}) and probe...[/dim]"
+                )
+                checks = Observations()  # the calls that check the page, not reported
+                channel.obs = checks
+                async with (
+                    Client(mcp_params(home, WEB_AGENT), mode="legacy") as web_client,
+                    session_of(McpPath(web_client, checks)) as web,
+                ):
+                    await open_heavy_page(web, channel)
+                    web.obs = channel.obs = reference.obs = heavy
+                    heavy_shot = [(HEAVY, MCP), (HEAVY, CHANNEL), (HEAVY, EXEC_SHOT)]
+                    await rounds(
+                        {
+                            (HEAVY, MCP): web.screenshot,
+                            (HEAVY, CHANNEL): channel.screenshot,
+                            (HEAVY, EXEC_SHOT): reference.screenshot,
+                            (PROBE, CHANNEL): channel.probe,
+                        },
+                        [[*heavy_shot, (PROBE, CHANNEL)]],
+                        WARMUP,
+                        runs,
+                        samples,
+                    )
+                channel.channel = None
     finally:
         with anyio.CancelScope(shield=True):
             await backend.close()
@@ -342,29 +439,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: int = args.runs
     starts: int = args.starts
     machine = describe_machine()
-    obs = Observations()
+    obs, heavy = Observations(), Observations()
     me = os.getpid()
     owners: list[tuple[int, int | None]] = [(me, owner_start_time(me))]
-    with tempfile.TemporaryDirectory(prefix="corral-bench-cu-") as tmp:
+    # The site goes last: its containers are removed after the gateway has stopped.
+    with tempfile.TemporaryDirectory(prefix="corral-bench-cu-") as tmp, heavy_site() as site:
+        console.print(f"[dim]the heavy page's site at {site.ip} ({HEAVY_URL})[/dim]")
         home = CorralHome(Path(tmp).resolve() / "home")
         port = free_port()
-        prepare_home(home, port)
+        prepare_home(home, port, site)
         try:
             with running_gateway(home, port, Path(tmp) / "gateway.log") as gateway:
                 owners.append((gateway.proc.pid, gateway.start_time))
                 console.print(f"[dim]corral gateway (pid {gateway.proc.pid}) at {gateway.url}[/]")
-                results = anyio.run(measure, home, runs, starts, obs)
+                results = anyio.run(measure, home, runs, starts, obs, heavy)
         except BaseException:
             with contextlib.suppress(BenchError):  # the first failure is the one to report
                 check_leftovers(owners)
             raise
         # The leak check comes before --write: figures from a run that leaks are not published.
         check_leftovers(owners)
-    console.print("no container of this benchmark or its gateway left behind")
-    print_report(machine, results, obs)
+    console.print("no container of this benchmark, its gateway or its site left behind")
+    print_report(machine, results, obs, heavy)
     if args.write is not None:
         section = markdown_section(
-            machine, results, obs, runs, canonical_command(runs, starts, args.write)
+            machine, results, obs, heavy, runs, canonical_command(runs, starts, args.write)
         )
         write_section(Path(args.write), SECTION, section)
         console.print(f"wrote the section to {args.write}")

@@ -1,5 +1,6 @@
 """The computer_use benchmark's settings, the rows of its table, what a run records, and the
 three paths it times: corral MCP, the raw kiosk channel, and docker exec (the reference).
+The heavy page and its site are in bench/computer_use_site.py.
 
 bench/computer_use.py (the command) drives the paths; bench/computer_use_report.py reports.
 """
@@ -31,7 +32,8 @@ from sandboxes.ports import ContainerSpec
 SECTION = "computer_use"
 SECTION_START, SECTION_END = markers(SECTION)
 
-AGENT = "bench"
+AGENT = "bench"  # no allowed_domains: its sessions have no network
+WEB_AGENT = "bench-web"  # may open the heavy page's site (bench/computer_use_site.py)
 WIDTH, HEIGHT = 1280, 800
 CLICK_X, CLICK_Y = 640, 400
 DISPLAY = ":99"  # the kiosk agent's Xvfb display
@@ -40,6 +42,7 @@ START_WARMUP = 1
 MAX_ACTIONS = 10_000  # the session budget: clicks must not be refused mid-run
 CLICK_TARGET_MS = 30.0
 SCREENSHOT_TARGET_MS = 100.0
+HEAVY_TARGET_MS = 100.0  # a screenshot of the heavy page, through MCP
 
 CALL_TIMEOUT_S = 120.0
 KIOSK_START_DEADLINE_S = 60.0
@@ -72,6 +75,8 @@ console = Console(width=None if sys.stdout.isatty() else 120)
 START = "start + 1st screenshot"
 SHOT = f"screenshot {WIDTH}x{HEIGHT}"
 CLICK = "click"
+HEAVY = "screenshot of a heavy page"
+PROBE = "probe of the heavy page"
 
 MCP = "corral MCP"
 CHANNEL = "kiosk channel"
@@ -96,6 +101,10 @@ ROWS: tuple[Row, ...] = (
     Row(CLICK, MCP, target_ms=CLICK_TARGET_MS),
     Row(CLICK, CHANNEL),
     Row(CLICK, EXEC_CLICK, reference=True),
+    Row(HEAVY, MCP, target_ms=HEAVY_TARGET_MS),
+    Row(HEAVY, CHANNEL),
+    Row(HEAVY, EXEC_SHOT, reference=True),
+    Row(PROBE, CHANNEL),  # op probe alone; no reference: no other implementation has one
 )
 RowKey = tuple[str, str]
 
@@ -118,13 +127,19 @@ class Result(Timings):
 
 @dataclass
 class Observations:
-    """What the calls returned, besides their times (reported under the table)."""
+    """What the calls returned, besides their times (reported under the table); one per
+    page (about:blank, the heavy page)."""
 
     mcp_png_bytes: list[int] = field(default_factory=list)
     channel_png_bytes: list[int] = field(default_factory=list)
     exec_png_bytes: list[int] = field(default_factory=list)
     mcp_masked: list[bool] = field(default_factory=list)
     mask_notes: set[str] = field(default_factory=set)
+    masked_fields: list[int] = field(default_factory=list)  # rectangles per MCP screenshot
+    probe_rects: list[int] = field(default_factory=list)  # rectangles per channel probe
+    probe_fields: list[int] = field(default_factory=list)  # distinct fields among them
+    probe_steps: list[dict[str, float]] = field(default_factory=list)  # the probe's own `ms`
+    probe_errors: set[str] = field(default_factory=set)
     kiosk_start_ms: list[float] = field(default_factory=list)
 
 
@@ -146,6 +161,18 @@ def check_png(data: bytes, what: str) -> int:
     return len(data)
 
 
+def distinct_fields(rects: Sequence[Sequence[int]], slack: int = 3) -> int:
+    """How many fields `rects` cover: the DOM probe and its AT-SPI cross-check can both
+    report one field, a pixel or two apart; rectangles whose corners are within `slack`
+    pixels count once."""
+    seen: list[tuple[int, int]] = []
+    for rect in rects:
+        x, y = int(rect[0]), int(rect[1])
+        if not any(abs(x - sx) <= slack and abs(y - sy) <= slack for sx, sy in seen):
+            seen.append((x, y))
+    return len(seen)
+
+
 def result_text(result: types.CallToolResult) -> str:
     return " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
 
@@ -163,6 +190,7 @@ def screenshot_png(result: types.CallToolResult, obs: Observations) -> bytes:
     structured = result.structured_content or {}
     masked = bool(structured.get("masked"))
     obs.mcp_masked.append(masked)
+    obs.masked_fields.append(int(structured.get("masked_fields") or 0))
     if masked:
         obs.mask_notes.add(result_text(result))
     return base64.b64decode(images[0].data)
@@ -212,6 +240,9 @@ class McpPath:
         png = screenshot_png(check_call("computer_screenshot", result), self.obs)
         self.obs.mcp_png_bytes.append(check_png(png, f"MCP screenshot run {run}"))
         return elapsed
+
+    async def navigate(self, url: str) -> None:
+        check_call("computer_navigate", await self.call("computer_navigate", {"url": url}))
 
     async def click(self, run: int) -> float:
         started = time.perf_counter()
@@ -276,6 +307,26 @@ class ChannelPath:
         elapsed = time.perf_counter() - started
         png = base64.b64decode(shot["png"])
         self.obs.channel_png_bytes.append(check_png(png, f"channel screenshot run {run}"))
+        return elapsed
+
+    async def navigate(self, url: str) -> None:
+        result = await self._channel().request("navigate", KIOSK_START_DEADLINE_S, url=url)
+        if result.get("error_text") or result.get("load_timeout"):
+            raise BenchError(f"the kiosk channel did not load the page: {result!r}"[:400])
+
+    async def probe(self, run: int) -> float:
+        """Op probe alone: what the kiosk agent's screenshot op runs before and after the grab."""
+        started = time.perf_counter()
+        found = await self._channel().request("probe", KIOSK_ACTION_DEADLINE_S)
+        elapsed = time.perf_counter() - started
+        rects = found.get("password_rects") or []
+        self.obs.probe_rects.append(len(rects))
+        self.obs.probe_fields.append(distinct_fields(rects))
+        steps = found.get("ms")
+        if isinstance(steps, dict):
+            self.obs.probe_steps.append({str(k): float(v) for k, v in steps.items()})
+        if found.get("error"):
+            self.obs.probe_errors.add(str(found["error"]))
         return elapsed
 
     async def click(self, run: int) -> float:

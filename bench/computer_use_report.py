@@ -18,9 +18,12 @@ from computer_use_paths import (
     CHANNEL,
     CLICK,
     CLICK_TARGET_MS,
+    HEAVY,
+    HEAVY_TARGET_MS,
     HEIGHT,
     MAX_ACTIONS,
     MCP,
+    PROBE,
     SCREENSHOT_TARGET_MS,
     SECTION_END,
     SECTION_START,
@@ -28,6 +31,7 @@ from computer_use_paths import (
     SHOT_PY,
     START_WARMUP,
     WARMUP,
+    WEB_AGENT,
     WIDTH,
     Observations,
     Result,
@@ -36,6 +40,17 @@ from computer_use_paths import (
     exec_screenshot_argv,
     key,
 )
+from computer_use_site import (
+    DOCUMENT_INPUTS,
+    FRAMES,
+    HEAVY_URL,
+    INPUTS_PER_FRAME,
+    SECRET_FIELDS,
+    SHADOW_INPUTS,
+    SITE,
+    TOTAL_INPUTS,
+)
+from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.owner import LABEL_MANAGED, LABEL_OWNER_PID, LABEL_OWNER_START
@@ -106,10 +121,13 @@ def check_leftovers(owners: Sequence[tuple[int, int | None]]) -> None:
 HEADERS = ("operation", "path", "runs", "p50 ms", "p95 ms", "min ms", "vs ref", "target p50")
 
 
-def reference_of(result: Result, results: Sequence[Result]) -> Result:
+def reference_of(result: Result, results: Sequence[Result]) -> Result | None:
+    """The (ref) row of `result`'s operation; None for the probe, which has none."""
     for other in results:
         if other.row.operation == result.row.operation and other.row.reference:
             return other
+    if result.row.operation == PROBE:
+        return None
     raise BenchError(f"no reference row for {result.row.operation}")
 
 
@@ -132,7 +150,7 @@ def table_rows(results: Sequence[Result]) -> list[list[str]]:
                 f"{r.p50:.1f}",
                 f"{r.p95:.1f}",
                 f"{r.minimum:.1f}",
-                f"{r.p50 / ref.p50:.2f}x",
+                "" if ref is None else f"{r.p50 / ref.p50:.2f}x",
                 target_cell(r),
             ]
         )
@@ -143,7 +161,64 @@ def median(values: Sequence[float]) -> float:
     return nearest_rank(values, 50) if values else float("nan")
 
 
-def notes(results: Sequence[Result], obs: Observations) -> list[str]:
+def verdict(met: bool) -> str:
+    return "PASS" if met else "FAIL"
+
+
+def counts(values: Sequence[int]) -> str:
+    """`5 x30` for thirty 5s; `5 x29, 0 x1` when they differ."""
+    found = {v: values.count(v) for v in sorted(set(values), reverse=True)}
+    return ", ".join(f"{v} x{n}" for v, n in found.items()) or "none"
+
+
+def probe_share(results: Sequence[Result]) -> str:
+    """The issue's line: the probe's p50 against the heavy-page screenshot's, through MCP."""
+    by_key = {key(r.row): r for r in results}
+    probe, shot = by_key[(PROBE, CHANNEL)], by_key[(HEAVY, MCP)]
+    return (
+        f"Heavy page: probe p50 {probe.p50:.1f} ms of the screenshot's {shot.p50:.1f} ms "
+        f"(the screenshot op probes twice, before and after the grab: 2 x {probe.p50:.1f} = "
+        f"{2 * probe.p50 / shot.p50:.0%} of it); screenshot of a heavy page through MCP "
+        f"under {HEAVY_TARGET_MS:g} ms p50: {verdict(shot.p50 < HEAVY_TARGET_MS)}."
+    )
+
+
+def probe_steps(heavy: Observations) -> str:
+    """The median of each step the probe timed itself (its `ms`), inside the kiosk agent."""
+    names = [name for steps in heavy.probe_steps[:1] for name in steps]
+    if not names:
+        return "the probe reported no timings of its own"
+    parts = [f"{n} {median([s.get(n, 0.0) for s in heavy.probe_steps]):.1f}" for n in names]
+    total = median([sum(s.values()) for s in heavy.probe_steps])
+    return (
+        f"inside the kiosk agent (its own `ms`, medians): {', '.join(parts)}; "
+        f"{total:.1f} in all, the rest is the channel round trip"
+    )
+
+
+def heavy_notes(results: Sequence[Result], heavy: Observations) -> list[str]:
+    by_key = {key(r.row): r for r in results}
+    over = by_key[(HEAVY, MCP)].p50 - by_key[(HEAVY, CHANNEL)].p50
+    full = sum(heavy.mcp_masked)
+    errors = " | ".join(sorted(heavy.probe_errors))[:300]
+    return [
+        f"Heavy page, the probe {probe_steps(heavy)}.",
+        f"Heavy page, MCP + gateway over the raw kiosk channel, p50: +{over:.1f} ms (the "
+        "gateway decodes the PNG, paints the secret fields black and encodes it again).",
+        f"Heavy page, distinct secret fields per probe: {counts(heavy.probe_fields)} "
+        f"(rectangles: {counts(heavy.probe_rects)}; the DOM probe and its AT-SPI cross-check "
+        "both report the password fields, a pixel apart); rectangles masked per MCP "
+        f"screenshot: {counts(heavy.masked_fields)}"
+        + (f"; {full} came back fully masked" if full else "")
+        + (f"; probe errors: {errors}" if errors else "")
+        + ".",
+        f"Heavy-page PNG sizes (median bytes): MCP {median(heavy.mcp_png_bytes):.0f} (masked), "
+        f"kiosk channel {median(heavy.channel_png_bytes):.0f}, docker exec "
+        f"{median(heavy.exec_png_bytes):.0f}.",
+    ]
+
+
+def notes(results: Sequence[Result], obs: Observations, heavy: Observations) -> list[str]:
     by_key = {key(r.row): r for r in results}
     lines = [
         f"MCP + gateway over the raw kiosk channel, p50: screenshot "
@@ -162,11 +237,16 @@ def notes(results: Sequence[Result], obs: Observations) -> list[str]:
         )
     else:
         lines.append(f"None of the {len(obs.mcp_masked)} MCP screenshots was masked.")
-    return lines
+    return lines + heavy_notes(results, heavy)
 
 
-def print_report(machine: Machine, results: Sequence[Result], obs: Observations) -> None:
-    table = Table(title=f"computer_use round trips ({WIDTH}x{HEIGHT}, about:blank, no network)")
+def print_report(
+    machine: Machine, results: Sequence[Result], obs: Observations, heavy: Observations
+) -> None:
+    table = Table(
+        title=f"computer_use round trips ({WIDTH}x{HEIGHT}; about:blank without network, "
+        "then the heavy page)"
+    )
     for i, header in enumerate(HEADERS):
         left = i < 2 or i == len(HEADERS) - 1
         table.add_column(header, justify="left" if left else "right", no_wrap=True)
@@ -187,8 +267,9 @@ def print_report(machine: Machine, results: Sequence[Result], obs: Observations)
         "[dim]p50/p95: nearest-rank percentiles; 'vs ref' is the ratio of p50s to the "
         "operation's (ref) row.[/dim]"
     )
-    for line in notes(results, obs):
-        console.print(f"[dim]{line}[/dim]")
+    console.print(probe_share(results))
+    for line in notes(results, obs, heavy):
+        console.print(f"[dim]{escape(line)}[/dim]")
 
 
 def markdown_table(results: Sequence[Result]) -> str:
@@ -213,21 +294,54 @@ def targets_paragraph(results: Sequence[Result]) -> str:
     return "; ".join(parts) + "."
 
 
+def heavy_paragraph() -> str:
+    """How the heavy-page rows are measured (markdown)."""
+    return f"""The heavy page (`bench/computer_use_site.py`): {TOTAL_INPUTS} inputs,
+{SECRET_FIELDS} of them secret (3 `type=password`, `autocomplete=cc-number`,
+`autocomplete=one-time-code`): {DOCUMENT_INPUTS} in the document, {INPUTS_PER_FRAME} in each
+of {FRAMES} same-origin iframes and {SHADOW_INPUTS} in one open shadow root, all inside the
+{WIDTH}x{HEIGHT} viewport, so every screenshot has {SECRET_FIELDS} secret fields to mask.
+
+- **screenshot of a heavy page, corral MCP**: a second agent `{WEB_AGENT}` (the same
+  template, `allowed_domains = ["{SITE}"]`) in the same `CORRAL_HOME`, whose
+  `config.toml` also sets `[container.kiosk] extra_ca_file` (a throwaway test CA) and
+  `resolve_overrides = {{ "{SITE}" = <site IP> }}`. The page is served over
+  HTTPS by a site container on the `corral-egress` network (`tests/sites.py`: `make_certs`,
+  `start_site`; the iframes are routes of the same site); the session opens
+  `{HEAVY_URL}` with `computer_navigate` through its egress proxy, checks
+  that at least {SECRET_FIELDS} field rectangles come back masked (not the whole image), then
+  times `computer_screenshot`.
+- **kiosk channel**, **docker exec python3 (ref)**: the same page as a `data:` URL (its
+  iframes `srcdoc`, so same-origin) in the kiosk channel's container, which has no network.
+- **probe of the heavy page**: the kiosk agent's op `probe` alone through the kiosk channel
+  on that page: what its screenshot op runs once before and once after the grab (the
+  gateway then masks whatever either saw). No other implementation has one: no (ref) row.
+
+Heavy page: {WARMUP} warm-up rounds, then the same number of timed rounds as above, each
+running the four rows once in rotating order, after the session without network is
+stopped."""
+
+
 def markdown_section(
-    machine: Machine, results: Sequence[Result], obs: Observations, runs: int, command: str
+    machine: Machine,
+    results: Sequence[Result],
+    obs: Observations,
+    heavy: Observations,
+    runs: int,
+    command: str,
 ) -> str:
     starts = len(results[0].samples_ms)
     shot = shlex.join(exec_screenshot_argv("ID")[:-1]) + ' "$SHOT_PY"'
     click = shlex.join(exec_click_argv("ID"))
     indented_shot_py = "\n".join(f"  {line}" for line in ["# SHOT_PY", *SHOT_PY.splitlines()])
-    extra = "\n".join(f"- {line}" for line in notes(results, obs))
+    extra = "\n".join(f"- {line}" for line in notes(results, obs, heavy))
     return f"""{SECTION_START}
 ## computer_use: screenshot and click round trips
 
 How long an agent waits for a kiosk action, corral's way against the way other computer-use
 implementations drive a desktop container. Every figure is wall time as the caller sees it
-(`time.perf_counter` around the call), the page being `about:blank` at {WIDTH}x{HEIGHT} in a
-session without network.
+(`time.perf_counter` around the call), at {WIDTH}x{HEIGHT}: the page is `about:blank` in a
+session without network, except in the heavy-page rows (below).
 
 - **corral MCP**: the real path. A throwaway `CORRAL_HOME` whose `config.toml` sets
   `[gateway] port` to a free port; agent `{AGENT}` is the rendered template with
@@ -268,9 +382,13 @@ round running every path once per operation in rotating order, so drift in the m
 speed hits all paths alike. p50 and p95 are nearest-rank percentiles; "vs ref" is each
 row's p50 divided by the p50 of its operation's (ref) row.
 
-Targets (from the issue), through MCP on this machine: click round trip under
-{CLICK_TARGET_MS:g} ms p50, screenshot under {SCREENSHOT_TARGET_MS:g} ms p50 at {WIDTH}x{HEIGHT}.
+{heavy_paragraph()}
+
+Targets (from the issues), through MCP on this machine: click round trip under
+{CLICK_TARGET_MS:g} ms p50, screenshot under {SCREENSHOT_TARGET_MS:g} ms p50 at {WIDTH}x{HEIGHT},
+screenshot of the heavy page under {HEAVY_TARGET_MS:g} ms p50, with the probe's share.
 {targets_paragraph(results)}
+{probe_share(results)}
 
 Command (from the repository root):
 

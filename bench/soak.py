@@ -41,14 +41,12 @@ The plan, the record, the leftover check and the report are in bench/soak_report
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shlex
-import signal
 import tempfile
 import time
 import tomllib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +54,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from _common import BenchError, run_main, write_section
+from _common import BenchError, run_main, sigint_ignored, write_section
 from computer_use import Gateway, corral_bin, corral_env, free_port, running_gateway
 from computer_use_paths import result_text
 from computer_use_report import describe_machine
@@ -154,16 +152,6 @@ def prepare_home(home: CorralHome, port: int, plan: Plan) -> None:
 
 
 # --- processes ------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """Cleanup that a second Ctrl-C must not cut short."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def rss_kib(pid: int) -> int | None:
