@@ -603,3 +603,26 @@ def test_the_probe_lists_every_frame_including_cross_origin_ones(started: KioskA
     probe = poll(lambda: (p := started.ok("probe"))["frame_urls"] and p, what="the frame")
 
     assert probe["frame_urls"] == [inner]
+
+
+@pytest.mark.slow
+def test_a_field_half_scrolled_out_of_view_is_masked_on_its_visible_part(
+    started: KioskAgent,
+) -> None:
+    page = (
+        "<!doctype html><title>half</title><body style='margin:0'>"
+        "<input type=password style='position:absolute;left:100px;top:300px;width:200px;"
+        "height:40px;border:0;padding:0;box-sizing:border-box'>"
+        "<div style='height:3000px'></div></body>"
+    )
+    started.ok("navigate", url=data_url(page))
+    started.ok("eval", expression="window.scrollTo(0, 320); window.scrollY")
+
+    probe = started.ok("probe")
+
+    assert probe["error"] is None, probe
+    # 300 - 320 = -20: the top half is above the viewport; its visible half is masked.
+    assert any(
+        abs(x - 100) <= 3 and y == 0 and abs(w - 200) <= 3 and abs(h - 20) <= 3
+        for x, y, w, h in probe["password_rects"]
+    ), probe["password_rects"]
