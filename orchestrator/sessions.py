@@ -483,10 +483,15 @@ class SessionManager:
             )
         size = (int(shot.get("width", session.width)), int(shot.get("height", session.height)))
         plan = plan_mask(probe, session.deny_list, size)
-        if plan.full or plan.rects:
+        painted = {tuple(int(v) for v in r) for r in shot.get("painted") or ()}
+        if plan.full:
+            masked = blank_png(*size)
+        elif plan.rects and not set(plan.rects) <= painted:
             masked = await anyio.to_thread.run_sync(apply_mask, png, plan, size)
         else:
-            masked = apply_mask(png, plan, size)  # header check only: no decode
+            # Nothing to mask, or the kiosk already painted every rectangle of this plan
+            # black before encoding: a header check only (no decode, no re-encode).
+            masked = apply_mask(png, MaskPlan(False), size)
         return self._image_answer(session, masked, plan)
 
     def _image_answer(self, session: KioskSession, png: bytes, plan: MaskPlan) -> dict[str, Any]:

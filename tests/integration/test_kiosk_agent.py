@@ -626,3 +626,19 @@ def test_a_field_half_scrolled_out_of_view_is_masked_on_its_visible_part(
         abs(x - 100) <= 3 and y == 0 and abs(w - 200) <= 3 and abs(h - 20) <= 3
         for x, y, w, h in probe["password_rects"]
     ), probe["password_rects"]
+
+
+@pytest.mark.slow
+def test_the_kiosk_paints_secret_fields_black_before_the_png_leaves_it(
+    started: KioskAgent,
+) -> None:
+    from PIL import Image
+
+    started.ok("navigate", url=data_url(PASSWORD_PAGE))
+
+    shot = started.ok("screenshot")
+
+    image = Image.open(io.BytesIO(base64.b64decode(shot["png"]))).convert("RGB")
+    assert image.getpixel((220, 176)) == (0, 0, 0)  # inside #p (100,160 240x32)
+    assert image.getpixel((220, 114)) != (0, 0, 0)  # inside #u, not secret
+    assert shot["painted"] and all(len(rect) == 4 for rect in shot["painted"])

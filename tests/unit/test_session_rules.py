@@ -20,7 +20,7 @@ from orchestrator.home import CorralHome
 from orchestrator.sessions import SessionManager
 from sandboxes.errors import SessionRefused
 from sandboxes.session_rules import COUNTED, SessionClock
-from tests.fakes import FakeClock, FakeEgress, InMemoryBackend, fake_egress
+from tests.fakes import FakeClock, FakeEgress, InMemoryBackend, fake_egress, png_of
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 
@@ -461,3 +461,35 @@ async def test_any_failure_in_the_screenshot_path_answers_a_black_image_saying_w
         assert png.convert("RGB").getextrema() == ((0, 0), (0, 0), (0, 0))  # all black
     assert shot["structured"]["masked"] is True
     assert "could not be checked (incident" in text_of(shot)
+
+
+async def test_fields_the_kiosk_already_painted_pass_through_and_others_are_painted_here(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    """The kiosk paints secret fields black before encoding and says which; the gateway
+    passes such a PNG through only when those are exactly the rectangles its own plan
+    masks, and otherwise decodes it and paints them itself."""
+    write_agent(corral_home)
+    field = [100, 100, 200, 40]
+    padded = [98, 98, 204, 44]  # PAD = 2 on every side
+    backend.kiosk_options["probe"] = {
+        "windows": 1,
+        "focused_ok": True,
+        "password_rects": [field],
+        "url": "https://site.example/",
+        "title": "",
+    }
+    await call(manager, "computer_session_start")
+    kiosk = backend.opened[0]
+    sent = base64.b64encode(png_of(1280, 800)).decode()  # white: nothing painted in it
+
+    kiosk.shot_fields = {"png": sent, "painted": [padded]}
+    trusted = await call(manager, "computer_screenshot")
+    kiosk.shot_fields = {"png": sent, "painted": [[0, 0, 1, 1]]}
+    checked = await call(manager, "computer_screenshot")
+
+    assert trusted["content"][0]["data"] == sent  # passed through, not re-encoded
+    assert trusted["structured"]["masked_fields"] == 1
+    with Image.open(io.BytesIO(base64.b64decode(checked["content"][0]["data"]))) as png:
+        assert png.convert("RGB").getpixel((200, 120)) == (0, 0, 0)  # painted here
+        assert png.convert("RGB").getpixel((50, 50)) == (255, 255, 255)

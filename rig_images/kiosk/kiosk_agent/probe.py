@@ -271,6 +271,21 @@ def closed_shadow_rects(browser: Browser, view: Viewport) -> list[list[int]]:
     return rects
 
 
+PAD = 2  # the same margin as sandboxes.masking.PAD (this package cannot import corral)
+
+
+def padded(rects: list[list[int]], width: int, height: int) -> list[list[int]]:
+    """The rectangles to paint: each with a PAD-pixel margin, clipped to the screen (the
+    same arithmetic as sandboxes.masking, so the gateway recognises them)."""
+    out: list[list[int]] = []
+    for x, y, w, h in rects:
+        left, top = max(0, x - PAD), max(0, y - PAD)
+        right, bottom = min(width, x + w + PAD), min(height, y + h + PAD)
+        if right > left and bottom > top and [left, top, right - left, bottom - top] not in out:
+            out.append([left, top, right - left, bottom - top])
+    return out
+
+
 def merge(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """The probe for an image taken between two probes: mask whatever either saw."""
     probe = dict(after)

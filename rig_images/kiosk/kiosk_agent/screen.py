@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from PIL import Image
+from PIL import Image, ImageDraw
 from Xlib import X
 from Xlib import error as xerror
 
@@ -23,15 +24,27 @@ class Screen:
         self.height = height
         self.verbose = verbose
 
-    def grab_png(self) -> bytes:
-        t0 = time.perf_counter()
+    def grab(self) -> Image.Image:
+        """The whole screen, now."""
         raw = self.root.get_image(0, 0, self.width, self.height, X.ZPixmap, 0xFFFFFFFF)
+        return Image.frombuffer("RGB", (self.width, self.height), raw.data, "raw", "BGRX", 0, 1)
+
+    def grab_png(self) -> bytes:
+        return self.encode_png(self.grab())
+
+    def encode_png(self, img: Image.Image, black: Sequence[Sequence[int]] = ()) -> bytes:
+        """`img` as a PNG, with each `black` rectangle (x, y, w, h) painted black before it
+        is encoded (so no pixel of it ever leaves this process)."""
         t1 = time.perf_counter()
-        img = Image.frombuffer("RGB", (self.width, self.height), raw.data, "raw", "BGRX", 0, 1)
+        if black:
+            img = img.copy()  # frombuffer shares the X image's read-only memory
+            draw = ImageDraw.Draw(img)
+            for x, y, w, h in black:
+                draw.rectangle((x, y, x + w - 1, y + h - 1), fill=(0, 0, 0))
         buf = io.BytesIO()
         img.save(buf, "PNG", compress_level=1)
         if self.verbose:
-            log(f"grab {1000 * (t1 - t0):.1f} png {1000 * (time.perf_counter() - t1):.1f} ms")
+            log(f"png {1000 * (time.perf_counter() - t1):.1f} ms")
         return buf.getvalue()
 
     def count_windows(self) -> int:
