@@ -154,8 +154,8 @@ class Kiosk:
         painted = probes.padded(probe["password_rects"], self.width, self.height)
         png = screen.encode_png(image, painted)
         t4 = time.perf_counter()
+        ms = [round(1000 * (b - a), 2) for a, b in ((t0, t1), (t1, t2), (t2, t3), (t3, t4))]
         if self.verbose:
-            ms = [round(1000 * (b - a), 1) for a, b in ((t0, t1), (t1, t2), (t2, t3), (t3, t4))]
             log("screenshot ms: probe, grab, probe, paint+png =", ms)
         return {
             "png": base64.b64encode(png).decode(),
@@ -163,6 +163,7 @@ class Kiosk:
             "height": self.height,
             "probe": probe,
             "painted": painted,
+            "ms": dict(zip(("probe", "grab", "probe_after", "png"), ms, strict=True)),
         }
 
     # ---------------------------------------------------------------- input

@@ -76,6 +76,7 @@ class Browser:
         self.session: str | None = None
         self.target_id: str | None = None
         self.sandbox = False
+        self._world: tuple[tuple[str, str, str], int] | None = None  # (session, frame, loader)
 
     def start(
         self,
@@ -279,19 +280,30 @@ class Browser:
         return urls
 
     def probe_world(self, timeout: float) -> int:
-        """An isolated JavaScript world in the page's main frame (a fresh one per call: a
-        navigation destroys the last): it shares the DOM but none of the page's globals."""
+        """An isolated JavaScript world in the page's main frame: it shares the DOM but
+        none of the page's globals. One per document (a navigation destroys it, and the
+        frame's loader id says when one happened); worlds are not made per call, as they
+        would pile up until the next navigation."""
         cdp = self.live_cdp()
         sid = self.page_session()
         tree = cdp.call("Page.getFrameTree", session=sid, timeout=timeout)
-        frame_id = tree["frameTree"]["frame"]["id"]
+        frame = tree["frameTree"]["frame"]
+        key = (sid, str(frame["id"]), str(frame.get("loaderId", "")))
+        if self._world is not None and self._world[0] == key:
+            return self._world[1]
         world = cdp.call(
             "Page.createIsolatedWorld",
-            {"frameId": frame_id, "worldName": "corral-probe"},
+            {"frameId": frame["id"], "worldName": "corral-probe"},
             session=sid,
             timeout=timeout,
         )
-        return int(world["executionContextId"])
+        context = int(world["executionContextId"])
+        self._world = (key, context)
+        return context
+
+    def forget_world(self) -> None:
+        """Drop the cached world (after an evaluation found it gone)."""
+        self._world = None
 
     def page_info(self, timeout: float) -> dict[str, Any]:
         cdp = self.live_cdp()

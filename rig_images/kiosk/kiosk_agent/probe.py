@@ -149,18 +149,27 @@ def dom_probe(browser: Browser, out: dict[str, Any]) -> list[str]:
     plus closed shadow roots through CDP's DOM domain; the problems met, if any."""
     try:
         sid = browser.page_session()
-        res = browser.live_cdp().call(
-            "Runtime.evaluate",
-            {
-                "expression": PROBE_JS,
-                "returnByValue": True,
-                "timeout": 1000,
-                # Our own world: the page's scripts cannot replace the DOM APIs it calls.
-                "contextId": browser.probe_world(PROBE_STEP_S),
-            },
-            session=sid,
-            timeout=PROBE_STEP_S,
-        )
+
+        def evaluate() -> dict[str, Any]:
+            result: dict[str, Any] = browser.live_cdp().call(
+                "Runtime.evaluate",
+                {
+                    "expression": PROBE_JS,
+                    "returnByValue": True,
+                    "timeout": 1000,
+                    # Our own world: the page's scripts cannot replace the DOM APIs it calls.
+                    "contextId": browser.probe_world(PROBE_STEP_S),
+                },
+                session=sid,
+                timeout=PROBE_STEP_S,
+            )
+            return result
+
+        try:
+            res = evaluate()
+        except CDPError:
+            browser.forget_world()  # the document changed under the cached world
+            res = evaluate()
         if "exceptionDetails" in res:
             raise OpError(res["exceptionDetails"].get("text", "exception"))
         value = res.get("result", {}).get("value") or {}
