@@ -204,7 +204,8 @@ def heavy_notes(results: Sequence[Result], heavy: Observations) -> list[str]:
     return [
         f"Heavy page, the probe {probe_steps(heavy)}.",
         f"Heavy page, MCP + gateway over the raw kiosk channel, p50: +{over:.1f} ms (the "
-        "gateway decodes the PNG, paints the secret fields black and encodes it again).",
+        "kiosk paints the secret fields black before encoding; the gateway checks they are "
+        "its plan's and passes the PNG through).",
         f"Heavy page, distinct secret fields per probe: {counts(heavy.probe_fields)} "
         f"(rectangles: {counts(heavy.probe_rects)}; the DOM probe and its AT-SPI cross-check "
         "both report the password fields, a pixel apart); rectangles masked per MCP "
