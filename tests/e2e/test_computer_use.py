@@ -162,6 +162,19 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
         ),
     ),
     "/pay": (200, {"Content-Type": "text/html"}, PAGE.format(title="pay", bg="#00f", body="")),
+    "/mutating": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="mutating",
+            bg="#f00",
+            body='<input id="m" type="password" value="hunter2" style="position:absolute;'
+            'left:100px;top:100px;width:200px;height:40px;background:#fff;border:0">'
+            "<script>let n = 0; setInterval(() => { n++; const m = document.getElementById('m');"
+            "m.style.top = (n % 2 ? 300 : 100) + 'px';"
+            "if (n % 3 === 0) { m.remove(); document.body.appendChild(m); } }, 150);</script>",
+        ),
+    ),
 }
 OTHER_ROUTES = {
     "*": (200, {"Content-Type": "text/html"}, PAGE.format(title="o", bg="#f0f", body=""))
@@ -445,6 +458,23 @@ async def test_the_masking_attacks_are_masked(world: World) -> None:
         await call(mcp, "computer_click", x=200, y=100)
         opened = await screen_until(mcp, lambda r, img: "tabs or popups are open" in text_of(r))
         assert all_black(opened)
+        await call(mcp, "computer_session_stop")
+
+
+async def test_a_page_that_moves_its_password_field_never_shows_it(world: World) -> None:
+    """The field jumps between two places and is re-inserted every 150 ms, so screenshots
+    land while it moves: no white pixel of it may ever reach the agent (the mask of the
+    probe before and after each grab covers both places when it moved in between)."""
+    write_agent(world.home, "hank", allowed_domains=[SITE])
+    async with connect(world.home, "stdio", agent="hank") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+        await call(mcp, "computer_navigate", url=f"https://{SITE}/mutating")
+        await screen_until(mcp, lambda r, img: img.getpixel((50, 50)) == RED)
+        for _ in range(25):
+            img = image_of(await call(mcp, "computer_screenshot"))
+            for top in (100, 300):
+                region = img.crop((100, top, 300, top + 40))
+                assert WHITE not in {region.getpixel((x, 20)) for x in range(0, 200, 10)}
         await call(mcp, "computer_session_stop")
 
 
