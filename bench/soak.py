@@ -75,7 +75,6 @@ from soak_report import (
     SCRIPT_CODE,
     SCRIPT_OUTPUT,
     SCROLL,
-    SECTION,
     SHOT,
     WIDTH,
     Leaks,
@@ -273,6 +272,8 @@ async def act(client: Client, run: Run) -> None:
         record.latencies_ms[tool].append(elapsed_ms)
         if tool == CLICK and loaded:
             record.loaded_click_ms.append(elapsed_ms)
+        if run.plan.think_ms:
+            await anyio.sleep(run.plan.think_ms / 1000)  # the load model, not a synchronisation
 
 
 async def run_agent(name: str, run: Run) -> None:
@@ -388,6 +389,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ("--actions", DEFAULT_ACTIONS, "actions per agent, every 10th a screenshot"),
         ("--scripts", DEFAULT_SCRIPTS, "execute_program calls during the actions"),
         ("--script-clients", DEFAULT_SCRIPT_CLIENTS, "MCP servers the scripts are spread over"),
+        ("--think-ms", 0, "each agent's pause between its actions, in ms (0: back to back)"),
     )
     for flag, default, text in counts:
         parser.add_argument(flag, type=int, default=default, help=f"{text} ({default})")
@@ -395,6 +397,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--write", metavar="PATH", help="write/replace the results section in this markdown file"
     )
     args = parser.parse_args(argv)
+    if not 0 <= args.think_ms <= 60_000:
+        parser.error("--think-ms must be from 0 to 60000")
     if args.agents < 1 or args.actions < 1 or args.scripts < 0:
         parser.error("--agents and --actions must be at least 1, --scripts at least 0")
     if args.actions > MAX_ACTIONS:
@@ -409,6 +413,8 @@ def canonical_command(plan: Plan, write: str | None) -> str:
     argv += ["--actions", str(plan.actions), "--scripts", str(plan.scripts)]
     if plan.script_clients != DEFAULT_SCRIPT_CLIENTS:
         argv += ["--script-clients", str(plan.script_clients)]
+    if plan.think_ms:
+        argv += ["--think-ms", str(plan.think_ms)]
     if write is not None:
         argv += ["--write", write]
     return shlex.join(argv)
@@ -422,7 +428,11 @@ def final_check(owners: set[Owner], leaks: Leaks, when: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     plan = Plan(
-        args.agents, args.actions, args.scripts, min(args.script_clients, args.scripts or 1)
+        args.agents,
+        args.actions,
+        args.scripts,
+        min(args.script_clients, args.scripts or 1),
+        args.think_ms,
     )
     machine = describe_machine()
     record = Record()
@@ -468,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         section = markdown_section(
             machine, plan, record, leaks, canonical_command(plan, args.write)
         )
-        write_section(Path(args.write), SECTION, section)
+        write_section(Path(args.write), plan.section, section)
         console.print(f"wrote the section to {args.write}")
     return 0 if passed else 1
 

@@ -18,7 +18,6 @@ from rich.table import Table
 from orchestrator.owner import LABEL_MANAGED, LABEL_OWNER_PID, LABEL_OWNER_START
 
 SECTION = "soak"
-SECTION_START, SECTION_END = markers(SECTION)
 
 DEFAULT_AGENTS = 10
 DEFAULT_ACTIONS = 300
@@ -55,6 +54,12 @@ class Plan:
     actions: int
     scripts: int
     script_clients: int
+    think_ms: int = 0  # each agent's pause between its actions (0: back to back)
+
+    @property
+    def section(self) -> str:
+        """Back to back is the stress run; paced runs get a section of their own."""
+        return SECTION if self.think_ms == 0 else f"{SECTION}-paced"
 
 
 @dataclass
@@ -220,7 +225,8 @@ def verdict(row: Row) -> str:
 def title(plan: Plan) -> str:
     return (
         f"soak: {plan.agents} agents x {plan.actions} actions + {plan.scripts} scripts "
-        f"over {plan.script_clients} clients, one gateway"
+        f"over {plan.script_clients} clients, one gateway, "
+        + (f"{plan.think_ms} ms between an agent's actions" if plan.think_ms else "back to back")
     )
 
 
@@ -279,8 +285,17 @@ def markdown_section(
     table_rows = rows(plan, record, leaks)
     problems = "".join(f"\n- {line}" for line in error_lines(record, leaks))
     outcome = "Every target was met." if all_passed(table_rows) else "**A target was missed.**"
-    return f"""{SECTION_START}
-## soak: {plan.agents} kiosk sessions and {plan.scripts} scripts at once
+    start, end = markers(plan.section)
+    pace = (
+        f"each agent pausing {plan.think_ms} ms between its actions, as a model thinking "
+        "between tool calls would"
+        if plan.think_ms
+        else "each agent acting back to back, as fast as the machine answers (a stress run)"
+    )
+    return f"""{start}
+## soak: {plan.agents} kiosk sessions and {plan.scripts} scripts at once, {pace.split(",")[0]}
+
+Pace: {pace}.
 
 Whether corral holds up when several agents use it at the same time: errors, containers or
 networks left behind, the gateway's memory, and the click round trip under that load.
@@ -323,4 +338,4 @@ Command (from the repository root):
 
 {markdown_table(table_rows)}
 {problems}
-{SECTION_END}"""
+{end}"""
