@@ -29,18 +29,21 @@ def load_view(home: CorralHome, name: str) -> AgentView:
     """A missing agent.toml means a fresh agent (every optional family off, permissions
     allowed); one that exists but cannot be used turns every optional family off and
     refuses the [permissions] tools."""
+    return load_agent_and_view(home, name)[0]
+
+
+def load_agent_and_view(home: CorralHome, name: str) -> tuple[AgentView, AgentConfig | None]:
+    """The view, and the config it came from (defaults for a missing agent.toml, None for
+    one that cannot be used), from one read of the agent's files."""
     path = home.agent_file(name)
     grants = read_grants(home, name)
     if not path.exists():
-        return AgentView(name=name, grants=grants)
+        return AgentView(name=name, grants=grants), AgentConfig(name=name)
     try:
         agent = load_agent(path)
     except ConfigError as exc:
-        return AgentView(name=name, grants=grants, file_problem="; ".join(exc.problems))
+        return AgentView(name=name, grants=grants, file_problem="; ".join(exc.problems)), None
     if agent.name != name:
-        return AgentView(
-            name=name,
-            grants=grants,
-            file_problem=f"its name is {agent.name!r}, not {name!r}",
-        )
-    return view_from_config(agent, grants)
+        problem = f"its name is {agent.name!r}, not {name!r}"
+        return AgentView(name=name, grants=grants, file_problem=problem), None
+    return view_from_config(agent, grants), agent

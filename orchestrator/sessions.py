@@ -19,10 +19,10 @@ from typing import Any
 
 import anyio
 
-from orchestrator.agent_view import load_view
+from orchestrator.agent_view import load_agent_and_view
 from orchestrator.audit import AuditLog
-from orchestrator.config import AgentConfig, CorralConfig, load_agent
-from orchestrator.errors import ConfigError, CorralError, KioskError, ParamError, SessionRefused
+from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.kiosk import KioskChannel, load_seccomp
 from sandboxes.catalogue import BY_NAME
@@ -41,7 +41,7 @@ from sandboxes.params import (
 from sandboxes.ports import ContainerBackend, Egress
 from sandboxes.session_rules import SessionClock
 from sandboxes.urls import check_url
-from sandboxes.visibility import decide
+from sandboxes.visibility import AgentView, decide
 
 logger = logging.getLogger("corral.sessions")
 
@@ -114,17 +114,18 @@ class SessionManager:
         spec = BY_NAME.get(tool)
         if spec is None or not tool.startswith("computer_"):
             return answer(text_block(f"Unknown tool: {tool}"), is_error=True)
-        decision = decide(spec, load_view(self.home, agent))
-        if not decision.visible:
+        view, agent_cfg = load_agent_and_view(self.home, agent)  # one read per call
+        decision = decide(spec, view)
+        if not decision.visible or agent_cfg is None:
             self.audit.record("computer_use_refused", agent, {"tool": tool})
             ended = ""
-            if (why := self._revoked(agent)) is not None:
+            if agent in self.sessions and (why := revocation(view)) is not None:
                 await self.end(agent, why)
                 ended = f" Your session ended: {why}."
             return answer(text_block(decision.message + ended), is_error=True)
         try:
             params = validate(spec.params, arguments)
-            return await self._run(agent, tool, params)
+            return await self._run(agent, tool, params, agent_cfg.capabilities.computer_use_config)
         except ParamError as exc:
             return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
         except (SessionRefused, KioskError, CorralError) as exc:
@@ -142,14 +143,16 @@ class SessionManager:
         await self.end(agent, why)
         return f" Your session ended: {why}; start a new one with computer_session_start."
 
-    async def _run(self, agent: str, tool: str, params: Any) -> dict[str, Any]:
+    async def _run(
+        self, agent: str, tool: str, params: Any, cfg: ComputerUseConfig
+    ) -> dict[str, Any]:
         if tool == "computer_session_start":
-            return await self.start(agent, params)
+            return await self.start(agent, params, cfg)
         if tool == "computer_session_stop":
             assert isinstance(params, SessionStopParams)
             return await self.stop_tool(agent, params.session_id)
         session = self._session_of(agent)
-        await self._follow_settings(session)
+        await self._follow_settings(session, cfg)
         if tool == "computer_screenshot":
             return await self.screenshot(session)
         try:
@@ -227,7 +230,9 @@ class SessionManager:
         return session
 
     # ------------------------------------------------------------------ start / stop
-    async def start(self, agent: str, params: SessionStartParams) -> dict[str, Any]:
+    async def start(
+        self, agent: str, params: SessionStartParams, cfg: ComputerUseConfig
+    ) -> dict[str, Any]:
         if agent in self.sessions or agent in self._starting:
             existing = self.sessions.get(agent)
             ident = existing.id if existing else "starting"
@@ -237,21 +242,13 @@ class SessionManager:
             )
         self._starting.add(agent)
         try:
-            return await self._start(agent, params)
+            return await self._start(agent, params, cfg)
         finally:
             self._starting.discard(agent)
 
-    def _agent_config(self, agent: str) -> AgentConfig:
-        path = self.home.agent_file(agent)
-        if not path.exists():
-            return AgentConfig(name=agent)
-        try:
-            return load_agent(path)
-        except ConfigError as exc:
-            raise SessionRefused(f"agent.toml could not be used: {exc}") from exc
-
-    async def _start(self, agent: str, params: SessionStartParams) -> dict[str, Any]:
-        cfg = self._agent_config(agent).capabilities.computer_use_config
+    async def _start(
+        self, agent: str, params: SessionStartParams, cfg: ComputerUseConfig
+    ) -> dict[str, Any]:
         kiosk_cfg = self.config.container.kiosk
         session_id = uuid.uuid4().hex[:10]
         stack = contextlib.AsyncExitStack()
@@ -382,23 +379,11 @@ class SessionManager:
         for agent in list(self.sessions):
             await self.end(agent, why)
 
-    def _revoked(self, agent: str) -> str | None:
-        """Why the agent may no longer hold a session (computer_use turned off, the tools
-        denied, read-only, agent.toml unusable or deleted), or None."""
-        if agent not in self.sessions:
-            return None
-        decision = decide(BY_NAME["computer_session_start"], load_view(self.home, agent))
-        return None if decision.visible else f"its access was revoked ({decision.message})"
-
-    async def _follow_settings(self, session: KioskSession) -> None:
+    async def _follow_settings(self, session: KioskSession, cfg: ComputerUseConfig) -> None:
         """Apply the agent's current allowlist and deny list: they take effect from the next
         navigation and screenshot. A host removed from the allowlist is refused from now on
         and loses its route through the proxy (open tunnels closed); one added since the
         start is still not pinned (the URL check says to restart the session)."""
-        try:
-            cfg = self._agent_config(session.agent).capabilities.computer_use_config
-        except SessionRefused:
-            return  # unusable agent.toml: `_revoked` ends the session
         session.allowed_domains = tuple(cfg.allowed_domains)
         session.deny_list = tuple(cfg.deny_list)
         kept = tuple(h for h in session.pinned if h in session.allowed_domains)
@@ -418,12 +403,14 @@ class SessionManager:
         ended = []
         now = self.clock()
         for agent, session in list(self.sessions.items()):
-            why = session.clock.expiry(now) or self._revoked(agent)
-            if why is not None:
-                await self.end(agent, why)
-                ended.append(agent)
+            view, agent_cfg = load_agent_and_view(self.home, agent)
+            why = session.clock.expiry(now) or revocation(view)
+            if why is None and agent_cfg is not None:
+                # a host removed from the allowlist loses its route now
+                await self._follow_settings(session, agent_cfg.capabilities.computer_use_config)
             else:
-                await self._follow_settings(session)  # a removed host loses its route now
+                await self.end(agent, why or "its agent.toml could not be used")
+                ended.append(agent)
         return ended
 
     async def expire_forever(self, interval: float = 1.0) -> None:
@@ -505,6 +492,13 @@ class SessionManager:
             actions_used=session.used,
             max_actions=session.max_actions,
         )
+
+
+def revocation(view: AgentView) -> str | None:
+    """Why an agent with this view may no longer hold a session (computer_use turned off,
+    the tools denied, read-only, agent.toml unusable or deleted), or None."""
+    decision = decide(BY_NAME["computer_session_start"], view)
+    return None if decision.visible else f"its access was revoked ({decision.message})"
 
 
 def navigable_sites(
