@@ -50,7 +50,7 @@ KIOSK_ACTION_DEADLINE_S = 10.0
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # The reference screenshot: one fresh process per screenshot, the same grab and the same
-# PNG encoder settings as the kiosk agent (rig_images/kiosk/kiosk_agent/screen.py `grab_png`),
+# PNG encoder settings as the kiosk agent (rig_images/kiosk/kiosk_agent/screen.py `encode_png`),
 # so the difference measured is the path, not the encoder.
 SHOT_PY = """\
 import io, sys

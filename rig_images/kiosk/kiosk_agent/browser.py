@@ -262,12 +262,17 @@ class Browser:
             if t.get("type") == "page" and not is_browser_ui(str(t.get("url", "")))
         )
 
-    def frame_urls(self, timeout: float) -> list[str]:
-        """The URL of every frame below the main one (what failed to load: the URL it was
-        asked to load), from the browser's frame tree, cross-origin frames included."""
-        tree = self.live_cdp().call(
+    def frame_tree(self, timeout: float) -> dict[str, Any]:
+        """The page's frame tree (`Page.getFrameTree`), cross-origin frames included."""
+        tree: dict[str, Any] = self.live_cdp().call(
             "Page.getFrameTree", session=self.page_session(), timeout=timeout
         )
+        return tree
+
+    @staticmethod
+    def frame_urls(tree: dict[str, Any]) -> list[str]:
+        """The URL of every frame below the main one in `tree` (for a frame that failed to
+        load, the URL it was asked to load too)."""
         urls: list[str] = []
         pending = list(tree["frameTree"].get("childFrames") or [])
         while pending:
@@ -279,14 +284,16 @@ class Browser:
             pending += node.get("childFrames") or []
         return urls
 
-    def probe_world(self, timeout: float) -> int:
+    def probe_world(self, timeout: float, tree: dict[str, Any] | None = None) -> int:
         """An isolated JavaScript world in the page's main frame: it shares the DOM but
         none of the page's globals. One per document (a navigation destroys it, and the
         frame's loader id says when one happened); worlds are not made per call, as they
-        would pile up until the next navigation."""
+        would pile up until the next navigation. `tree`: the frame tree, if the caller has
+        just read it."""
         cdp = self.live_cdp()
         sid = self.page_session()
-        tree = cdp.call("Page.getFrameTree", session=sid, timeout=timeout)
+        if tree is None:
+            tree = self.frame_tree(timeout)
         frame = tree["frameTree"]["frame"]
         key = (sid, str(frame["id"]), str(frame.get("loaderId", "")))
         if self._world is not None and self._world[0] == key:

@@ -103,9 +103,11 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
         spent[name] = round((now - clock) * 1000, 2)
         clock = now
 
+    tree: dict[str, Any] | None = None
     try:
         out["pages"] = browser.page_count(PROBE_STEP_S)
-        out["frame_urls"] = browser.frame_urls(PROBE_STEP_S)
+        tree = browser.frame_tree(PROBE_STEP_S)  # read once: frame URLs and the world's key
+        out["frame_urls"] = browser.frame_urls(tree)
     except Exception as exc:
         errors.append(f"pages: {exc}")
     lap("targets")
@@ -115,7 +117,7 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
         errors.append(f"windows: {exc}")
     out["focused_ok"] = screen.focused_ok()
     lap("x11")
-    dom_errors = dom_probe(browser, out)
+    dom_errors = dom_probe(browser, out, tree)
     lap("dom")
     # AT-SPI is a cross-check on every probe (a secret field either one finds is masked),
     # and the only eyes inside cross-origin frames, which the DOM probe cannot enter.
@@ -144,13 +146,13 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
 BLOCKED_FRAMES = "cross-origin frame(s) not inspectable"
 
 
-def dom_probe(browser: Browser, out: dict[str, Any]) -> list[str]:
+def dom_probe(browser: Browser, out: dict[str, Any], tree: dict[str, Any] | None) -> list[str]:
     """Secret fields, URL, title and zoom from the page's DOM, read in an isolated world,
     plus closed shadow roots through CDP's DOM domain; the problems met, if any."""
     try:
         sid = browser.page_session()
 
-        def evaluate() -> dict[str, Any]:
+        def evaluate(frames: dict[str, Any] | None) -> dict[str, Any]:
             result: dict[str, Any] = browser.live_cdp().call(
                 "Runtime.evaluate",
                 {
@@ -158,7 +160,7 @@ def dom_probe(browser: Browser, out: dict[str, Any]) -> list[str]:
                     "returnByValue": True,
                     "timeout": 1000,
                     # Our own world: the page's scripts cannot replace the DOM APIs it calls.
-                    "contextId": browser.probe_world(PROBE_STEP_S),
+                    "contextId": browser.probe_world(PROBE_STEP_S, frames),
                 },
                 session=sid,
                 timeout=PROBE_STEP_S,
@@ -166,10 +168,10 @@ def dom_probe(browser: Browser, out: dict[str, Any]) -> list[str]:
             return result
 
         try:
-            res = evaluate()
+            res = evaluate(tree)
         except CDPError:
             browser.forget_world()  # the document changed under the cached world
-            res = evaluate()
+            res = evaluate(None)  # and read the frame tree again
         if "exceptionDetails" in res:
             raise OpError(res["exceptionDetails"].get("text", "exception"))
         value = res.get("result", {}).get("value") or {}

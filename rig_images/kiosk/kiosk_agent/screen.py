@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from PIL import Image, ImageDraw
@@ -29,9 +29,6 @@ class Screen:
         raw = self.root.get_image(0, 0, self.width, self.height, X.ZPixmap, 0xFFFFFFFF)
         return Image.frombuffer("RGB", (self.width, self.height), raw.data, "raw", "BGRX", 0, 1)
 
-    def grab_png(self) -> bytes:
-        return self.encode_png(self.grab())
-
     def encode_png(self, img: Image.Image, black: Sequence[Sequence[int]] = ()) -> bytes:
         """`img` as a PNG, with each `black` rectangle (x, y, w, h) painted black before it
         is encoded (so no pixel of it ever leaves this process)."""
@@ -47,9 +44,9 @@ class Screen:
             log(f"png {1000 * (time.perf_counter() - t1):.1f} ms")
         return buf.getvalue()
 
-    def count_windows(self) -> int:
-        """Viewable, non-override-redirect top-level windows bigger than 1x1 and on screen."""
-        count = 0
+    def _top_levels(self) -> Iterator[tuple[Any, Any]]:
+        """(window, geometry) of each viewable, non-override-redirect top-level window
+        bigger than 1x1; windows destroyed meanwhile are skipped."""
         for win in self.root.query_tree().children:
             try:
                 attrs = win.get_attributes()
@@ -57,15 +54,20 @@ class Screen:
                     continue
                 geo = win.get_geometry()
             except xerror.XError:
-                continue  # destroyed meanwhile
-            if geo.width <= 1 or geo.height <= 1:
                 continue
-            if geo.x >= self.width or geo.y >= self.height:
-                continue
-            if geo.x + geo.width <= 0 or geo.y + geo.height <= 0:
-                continue
-            count += 1
-        return count
+            if geo.width > 1 and geo.height > 1:
+                yield win, geo
+
+    def count_windows(self) -> int:
+        """Top-level windows (see `_top_levels`) that are at least partly on screen."""
+        return sum(
+            1
+            for _, geo in self._top_levels()
+            if geo.x < self.width
+            and geo.y < self.height
+            and geo.x + geo.width > 0
+            and geo.y + geo.height > 0
+        )
 
     def focused_ok(self) -> bool:
         """Whether the focused top-level window can be read (False for any doubt)."""
@@ -92,19 +94,7 @@ class Screen:
             return False
 
     def top_level_windows(self) -> list[Any]:
-        """Viewable, non-override-redirect top-level windows bigger than 1x1."""
-        wins = []
-        for win in self.root.query_tree().children:
-            try:
-                attrs = win.get_attributes()
-                if attrs.map_state != X.IsViewable or attrs.override_redirect:
-                    continue
-                geo = win.get_geometry()
-            except xerror.XError:
-                continue
-            if geo.width > 1 and geo.height > 1:
-                wins.append(win)
-        return wins
+        return [win for win, _ in self._top_levels()]
 
     def focus_first_window(self, deadline: float) -> None:
         """No window manager: give the first top-level window the keyboard focus ourselves,
