@@ -11,8 +11,8 @@ time; anything else is answered 401 and audited.
 from __future__ import annotations
 
 import hmac
-import json
 
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchestrator.audit import AuditLog
@@ -56,18 +56,9 @@ class BearerAuth:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps(
-            {"error": f"{reason}: send 'Authorization: Bearer <token>' (see docs/clients.md)"}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="corral"'),
-                ],
-            }
+        refusal = JSONResponse(
+            {"error": f"{reason}: send 'Authorization: Bearer <token>' (see docs/clients.md)"},
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="corral"'},
         )
-        await send({"type": "http.response.body", "body": body})
+        await refusal(scope, receive, send)  # a plain Response never reads the body

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import logging
 import socket
 import time
@@ -125,18 +124,8 @@ class LoopbackOnly:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps({"error": REASON_NOT_LOOPBACK}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 403,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        # A plain Response only sends: the body is never read.
+        await JSONResponse({"error": REASON_NOT_LOOPBACK}, status_code=403)(scope, receive, send)
 
 
 async def _read_body(request: Request, limit: int) -> bytes | None:
