@@ -67,6 +67,15 @@ class Machine:
     others_running: int
 
 
+def machine_line(machine: Machine) -> str:
+    """The one line every console report here prints about the machine."""
+    return (
+        f"machine: nproc={machine.nproc}, Docker server {machine.docker_version}, "
+        f"{machine.kernel}; {machine.others_running} container(s) running on the engine at "
+        f"the start; date: {machine.date}"
+    )
+
+
 def machine_paragraph(machine: Machine) -> str:
     """The sentence every benchmark section here ends its set-up with."""
     return (
@@ -258,11 +267,7 @@ def print_report(
             cells[-1] = f"[{colour}]{cells[-1]}[/{colour}]"
         table.add_row(*cells)
     console.print()
-    console.print(
-        f"machine: nproc={machine.nproc}, Docker server {machine.docker_version}, "
-        f"{machine.kernel}; {machine.others_running} container(s) running on the engine at "
-        f"the start; date: {machine.date}"
-    )
+    console.print(machine_line(machine))
     console.print(table)
     console.print(
         "[dim]p50/p95: nearest-rank percentiles; 'vs ref' is the ratio of p50s to the "

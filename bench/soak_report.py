@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from _common import docker_cli, markers, nearest_rank
-from computer_use_report import Machine, local_version, machine_paragraph
+from computer_use_report import Machine, local_version, machine_line, machine_paragraph
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -252,11 +252,7 @@ def print_report(machine: Machine, plan: Plan, record: Record, leaks: Leaks) -> 
             cell = f"[{colour}]{cell}[/{colour}]"
         table.add_row(row.measure, row.value, row.target, cell)
     console.print()
-    console.print(
-        f"machine: nproc={machine.nproc}, Docker server {machine.docker_version}, "
-        f"{machine.kernel}; {machine.others_running} container(s) running on the engine at "
-        f"the start; date: {machine.date}"
-    )
+    console.print(machine_line(machine))
     console.print(table)
     console.print(
         "[dim]p50/p95: nearest-rank percentiles of the calls that succeeded, timed around "

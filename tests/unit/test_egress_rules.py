@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -235,22 +236,8 @@ async def test_an_idle_tunnel_is_closed_and_a_busy_one_is_not(
     import asyncio
 
     proxy = _load_proxy_module()
-
-    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError):
-            while data := await reader.readline():
-                writer.write(b"echo:" + data)
-                await writer.drain()
-        writer.close()
-
-    echo = await asyncio.start_server(upstream, "127.0.0.1", 0)
-    echo_port = echo.sockets[0].getsockname()[1]
-    monkeypatch.setattr(proxy, "UPSTREAM_PORT", echo_port)
     monkeypatch.setattr(proxy, "IDLE_TIMEOUT", 0.5)
-    handler = proxy.Proxy({"echo.test": ("127.0.0.1",)}, None)
-    server = await asyncio.start_server(handler.handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
+    async with proxy_on_loopback(proxy, monkeypatch, ["echo.test"]) as (_, port, echo_port):
         async with asyncio.timeout(20):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(f"CONNECT echo.test:{echo_port} HTTP/1.1\r\n\r\n".encode())
@@ -266,11 +253,6 @@ async def test_an_idle_tunnel_is_closed_and_a_busy_one_is_not(
             assert loop.time() - opened_quiet >= 0.4
             writer.close()
             await writer.wait_closed()
-    finally:
-        server.close()
-        echo.close()
-        await server.wait_closed()
-        await echo.wait_closed()
     assert "decision=close reason=idle" in capfd.readouterr().err
 
 
@@ -292,26 +274,14 @@ async def test_restricting_the_proxy_closes_open_tunnels_of_dropped_hosts(
     import asyncio
 
     proxy = _load_proxy_module()
+    async with proxy_on_loopback(proxy, monkeypatch, ["a.test", "b.test"]) as served:
+        handler, port, echo_port = served
 
-    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while data := await reader.readline():
-            writer.write(b"echo:" + data)
-            await writer.drain()
-        writer.close()
+        async def tunnel(host: str) -> tuple[Any, Any, bytes]:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"CONNECT {host}:{echo_port} HTTP/1.1\r\n\r\n".encode())
+            return reader, writer, await reader.readuntil(b"\r\n\r\n")
 
-    echo = await asyncio.start_server(upstream, "127.0.0.1", 0)
-    echo_port = echo.sockets[0].getsockname()[1]
-    monkeypatch.setattr(proxy, "UPSTREAM_PORT", echo_port)
-    handler = proxy.Proxy({"a.test": ("127.0.0.1",), "b.test": ("127.0.0.1",)}, None)
-    server = await asyncio.start_server(handler.handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-
-    async def tunnel(host: str) -> tuple[Any, Any, bytes]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(f"CONNECT {host}:{echo_port} HTTP/1.1\r\n\r\n".encode())
-        return reader, writer, await reader.readuntil(b"\r\n\r\n")
-
-    try:
         async with asyncio.timeout(20):
             ra, wa, status_a = await tunnel("a.test")
             rb, wb, status_b = await tunnel("b.test")
@@ -332,6 +302,30 @@ async def test_restricting_the_proxy_closes_open_tunnels_of_dropped_hosts(
                 writer.close()
             await asyncio.gather(*(w.wait_closed() for w in (wa, wb, wc)), return_exceptions=True)
             await wait_until(lambda: handler.connections == 0)
+
+
+@contextlib.asynccontextmanager
+async def proxy_on_loopback(
+    proxy: ModuleType, monkeypatch: pytest.MonkeyPatch, hosts: list[str]
+) -> AsyncIterator[tuple[Any, int, int]]:
+    """The proxy module's server on 127.0.0.1, pinning `hosts` to a line-echo server there:
+    (the proxy handler, its port, the echo server's port); both closed on exit."""
+    import asyncio
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.readline():
+                writer.write(b"echo:" + data)
+                await writer.drain()
+        writer.close()
+
+    echo = await asyncio.start_server(upstream, "127.0.0.1", 0)
+    echo_port = echo.sockets[0].getsockname()[1]
+    monkeypatch.setattr(proxy, "UPSTREAM_PORT", echo_port)
+    handler = proxy.Proxy({host: ("127.0.0.1",) for host in hosts}, None)
+    server = await asyncio.start_server(handler.handle, "127.0.0.1", 0)
+    try:
+        yield handler, server.sockets[0].getsockname()[1], echo_port
     finally:
         server.close()
         echo.close()
