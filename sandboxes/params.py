@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     model_validator,
 )
@@ -95,16 +96,19 @@ class KeyParams(Params):
         ),
     ]
 
+    _verdict: KeyVerdict = PrivateAttr()
+
     @model_validator(mode="after")
     def _allowed_key(self) -> KeyParams:
         verdict = check_key(self.key)
         if not verdict.allowed:
             raise ValueError(f"key: {verdict.message}")
+        self._verdict = verdict  # decided once, here; the session presses verdict.key
         return self
 
     @property
     def verdict(self) -> KeyVerdict:
-        return check_key(self.key)
+        return self._verdict
 
 
 class ScrollParams(Params):

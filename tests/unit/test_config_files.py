@@ -99,6 +99,15 @@ channel = "ops"
         ),
         ("tmp_size_mb = 4", "container.sandbox.tmp_size_mb", ["greater than or equal to 8"]),
         ("tmp_size_mb = 4096", "container.sandbox.tmp_size_mb", ["less than or equal to 1024"]),
+        ("max_concurrent = 0", "container.sandbox.max_concurrent", ["greater than or equal to 1"]),
+        ("max_concurrent = 257", "container.sandbox.max_concurrent", ["less than or equal to 256"]),
+        ("max_queued = -1", "container.sandbox.max_queued", ["greater than or equal to 0"]),
+        ("max_queued = 1001", "container.sandbox.max_queued", ["less than or equal to 1000"]),
+        (
+            "queue_timeout_seconds = 601",
+            "container.sandbox.queue_timeout_seconds",
+            ["less than or equal to 600"],
+        ),
         (
             'image = "Bad Image"',
             "container.sandbox.image",
