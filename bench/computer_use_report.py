@@ -201,7 +201,8 @@ def probe_steps(heavy: Observations) -> str:
     total = median([sum(s.values()) for s in heavy.probe_steps])
     return (
         f"inside the kiosk agent (its own `ms`, medians): {', '.join(parts)}; "
-        f"{total:.1f} in all, the rest is the channel round trip"
+        f"{total:.1f} in all, the rest is the channel round trip (AT-SPI runs on its own "
+        "thread while the DOM is read; `atspi` is the wait left after the DOM)"
     )
 
 

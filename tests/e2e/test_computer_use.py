@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SITE = "site.corral.test"  # allowed
 OTHER = "other.corral.test"  # resolvable (mapped) but not allowed
+XSITE = "pay.elsewhere.test"  # another site (its frames run in a renderer of their own)
 WHITE, GREEN, BLUE, RED = (255, 255, 255), (0, 255, 0), (0, 0, 255), (255, 0, 0)
 
 PAGE = """<!doctype html><html><head><title>{title}</title></head>
@@ -176,9 +177,53 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
         ),
     ),
 }
+FIELD = "position:absolute;width:100px;height:20px;background:#fff;border:0"
 OTHER_ROUTES = {
-    "*": (200, {"Content-Type": "text/html"}, PAGE.format(title="o", bg="#f0f", body=""))
+    "*": (200, {"Content-Type": "text/html"}, PAGE.format(title="o", bg="#f0f", body="")),
+    "/login": ROUTES["/login"],
+    # Payment fields: a card number by autocomplete, a code masked by CSS only.
+    "/card": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="card",
+            bg="#f00",
+            body=f'<input autocomplete="cc-number" value="4111" style="{FIELD};left:20px;'
+            f'top:20px"><input value="123" style="{FIELD};left:20px;top:60px;'
+            '-webkit-text-security:disc">',
+        ),
+    ),
+    # A frame of the first site inside this one.
+    "/nest": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="nest",
+            bg="#00f",
+            body=f'<iframe src="https://{OTHER}/login" style="position:absolute;left:50px;'
+            'top:50px;width:400px;height:300px;border:0"></iframe>',
+        ),
+    ),
 }
+# Pages of SITE framing other origins, for the cross-origin masking test.
+FRAMING = {
+    # same site, another origin: the frame shares the page's renderer
+    "/xsame": f'<iframe src="https://{OTHER}/login" style="position:absolute;left:300px;'
+    'top:200px;width:400px;height:300px;border:0"></iframe>',
+    # another site, under a CSS scale(2): a renderer of its own, drawn twice as big
+    "/xsite": '<div style="transform:scale(2);transform-origin:0 0">'
+    f'<iframe src="https://{XSITE}/card" style="position:absolute;left:150px;top:100px;'
+    'width:200px;height:150px;border:0"></iframe></div>',
+    # another site framing a page of this site's sibling: two levels of renderers
+    "/xnest": f'<iframe src="https://{XSITE}/nest" style="position:absolute;left:300px;'
+    'top:200px;width:600px;height:450px;border:0"></iframe>',
+}
+for _path, _body in FRAMING.items():
+    ROUTES[_path] = (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(title=_path[1:], bg="#0f0", body=_body),
+    )
 
 
 @dataclass
@@ -195,7 +240,7 @@ def sites(docker_client: docker.DockerClient) -> Iterator[tuple[str, str, str]]:
     certs = Path(tempfile.mkdtemp(prefix="corral-e2e-certs-"))
     started: list[Any] = []
     try:
-        ca_pem = make_certs(certs, (SITE, OTHER))
+        ca_pem = make_certs(certs, (SITE, OTHER, XSITE))
         site_ip = start_site(docker_client, certs, ROUTES, 443, [], started)
         other_ip = start_site(docker_client, certs, OTHER_ROUTES, 443, [], started)
         (certs / "ca.pem").write_text(ca_pem)
@@ -233,7 +278,8 @@ async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIt
     port = free_port()
     corral_home.config_file.write_text(
         f'[gateway]\nport = {port}\n\n[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
-        f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}" }}\n'
+        f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}", '
+        f'"{XSITE}" = "{other_ip}" }}\n'
     )
     write_agent(corral_home, "alice", allowed_domains=[SITE], deny_list=["bank.corral.test"])
     proc = subprocess.Popen(
@@ -458,6 +504,36 @@ async def test_the_masking_attacks_are_masked(world: World) -> None:
         await call(mcp, "computer_click", x=200, y=100)
         opened = await screen_until(mcp, lambda r, img: "tabs or popups are open" in text_of(r))
         assert all_black(opened)
+        await call(mcp, "computer_session_stop")
+
+
+async def test_secret_fields_in_cross_origin_frames_are_masked(world: World) -> None:
+    """Frames of another origin on the same site (same renderer), of another site (a
+    renderer of its own, under a CSS scale), and nested across sites: every secret field
+    is found from outside the page and masked where it is drawn, pixels checked."""
+    write_agent(world.home, "ivy", allowed_domains=[SITE, OTHER, XSITE])
+    async with connect(world.home, "stdio", agent="ivy") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+
+        async def show(path: str, x: int, y: int) -> Image.Image:
+            opened = await call(mcp, "computer_navigate", url=f"https://{SITE}{path}")
+            assert not opened.is_error, text_of(opened)
+            shot = await screen_until(mcp, lambda r, img: img.getpixel((x, y)) == RED)
+            assert "whole screenshot is masked" not in text_of(shot), text_of(shot)
+            return image_of(shot)
+
+        same = await show("/xsame", 320, 220)  # the frame's red page, at 300,200
+        assert same.getpixel((500, 320)) == (0, 0, 0)  # its password field: 300+100+100
+        assert same.getpixel((450, 360)) == RED
+        # /card's fields at 20,20 and 20,60 (100x20), the frame at 150,100, all scaled 2x.
+        card = await show("/xsite", 310, 210)
+        assert card.getpixel((440, 260)) == (0, 0, 0)  # the card number: 2*(150+20+50)
+        assert card.getpixel((440, 340)) == (0, 0, 0)  # the CSS-masked code
+        assert card.getpixel((440, 300)) == RED  # between the two
+        # SITE -> XSITE (at 300,200) -> OTHER's login (at 50,50) -> field at 100,100.
+        nest = await show("/xnest", 360, 260)
+        assert nest.getpixel((550, 370)) == (0, 0, 0)
+        assert nest.getpixel((550, 410)) == RED
         await call(mcp, "computer_session_stop")
 
 

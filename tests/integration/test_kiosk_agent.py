@@ -309,9 +309,10 @@ def test_password_rect_matches_element(started: KioskAgent) -> None:
 
 
 @pytest.mark.slow
-def test_password_in_cross_origin_frame_found_through_atspi(started: KioskAgent) -> None:
-    """A data: iframe is cross-origin to its parent: the DOM probe cannot look inside, so
-    the agent falls back to AT-SPI (getExtents in desktop coordinates)."""
+def test_password_in_an_opaque_origin_frame_is_found(started: KioskAgent) -> None:
+    """A data: iframe has an opaque origin, cross-origin to its parent (also a data: page):
+    the main frame's script cannot enter it, so it is read in an isolated world of its own
+    (AT-SPI, the cross-check, sees the same field at the same place)."""
     field = (
         "<body style='margin:0'><input type=password style='position:absolute;left:20px;"
         "top:10px;width:200px;height:30px;box-sizing:border-box;border:0;padding:0'>"
@@ -592,6 +593,32 @@ def test_a_password_in_a_closed_shadow_root_is_found_where_it_is_after_a_scroll(
         all(abs(got - want) <= 3 for got, want in zip(rect, (50, 200, 200, 30), strict=True))
         for rect in probe["password_rects"]
     ), probe["password_rects"]
+
+
+CLOSED_STYLED_PAGE = """<!doctype html><title>styled</title><body style="margin:0">
+<div id="host"></div>
+<script>
+  const box = 'position:absolute;left:50px;width:200px;height:30px;border:0;padding:0;';
+  document.getElementById('host').attachShadow({mode: 'closed'}).innerHTML =
+    `<input value="1234" style="${box}top:100px;-webkit-text-security:disc">` +
+    `<input value="plain" style="${box}top:200px">`;
+</script></body>"""
+
+
+@pytest.mark.slow
+def test_a_field_masked_by_css_in_a_closed_shadow_root_is_found_by_its_style(
+    started: KioskAgent,
+) -> None:
+    """No attribute says the first field is secret, only its computed style, and no page
+    script can see into the closed root: the CSS domain reads the style from outside."""
+    started.ok("navigate", url=data_url(CLOSED_STYLED_PAGE))
+
+    probe = poll(lambda: (p := started.ok("probe"))["password_rects"] and p, what="the field")
+
+    assert probe["error"] is None, probe
+    assert len(probe["password_rects"]) == 1, probe["password_rects"]
+    for got, want in zip(probe["password_rects"][0], (50, 100, 200, 30), strict=True):
+        assert abs(got - want) <= 3, probe["password_rects"]
 
 
 @pytest.mark.slow

@@ -24,7 +24,8 @@ Modules, by concern (the X and AT-SPI ones know nothing of Chromium):
 - `atspi`: password fields through AT-SPI, on its own thread.
 - `cdp`: the CDP pipe client.
 - `browser`: Chromium's launch, its page session, navigation, eval.
-- `probe`: what a screenshot must mask (DOM probe, AT-SPI fallback, windows).
+- `probe`: what a screenshot must mask (DOM probe, AT-SPI cross-check, windows).
+- `frames`: the frames the main probe cannot enter (cross-origin, out-of-process).
 - `common`: `OpError`, `log`, shared bounds.
 
 Run it as `python3 /opt/corral/kiosk_agent` or `python3 -m kiosk_agent`.

@@ -47,19 +47,28 @@ class Atspi:
             finally:
                 self._busy.clear()
 
-    def run(self, fn: Callable[[], _T], timeout: float) -> _T:
+    def submit(self, fn: Callable[[], _T]) -> Callable[[float], _T]:
+        """Start `fn` on the AT-SPI thread now; the returned function waits for its result
+        (so a caller can do other work, such as the DOM probe, in the meantime)."""
         if self._busy.is_set():
             raise OpError("AT-SPI: a previous lookup is still stuck")
         self._busy.set()
         out: queue.Queue[tuple[bool, object]] = queue.Queue()
         self._jobs.put((fn, out))
-        try:
-            ok, value = out.get(timeout=timeout)
-        except queue.Empty:
-            raise OpError(f"AT-SPI: no answer within {timeout:g} s") from None
-        if not ok:
-            raise OpError(f"AT-SPI: {value}")
-        return cast(_T, value)  # fn's own result (ok is True)
+
+        def wait(timeout: float) -> _T:
+            try:
+                ok, value = out.get(timeout=timeout)
+            except queue.Empty:
+                raise OpError(f"AT-SPI: no answer within {timeout:g} s") from None
+            if not ok:
+                raise OpError(f"AT-SPI: {value}")
+            return cast(_T, value)  # fn's own result (ok is True)
+
+        return wait
+
+    def run(self, fn: Callable[[], _T], timeout: float) -> _T:
+        return self.submit(fn)(timeout)
 
     def _atspi(self) -> Any:
         if self._mod is None:
@@ -133,3 +142,7 @@ class Atspi:
 
     def password_rects(self, timeout: float) -> list[list[int]]:
         return self.run(self._password_rects, timeout)
+
+    def start_password_rects(self) -> Callable[[float], list[list[int]]]:
+        """`password_rects`, started now and waited for later."""
+        return self.submit(self._password_rects)

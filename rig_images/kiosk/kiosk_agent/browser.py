@@ -19,6 +19,7 @@ from typing import Any
 
 from .cdp import CDP, CDPError
 from .common import PROBE_STEP_S, OpError, log
+from .frames import FrameState
 
 CHROMIUM_CANDIDATES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
 LOAD_TIMEOUT_S = 20.0
@@ -65,6 +66,12 @@ def is_browser_ui(url: str) -> bool:
     return parts.scheme == "chrome" and parts.netloc.endswith(".top-chrome")
 
 
+def is_ui_frame(url: str) -> bool:
+    """A frame of the browser's own UI (its scheme cannot be opened by a page: the policy
+    blocks chrome:// and devtools:// URLs)."""
+    return urllib.parse.urlsplit(url).scheme in ("chrome", "chrome-untrusted", "devtools")
+
+
 class Browser:
     """One Chromium process and its CDP pipe; `session` is the attached page's."""
 
@@ -77,6 +84,7 @@ class Browser:
         self.target_id: str | None = None
         self.sandbox = False
         self._world: tuple[tuple[str, str, str], int] | None = None  # (session, frame, loader)
+        self.frame_state = FrameState()  # other frames' sessions and worlds (frames.py)
 
     def start(
         self,
@@ -252,15 +260,17 @@ class Browser:
             raise OpError("the browser has no page")
         return self._attach_to(cdp, pages[0]["targetId"])
 
-    def page_count(self, timeout: float) -> int:
-        """How many page targets (tabs, popups) the browser has: more than one means the
-        screen may show one the probe is not attached to."""
-        targets = self.live_cdp().call("Target.getTargets", timeout=timeout)
-        return sum(
-            1
-            for t in targets.get("targetInfos", [])
-            if t.get("type") == "page" and not is_browser_ui(str(t.get("url", "")))
-        )
+    def targets(self, timeout: float) -> list[dict[str, Any]]:
+        """The browser's page targets (tabs, popups: more than one means the screen may
+        show one the probe is not attached to) and out-of-process iframes, without
+        Chromium's own UI surfaces."""
+        infos = self.live_cdp().call("Target.getTargets", timeout=timeout)
+        return [
+            t
+            for t in infos.get("targetInfos", [])
+            if (t.get("type") == "page" and not is_browser_ui(str(t.get("url", ""))))
+            or (t.get("type") == "iframe" and not is_ui_frame(str(t.get("url", ""))))
+        ]
 
     def frame_tree(self, timeout: float) -> dict[str, Any]:
         """The page's frame tree (`Page.getFrameTree`), cross-origin frames included."""
@@ -405,5 +415,6 @@ class Browser:
     def close(self) -> None:
         """Kill Chromium and forget its pipe and page session."""
         self.kill()
+        self.frame_state.clear()
         self.cdp = None
         self.session = None

@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .atspi import Atspi
 from .browser import Browser
-from .cdp import CDPError
+from .cdp import CDP, CDPError
 from .common import PROBE_STEP_S, OpError
+from .frames import FrameReader, quad_box
 from .screen import Screen
 
-# Password fields (type=password, or masked with -webkit-text-security) in the page, open
-# shadow roots and same-origin frames, clipped to the viewport, in screen pixels.
+# Secret fields (type=password, payment and one-time-code autocomplete, or masked with
+# -webkit-text-security) in a frame, its open shadow roots and the frames of its own
+# origin, clipped to the frame's viewport, in the frame's CSS pixels. It runs in an
+# isolated world of each frame it is given (frames.py), never in the page's own world.
 PROBE_JS = r"""
 (() => {
-  const dpr = window.devicePixelRatio || 1;
   const offX = window.screenX + Math.max(0, window.outerWidth - window.innerWidth);
   const offY = window.screenY + Math.max(0, window.outerHeight - window.innerHeight);
   const vw = window.innerWidth, vh = window.innerHeight;
@@ -68,12 +71,8 @@ PROBE_JS = r"""
     }
   };
   if (document.documentElement) visit(document.documentElement, 0, 0, 0);
-  return {
-    rects: rects.map(([x, y, w, h]) => [
-      Math.floor((offX + x) * dpr), Math.floor((offY + y) * dpr),
-      Math.ceil(w * dpr), Math.ceil(h * dpr)]),
-    frames, blocked, url: location.href, title: document.title, dpr, offX, offY, vw, vh,
-  };
+  return {rects, frames, blocked, url: location.href, title: document.title,
+          dpr: window.devicePixelRatio || 1, offX, offY, vw, vh};
 })()
 """
 
@@ -104,10 +103,14 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
         clock = now
 
     tree: dict[str, Any] | None = None
+    iframes: list[dict[str, Any]] | None = None
     try:
-        out["pages"] = browser.page_count(PROBE_STEP_S)
+        targets = browser.targets(PROBE_STEP_S)
+        out["pages"] = sum(1 for t in targets if t.get("type") == "page")
+        iframes = [t for t in targets if t.get("type") == "iframe"]
         tree = browser.frame_tree(PROBE_STEP_S)  # read once: frame URLs and the world's key
         out["frame_urls"] = browser.frame_urls(tree)
+        out["frame_urls"] += [str(t["url"]) for t in iframes if t.get("url")]
     except Exception as exc:
         errors.append(f"pages: {exc}")
     lap("targets")
@@ -117,16 +120,23 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
         errors.append(f"windows: {exc}")
     out["focused_ok"] = screen.focused_ok()
     lap("x11")
-    dom_errors = dom_probe(browser, out, tree)
-    lap("dom")
-    # AT-SPI is a cross-check on every probe (a secret field either one finds is masked),
-    # and the only eyes inside cross-origin frames, which the DOM probe cannot enter.
+    # AT-SPI is a cross-check on every probe (a secret field either one finds is masked);
+    # it runs on its own thread while the DOM is read.
+    atspi_rects: Callable[[float], list[list[int]]] | None = None
+    atspi_error: Exception | None = None
     try:
         assert atspi is not None, "no AT-SPI"
-        rects = atspi.password_rects(PROBE_STEP_S)
+        atspi_rects = atspi.start_password_rects()
+    except Exception as exc:
+        atspi_error = exc
+    dom_errors = dom_probe(browser, out, tree, iframes)
+    lap("dom")
+    try:
+        if atspi_rects is None:
+            raise atspi_error or OpError("no AT-SPI")
+        rects = atspi_rects(PROBE_STEP_S)
         known = out["password_rects"]
         out["password_rects"] = known + [r for r in rects if r not in known]
-        dom_errors = [e for e in dom_errors if not e.endswith(BLOCKED_FRAMES)]
     except Exception as exc:
         if dom_errors:  # the DOM did not see everything either: nobody did
             dom_errors.append(f"atspi: {exc}")
@@ -143,17 +153,23 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
     return out
 
 
-BLOCKED_FRAMES = "cross-origin frame(s) not inspectable"
-
-
-def dom_probe(browser: Browser, out: dict[str, Any], tree: dict[str, Any] | None) -> list[str]:
-    """Secret fields, URL, title and zoom from the page's DOM, read in an isolated world,
-    plus closed shadow roots through CDP's DOM domain; the problems met, if any."""
+def dom_probe(
+    browser: Browser,
+    out: dict[str, Any],
+    tree: dict[str, Any] | None,
+    iframes: list[dict[str, Any]] | None,
+) -> list[str]:
+    """Secret fields, URL, title and zoom from the page's DOM, read in isolated worlds of
+    the main frame and of every frame its script cannot enter, plus closed shadow roots
+    through CDP's DOM domain; the problems met, if any."""
+    if iframes is None:
+        return ["the browser's targets could not be listed"]
     try:
         sid = browser.page_session()
+        cdp = browser.live_cdp()
 
         def evaluate(frames: dict[str, Any] | None) -> dict[str, Any]:
-            result: dict[str, Any] = browser.live_cdp().call(
+            result: dict[str, Any] = cdp.call(
                 "Runtime.evaluate",
                 {
                     "expression": PROBE_JS,
@@ -171,11 +187,11 @@ def dom_probe(browser: Browser, out: dict[str, Any], tree: dict[str, Any] | None
             res = evaluate(tree)
         except CDPError:
             browser.forget_world()  # the document changed under the cached world
-            res = evaluate(None)  # and read the frame tree again
+            tree = None  # so did its frame tree: read it again
+            res = evaluate(tree)
         if "exceptionDetails" in res:
             raise OpError(res["exceptionDetails"].get("text", "exception"))
         value = res.get("result", {}).get("value") or {}
-        out["password_rects"] = [[int(v) for v in r] for r in value.get("rects", [])]
         out["url"], out["title"] = value.get("url"), value.get("title")
         out["zoom"] = float(value.get("dpr") or 1.0)
         view = Viewport(
@@ -185,15 +201,24 @@ def dom_probe(browser: Browser, out: dict[str, Any], tree: dict[str, Any] | None
             float(value.get("vh") or 0),
             out["zoom"],
         )
-        known = out["password_rects"]
-        for rect in closed_shadow_rects(browser, view):
-            if rect not in known:
-                known.append(rect)
-        if value.get("blocked"):
-            return [f"{value['blocked']} {BLOCKED_FRAMES}"]
+        css: list[list[float]] = [[float(v) for v in r] for r in value.get("rects", [])]
+        css += closed_shadow_css(cdp, sid)
+        reader = FrameReader(cdp, sid, browser.frame_state, PROBE_JS, closed_shadow_css)
+        reading = reader.read(iframes, tree)
+        css += reading.rects
+        known: list[list[int]] = []
+        for rect in css:
+            screen_rect = view.to_screen(rect)
+            if screen_rect is not None and screen_rect not in known:
+                known.append(screen_rect)
+        out["password_rects"] = known
+        errors = list(reading.errors)
+        blocked = int(value.get("blocked") or 0)
+        if blocked > reading.frames_read:
+            errors.append(f"{blocked - reading.frames_read} frame(s) not inspectable")
+        return errors
     except Exception as exc:
         return [str(exc)]
-    return []
 
 
 SECRET_AUTOCOMPLETE = frozenset(
@@ -220,6 +245,20 @@ class Viewport:
     height: float
     zoom: float
 
+    def to_screen(self, rect: list[float]) -> list[int] | None:
+        """A main-frame CSS rectangle in screen pixels, clipped to the viewport."""
+        x, y, w, h = rect
+        x1, y1 = max(0.0, x), max(0.0, y)
+        x2, y2 = min(self.width, x + w), min(self.height, y + h)
+        if x2 <= x1 or y2 <= y1:
+            return None
+        return [
+            math.floor((self.off_x + x1) * self.zoom),
+            math.floor((self.off_y + y1) * self.zoom),
+            math.ceil((x2 - x1) * self.zoom),
+            math.ceil((y2 - y1) * self.zoom),
+        ]
+
 
 def _attrs(node: dict[str, Any]) -> dict[str, str]:
     flat = node.get("attributes") or []
@@ -235,50 +274,60 @@ def _is_secret_node(node: dict[str, Any]) -> bool:
     return bool(SECRET_AUTOCOMPLETE & set(attrs.get("autocomplete", "").lower().split()))
 
 
-def _closed_secret_nodes(node: dict[str, Any], in_closed: bool = False) -> list[int]:
-    """Secret inputs inside closed shadow roots (no JavaScript world can reach those)."""
-    found: list[int] = []
-    if in_closed and _is_secret_node(node):
-        found.append(int(node["nodeId"]))
+def _closed_inputs(node: dict[str, Any], in_closed: bool = False) -> list[tuple[int, bool]]:
+    """Inputs inside closed shadow roots (no JavaScript world can reach those), each with
+    whether its attributes already make it secret."""
+    found: list[tuple[int, bool]] = []
+    if in_closed and str(node.get("nodeName", "")).upper() == "INPUT":
+        found.append((int(node["nodeId"]), _is_secret_node(node)))
     for root in node.get("shadowRoots") or []:
         closed = in_closed or root.get("shadowRootType") == "closed"
-        found += _closed_secret_nodes(root, closed)
+        found += _closed_inputs(root, closed)
     for child in node.get("children") or []:
-        found += _closed_secret_nodes(child, in_closed)
+        found += _closed_inputs(child, in_closed)
     if node.get("contentDocument"):
-        found += _closed_secret_nodes(node["contentDocument"], in_closed)
+        found += _closed_inputs(node["contentDocument"], in_closed)
     return found
 
 
-def closed_shadow_rects(browser: Browser, view: Viewport) -> list[list[int]]:
-    """Screen rectangles of secret inputs inside closed shadow roots, from CDP's DOM domain
-    (the browser's view of the tree, closed roots included), clipped to the viewport."""
-    cdp = browser.live_cdp()
-    sid = browser.page_session()
+_CSS_ON: set[str] = set()  # sessions whose CSS domain is enabled
+
+
+def _text_security(cdp: CDP, sid: str, node_id: int) -> bool:
+    """Whether the browser draws this input's text as discs (-webkit-text-security), from
+    its computed style (CSS domain, enabled for the session the first time it is needed)."""
+    if sid not in _CSS_ON:
+        cdp.call("DOM.enable", session=sid, timeout=PROBE_STEP_S)
+        cdp.call("CSS.enable", session=sid, timeout=PROBE_STEP_S)
+        _CSS_ON.add(sid)
+    style = cdp.call(
+        "CSS.getComputedStyleForNode", {"nodeId": node_id}, session=sid, timeout=PROBE_STEP_S
+    )
+    for prop in style.get("computedStyle", []):
+        if prop.get("name") == "-webkit-text-security":
+            return str(prop.get("value", "none")) != "none"
+    return False
+
+
+def closed_shadow_css(cdp: CDP, sid: str) -> list[list[float]]:
+    """Secret inputs inside closed shadow roots of a session's frames (its own renderer's
+    frames, cross-origin ones included), from CDP's DOM domain (the browser's view of the
+    tree, closed roots included), in the session's root-frame CSS pixels, unclipped."""
     doc = cdp.call(
         "DOM.getDocument", {"depth": -1, "pierce": True}, session=sid, timeout=PROBE_STEP_S
     )
-    rects: list[list[int]] = []
-    for node_id in _closed_secret_nodes(doc["root"]):
+    rects: list[list[float]] = []
+    for node_id, secret in _closed_inputs(doc["root"]):
+        if not secret and not _text_security(cdp, sid, node_id):
+            continue  # (a failure to tell is an error: the whole image is masked)
         try:
             box = cdp.call(
                 "DOM.getBoxModel", {"nodeId": node_id}, session=sid, timeout=PROBE_STEP_S
             )
         except CDPError:
             continue  # not rendered (display: none): nothing on screen to mask
-        quad = box["model"]["border"]
-        xs, ys = quad[0::2], quad[1::2]
-        x1, y1 = max(0.0, min(xs)), max(0.0, min(ys))
-        x2, y2 = min(view.width, max(xs)), min(view.height, max(ys))
-        if x2 > x1 and y2 > y1:
-            rects.append(
-                [
-                    math.floor((view.off_x + x1) * view.zoom),
-                    math.floor((view.off_y + y1) * view.zoom),
-                    math.ceil((x2 - x1) * view.zoom),
-                    math.ceil((y2 - y1) * view.zoom),
-                ]
-            )
+        left, top, right, bottom = quad_box(box["model"]["border"])
+        rects.append([left, top, right - left, bottom - top])
     return rects
 
 
