@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.errors import ConfigError
+from sandboxes.approval_rules import DEFAULT_CONFIRM_WORDS, word_problem
 from sandboxes.hostnames import deny_entry_problem, host_entry_problem
 from sandboxes.visibility import pattern_problem
 
@@ -49,6 +50,13 @@ def _deny_entry(value: str) -> str:
     return value
 
 
+def _confirm_word(value: str) -> str:
+    problem = word_problem(value)
+    if problem is not None:
+        raise ValueError(f"the confirm word {problem}")
+    return value
+
+
 def _ipv4(value: str) -> str:
     try:
         address = ipaddress.IPv4Address(value)
@@ -70,6 +78,7 @@ HostEntry = Annotated[str, AfterValidator(_host_entry)]
 ToolPattern = Annotated[str, AfterValidator(_tool_pattern)]
 DenyEntry = Annotated[str, AfterValidator(_deny_entry)]
 IPv4Text = Annotated[str, AfterValidator(_ipv4)]
+ConfirmWord = Annotated[str, AfterValidator(_confirm_word)]
 
 
 class _Model(BaseModel):
@@ -130,10 +139,17 @@ class GatewayConfig(_Model):
     port: Annotated[int, Field(ge=1, le=65535)] = 9030
 
 
+class ApprovalsConfig(_Model):
+    """`[approvals]`: how long a held action waits for an operator before it is denied."""
+
+    timeout_seconds: Annotated[int, Field(ge=1, le=3600)] = 120
+
+
 class CorralConfig(_Model):
     """The whole of `config.toml`."""
 
     gateway: GatewayConfig = GatewayConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
     container: ContainerConfig = ContainerConfig()
     integrations: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -146,6 +162,12 @@ class ComputerUseConfig(_Model):
     deny_list: list[DenyEntry] = Field(default_factory=list)
     idle_timeout_seconds: Annotated[int, Field(ge=5, le=3600)] = 600
     max_lifetime_seconds: Annotated[int, Field(ge=10, le=86_400)] = 3600
+    # Pages whose opening waits for an operator (written like deny-list entries).
+    confirm_urls: list[DenyEntry] = Field(default_factory=list, max_length=200)
+    # A click whose target's accessible name contains one of these waits for an operator.
+    confirm_words: list[ConfirmWord] = Field(
+        default_factory=lambda: list(DEFAULT_CONFIRM_WORDS), max_length=200
+    )
 
 
 class Capabilities(_Model):

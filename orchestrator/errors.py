@@ -15,6 +15,9 @@
     ├── NotAvailable               orchestrator.errors a listed tool this version cannot run
     ├── KeyFileError               orchestrator.errors a secret file unusable (gateway.key,
     │                                                  an agent's HTTP token)
+    ├── ApprovalError              orchestrator.errors an approval cannot be decided as asked
+    ├── OperatorError              orchestrator.errors an operator name or token refused
+    ├── SeatError                  orchestrator.errors take over / hand back not possible now
     └── SigningError               orchestrator.errors the signed loopback channel
         ├── SignatureRefused       orchestrator.errors a request's signature refused (401)
         └── NonceCacheFull         orchestrator.errors too many fresh nonces (503)
@@ -44,6 +47,7 @@ from sandboxes.errors import (
 )
 
 __all__ = [
+    "ApprovalError",
     "ConfigError",
     "CorralError",
     "EgressError",
@@ -54,9 +58,11 @@ __all__ = [
     "KioskError",
     "NonceCacheFull",
     "NotAvailable",
+    "OperatorError",
     "ParamError",
     "SandboxBusy",
     "SandboxUnavailable",
+    "SeatError",
     "SessionRefused",
     "SignatureRefused",
     "SigningError",
@@ -120,3 +126,16 @@ class SignatureRefused(SigningError):
 class NonceCacheFull(SigningError):
     """Too many fresh nonces are remembered; the request is refused (503) rather than
     weakening replay protection."""
+
+
+class ApprovalError(CorralError):
+    """An approval cannot be decided as asked: unknown id, already decided, expired."""
+
+
+class OperatorError(CorralError):
+    """An operator name is invalid or taken, or an operator token is refused."""
+
+
+class SeatError(CorralError):
+    """Take over, hand back or stop cannot be done now (no such session, another person
+    holds the desktop, ...)."""

@@ -42,6 +42,11 @@ class CorralHome:
         return self.root / "tokens"
 
     @property
+    def operators_file(self) -> Path:
+        """Operator names and the SHA-256 of each one's console token (never the token)."""
+        return self.root / "operators.json"
+
+    @property
     def slots_dir(self) -> Path:
         return self.root / "slots"
 

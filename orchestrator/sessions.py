@@ -7,7 +7,6 @@ URL policy, the session's idle timeout and lifetime. One session per agent.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import logging
 import time
@@ -20,14 +19,18 @@ from typing import Any
 import anyio
 
 from orchestrator.agent_view import load_agent_and_view
+from orchestrator.approvals import ApprovalQueue
 from orchestrator.audit import AuditLog
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.kiosk import KioskChannel, load_seccomp
+from orchestrator.kiosk_session import KioskSession, answer, text_block
+from orchestrator.oversight import Oversight, step_of
+from orchestrator.screenshots import masked_screenshot
+from sandboxes.approval_rules import describe_rules
 from sandboxes.catalogue import BY_NAME
 from sandboxes.isolation import kiosk_spec
-from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
 from sandboxes.params import (
     ClickParams,
     KeyParams,
@@ -40,51 +43,18 @@ from sandboxes.params import (
 )
 from sandboxes.ports import ContainerBackend, Egress
 from sandboxes.session_rules import SessionClock
-from sandboxes.urls import check_url
+from sandboxes.urls import UrlVerdict, check_url
 from sandboxes.visibility import AgentView, decide
 
 logger = logging.getLogger("corral.sessions")
 
 START_DEADLINE = 60.0
 ACTION_DEADLINE = 10.0
-SCREENSHOT_DEADLINE = 5.0
 NAVIGATE_DEADLINE = 30.0
 
 
 EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
 Clock = Callable[[], float]
-
-
-@dataclass
-class KioskSession:
-    id: str
-    agent: str
-    width: int
-    height: int
-    clock: SessionClock
-    allowed_domains: tuple[str, ...]
-    deny_list: tuple[str, ...]
-    channel: KioskChannel
-    stack: contextlib.AsyncExitStack
-    pinned: tuple[str, ...] = ()
-    chromium_sandbox: bool = True
-    egress: Egress | None = None
-
-    @property
-    def used(self) -> int:
-        return self.clock.used
-
-    @property
-    def max_actions(self) -> int:
-        return self.clock.max_actions
-
-
-def text_block(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def answer(*blocks: dict[str, Any], is_error: bool = False, **structured: Any) -> dict[str, Any]:
-    return {"content": list(blocks), "is_error": is_error, "structured": structured or None}
 
 
 class SessionManager:
@@ -97,6 +67,7 @@ class SessionManager:
         egress_factory: EgressFactory,
         *,
         clock: Clock = time.monotonic,
+        approvals: ApprovalQueue | None = None,
     ) -> None:
         self.home = home
         self.config = config
@@ -107,6 +78,8 @@ class SessionManager:
         self.sessions: dict[str, KioskSession] = {}
         self.ended: dict[str, str] = {}  # agent -> why its last session ended
         self._starting: set[str] = set()
+        self.approvals = approvals or ApprovalQueue(audit, config.approvals.timeout_seconds)
+        self.oversight = Oversight(self, audit, self.approvals, clock=clock)
 
     # ------------------------------------------------------------------ handler
     async def handle(self, agent: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -154,22 +127,50 @@ class SessionManager:
         session = self._session_of(agent)
         await self._follow_settings(session, cfg)
         if tool == "computer_screenshot":
-            return await self.screenshot(session)
+            return await self.screenshot(session, record=True)
+        self.oversight.check_seat(session, tool)
         try:
             session.clock.check_budget(tool)
         except SessionRefused:
             self.audit.record("computer_action_refused", agent, {"tool": tool, "why": "budget"})
             raise
         details: dict[str, Any] = {"session": session.id, "tool": tool}
+        verdict = None
         if isinstance(params, NavigateParams):
             verdict = check_url(params.url, session.allowed_domains, session.pinned)
             if not verdict.allowed:
                 self.audit.record("computer_action_refused", agent, {**details, "why": "url"})
                 raise SessionRefused(verdict.message)
+        hold = await self.oversight.hold_for(session, tool, params, cfg)
+        if hold is not None:
+            await self.oversight.wait_for_operator(
+                session, tool, params, hold, self._status(session)
+            )
+        try:
+            return await self._act(session, tool, params, details, verdict)
+        except (SessionRefused, KioskError, CorralError) as exc:
+            self.oversight.record(session, tool, step_of(tool, params), f"failed: {exc}"[:300])
+            raise
+
+    async def _act(
+        self,
+        session: KioskSession,
+        tool: str,
+        params: Any,
+        details: dict[str, Any],
+        verdict: UrlVerdict | None,
+    ) -> dict[str, Any]:
+        """Do one approved input action and record it (audit, timeline)."""
+        agent = session.agent
+        step = step_of(tool, params)
+        if isinstance(params, NavigateParams):
+            assert verdict is not None
             session.clock.spend(self.clock())
             result = await session.channel.request("navigate", NAVIGATE_DEADLINE, url=params.url)
             details["host"] = verdict.host
             self.audit.record("computer_action", agent, details)
+            outcome = f"failed: {result['error_text']}" if result.get("error_text") else "ok"
+            self.oversight.record(session, tool, step, outcome[:300])
             if result.get("error_text"):
                 return answer(
                     text_block(
@@ -196,11 +197,13 @@ class SessionManager:
             await session.channel.request("type", ACTION_DEADLINE, text=params.text)
             details["chars"] = len(params.text)  # the text itself is never audited
             done = f"Typed {len(params.text)} characters."
+            step = f"typed {len(params.text)} characters"
         elif isinstance(params, KeyParams):
             pressed = params.verdict
             await session.channel.request("key", ACTION_DEADLINE, key=pressed.key)
             details["key_class"] = pressed.key_class  # never the key: keys can spell secrets
             done = f"Pressed {pressed.key}."
+            step = f"pressed a {pressed.key_class}"
         elif isinstance(params, ScrollParams):
             await session.channel.request(
                 "scroll",
@@ -211,9 +214,11 @@ class SessionManager:
                 amount=params.amount,
             )
             done = f"Scrolled {params.direction} {params.amount} at {params.x},{params.y}."
+            step = f"scrolled {params.direction} {params.amount} at {params.x},{params.y}"
         else:
             raise SessionRefused(f"{tool} is not a kiosk action")
         self.audit.record("computer_action", agent, details)
+        self.oversight.record(session, tool, step, "ok")
         return answer(text_block(f"{done} {self._status(session)}"))
 
     def _status(self, session: KioskSession) -> str:
@@ -307,6 +312,7 @@ class SessionManager:
             stack=stack,
             pinned=tuple(sorted(egress.pins)),
             egress=egress,
+            started_at=time.time(),
             chromium_sandbox=bool(ready.get("chromium_sandbox", False)),
         )
         self.sessions[agent] = session
@@ -336,8 +342,9 @@ class SessionManager:
             f"Limits: {session.max_actions} actions (click, type, key, scroll, navigate), "
             f"{session.clock.idle_timeout} s idle timeout, "
             f"{session.clock.max_lifetime} s lifetime. "
-            "High-risk actions cannot be confirmed in chat: they are refused. "
-            f"computer_navigate may open: {sites}. {sandbox_note}"
+            f"computer_navigate may open: {sites}. {sandbox_note} "
+            + describe_rules(cfg.confirm_words, cfg.confirm_urls, self.approvals.timeout_seconds)
+            + " Nothing can be approved from chat or by a tool: a named operator decides."
         )
         return answer(
             text_block(text),
@@ -348,6 +355,11 @@ class SessionManager:
             navigable_sites=list(session.pinned),
             left_out=left_out,
             high_risk_confirmable=False,
+            approval_rules={
+                "confirm_urls": list(cfg.confirm_urls),
+                "confirm_words": list(cfg.confirm_words),
+                "timeout_seconds": self.approvals.timeout_seconds,
+            },
             chromium_sandbox=session.chromium_sandbox,
         )
 
@@ -367,6 +379,7 @@ class SessionManager:
         if session is None:
             return
         self.ended[agent] = why
+        self.approvals.cancel_session(session.id, f"the session ended: {why}")
         with anyio.CancelScope(shield=True):
             await session.stack.aclose()
         self.audit.record(
@@ -403,6 +416,8 @@ class SessionManager:
         ended = []
         now = self.clock()
         for agent, session in list(self.sessions.items()):
+            if session.controller == "human" or session.waiting is not None:
+                session.clock.last_action = now  # a person is working: not idle
             view, agent_cfg = load_agent_and_view(self.home, agent)
             why = session.clock.expiry(now) or revocation(view)
             if why is None and agent_cfg is not None:
@@ -420,78 +435,20 @@ class SessionManager:
             await self.expire()
 
     # ------------------------------------------------------------------ screenshot
-    async def screenshot(self, session: KioskSession) -> dict[str, Any]:
-        """The masked screenshot. Whatever fails on the way (the kiosk, its answer, the
-        probe, decoding or masking), the answer is an all-black PNG that says why: never
-        an error without an image, never an unmasked one."""
-        try:
-            shot = await session.channel.request("screenshot", SCREENSHOT_DEADLINE)
-        except KioskError as exc:
-            black = self._black(session, f"the screenshot failed ({exc})")
+    async def screenshot(self, session: KioskSession, *, record: bool = False) -> dict[str, Any]:
+        """The masked screenshot (orchestrator.screenshots): never an error without an
+        image, never an unmasked one. A broken kiosk channel ends the session."""
+        result = await masked_screenshot(session, self._status(session))
+        if record:
+            outcome = "failed" if result.failed else "ok"
+            self.oversight.record(
+                session, "computer_screenshot", "screenshot", outcome, png=result.png
+            )
+        if result.failed:
             ended = await self._end_if_broken(session.agent)
             if ended:
-                black["content"][1]["text"] += ended
-            return black
-        try:
-            return await self._masked(session, shot)
-        except Exception:
-            incident = uuid.uuid4().hex[:8]
-            logger.exception("screenshot of session %s failed (incident %s)", session.id, incident)
-            return self._black(
-                session, f"the screenshot could not be checked (incident {incident})"
-            )
-
-    def _black(self, session: KioskSession, why: str) -> dict[str, Any]:
-        plan = plan_mask(
-            Probe(0, False, (), "", "", error=why),
-            session.deny_list,
-            (session.width, session.height),
-        )
-        return self._image_answer(session, blank_png(session.width, session.height), plan)
-
-    async def _masked(self, session: KioskSession, shot: dict[str, Any]) -> dict[str, Any]:
-        probe: Probe | None = None
-        png = base64.b64decode(shot["png"], validate=True)
-        raw_probe = shot.get("probe")
-        if isinstance(raw_probe, dict):
-            probe = Probe(
-                windows=int(raw_probe.get("windows", 0)),
-                focused_ok=bool(raw_probe.get("focused_ok", False)),
-                password_rects=tuple(
-                    (int(r[0]), int(r[1]), int(r[2]), int(r[3]))
-                    for r in raw_probe.get("password_rects") or ()
-                ),
-                url=str(raw_probe.get("url") or ""),
-                title=str(raw_probe.get("title") or ""),
-                error=raw_probe.get("error"),
-                pages=int(raw_probe.get("pages", 1)),
-                frame_urls=tuple(str(u) for u in raw_probe.get("frame_urls") or ()),
-                zoom=float(raw_probe.get("zoom", 1.0)),
-            )
-        size = (int(shot.get("width", session.width)), int(shot.get("height", session.height)))
-        plan = plan_mask(probe, session.deny_list, size)
-        painted = {tuple(int(v) for v in r) for r in shot.get("painted") or ()}
-        if plan.full:
-            masked = blank_png(*size)
-        elif plan.rects and not set(plan.rects) <= painted:
-            masked = await anyio.to_thread.run_sync(apply_mask, png, plan, size)
-        else:
-            # Nothing to mask, or the kiosk already painted every rectangle of this plan
-            # black before encoding: a header check only (no decode, no re-encode).
-            masked = apply_mask(png, MaskPlan(False), size)
-        return self._image_answer(session, masked, plan)
-
-    def _image_answer(self, session: KioskSession, png: bytes, plan: MaskPlan) -> dict[str, Any]:
-        text = " ".join(part for part in (plan.describe(), self._status(session)) if part)
-        return answer(
-            {"type": "image", "data": base64.b64encode(png).decode(), "mimeType": "image/png"},
-            text_block(text),
-            masked=plan.full,
-            mask_reason=plan.reason or None,
-            masked_fields=len(plan.rects),
-            actions_used=session.used,
-            max_actions=session.max_actions,
-        )
+                result.answer["content"][1]["text"] += ended
+        return result.answer
 
 
 def revocation(view: AgentView) -> str | None:

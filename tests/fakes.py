@@ -58,6 +58,8 @@ class FakeKiosk:
             "title": "",
         }
     )
+    # What the `target` op names at a point (default: an element without a name).
+    targets: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
     size: tuple[int, int] = (1280, 800)
     _answers: list[bytes] = field(default_factory=list)
@@ -100,6 +102,9 @@ class FakeKiosk:
             }
         if op == "navigate":
             return {**base, "ok": True, "url": request["url"]}
+        if op == "target":
+            found = self.targets.get((int(request["x"]), int(request["y"])))
+            return {**base, "ok": True, **(found or {"name": "", "role": "generic"})}
         return {**base, "ok": True}
 
     async def receive(self) -> bytes | None:

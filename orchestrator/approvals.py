@@ -1,0 +1,222 @@
+"""The approval queue (SPEC S6.1): held actions wait here for an operator.
+
+An approval is raised by a rule (sandboxes.approval_rules), never by the model, and
+answered by a named operator from the CLI (`corral approvals`, signed loopback) or the
+console. Nobody answering means denied: at `[approvals] timeout_seconds` a pending
+approval expires, also when no operator is connected; nothing is ever approved by
+default. Every decision, the expiry included, is one audit event with the operator's
+name (none for an expiry), the decision, the reason and the latency.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from orchestrator.audit import AuditLog
+from orchestrator.errors import ApprovalError
+from sandboxes.approval_rules import Category, Hold
+
+State = Literal["pending", "approved", "denied", "expired", "cancelled"]
+KEEP_DECIDED = 200  # decided approvals kept for the console and `approvals list`
+MAX_REASON_CHARS = 500
+
+
+@dataclass
+class Approval:
+    id: str
+    agent: str
+    session: str
+    tool: str
+    step: str  # what the held call does, e.g. "click at 200,100" (never typed text)
+    category: Category
+    rule: str
+    description: str
+    created_at: float  # wall clock, seconds
+    expires_at: float
+    screenshot_png: bytes | None = None
+    state: State = "pending"
+    decided_by: str | None = None
+    reason: str | None = None
+    decided_at: float | None = None
+    done: anyio.Event = field(default_factory=anyio.Event, repr=False)
+
+    def public(self) -> dict[str, Any]:
+        """What the CLI and the console show (the screenshot is fetched on its own)."""
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "session": self.session,
+            "tool": self.tool,
+            "step": self.step,
+            "category": self.category,
+            "rule": self.rule,
+            "description": self.description,
+            "state": self.state,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "decided_by": self.decided_by,
+            "reason": self.reason,
+            "decided_at": self.decided_at,
+            "has_screenshot": self.screenshot_png is not None,
+        }
+
+
+class ApprovalQueue:
+    """Pending and recently decided approvals, in the gateway's memory."""
+
+    def __init__(
+        self,
+        audit: AuditLog,
+        timeout_seconds: int,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.audit = audit
+        self.timeout_seconds = timeout_seconds
+        self.clock = clock
+        self.on_change = on_change
+        self._all: OrderedDict[str, Approval] = OrderedDict()
+
+    # ------------------------------------------------------------------ raise / wait
+    def raise_(
+        self,
+        *,
+        agent: str,
+        session: str,
+        tool: str,
+        step: str,
+        hold: Hold,
+        screenshot_png: bytes | None,
+    ) -> Approval:
+        now = self.clock()
+        approval = Approval(
+            id="ap-" + secrets.token_hex(5),
+            agent=agent,
+            session=session,
+            tool=tool,
+            step=step,
+            category=hold.category,
+            rule=hold.rule,
+            description=hold.description,
+            created_at=now,
+            expires_at=now + self.timeout_seconds,
+            screenshot_png=screenshot_png,
+        )
+        self._all[approval.id] = approval
+        self._trim()
+        self.audit.record(
+            "approval_raised",
+            agent,
+            {
+                "approval": approval.id,
+                "session": session,
+                "tool": tool,
+                "step": step,
+                "category": hold.category,
+                "rule": hold.rule,
+                "timeout_seconds": self.timeout_seconds,
+            },
+        )
+        self._changed()
+        return approval
+
+    async def wait(self, approval: Approval) -> Approval:
+        """Until an operator decides, or the approval expires (then it is denied)."""
+        while approval.state == "pending":
+            left = approval.expires_at - self.clock()
+            if left <= 0:
+                self._settle(approval, "expired", None, self._expiry_reason())
+                break
+            with anyio.move_on_after(left):
+                await approval.done.wait()
+        return approval
+
+    def _expiry_reason(self) -> str:
+        return f"no operator answered within {self.timeout_seconds} s"
+
+    # ------------------------------------------------------------------ decide
+    def decide(self, approval_id: str, operator: str, approve: bool, reason: str = "") -> Approval:
+        approval = self._all.get(approval_id)
+        if approval is None:
+            raise ApprovalError(f"no approval {approval_id!r} (see `corral approvals list`)")
+        if approval.state != "pending":
+            raise ApprovalError(
+                f"approval {approval_id} is already {approval.state}"
+                + (f" by {approval.decided_by}" if approval.decided_by else "")
+            )
+        if len(reason) > MAX_REASON_CHARS:
+            raise ApprovalError(f"reason: at most {MAX_REASON_CHARS} characters")
+        if self.clock() >= approval.expires_at:
+            self._settle(approval, "expired", None, self._expiry_reason())
+            raise ApprovalError(f"approval {approval_id} expired before the decision")
+        self._settle(approval, "approved" if approve else "denied", operator, reason or None)
+        return approval
+
+    def cancel_session(self, session: str, why: str) -> None:
+        """Deny what a session still waits for when it ends (its calls are gone)."""
+        for approval in list(self._all.values()):
+            if approval.session == session and approval.state == "pending":
+                self._settle(approval, "cancelled", None, why)
+
+    def _settle(
+        self, approval: Approval, state: State, operator: str | None, reason: str | None
+    ) -> None:
+        now = self.clock()
+        approval.state = state
+        approval.decided_by = operator
+        approval.reason = reason
+        approval.decided_at = now
+        approval.done.set()
+        self.audit.record(
+            "approval_decided",
+            approval.agent,
+            {
+                "approval": approval.id,
+                "session": approval.session,
+                "operator": operator,
+                "decision": state,
+                "reason": reason,
+                "latency_ms": int((now - approval.created_at) * 1000),
+            },
+        )
+        self._changed()
+
+    # ------------------------------------------------------------------ reads
+    def get(self, approval_id: str) -> Approval | None:
+        return self._all.get(approval_id)
+
+    def pending(self, agent: str | None = None) -> list[Approval]:
+        return [
+            a
+            for a in self._all.values()
+            if a.state == "pending" and (agent is None or a.agent == agent)
+        ]
+
+    def recent(self) -> list[Approval]:
+        """Every kept approval, newest first."""
+        return list(reversed(self._all.values()))
+
+    def expire_due(self) -> None:
+        """Expire what is past its time even if nobody waits on it (a backstop: the held
+        call's own wait expires it first)."""
+        now = self.clock()
+        for approval in list(self._all.values()):
+            if approval.state == "pending" and now >= approval.expires_at:
+                self._settle(approval, "expired", None, self._expiry_reason())
+
+    def _trim(self) -> None:
+        decided = [k for k, a in self._all.items() if a.state != "pending"]
+        for key in decided[: max(0, len(decided) - KEEP_DECIDED)]:
+            del self._all[key]
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()

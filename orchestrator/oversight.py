@@ -1,0 +1,281 @@
+"""People over kiosk sessions (SPEC S6): held actions, take over and hand back, the
+timeline. Used by the session handler (`sessions`), the signed admin API (`corral
+approvals`, `corral sessions`) and the console.
+
+- A click or navigation a rule covers (sandboxes.approval_rules) waits for an operator;
+  the held call answers only after the decision.
+- While a person holds the desktop, the AI's input tools are refused at once; its
+  screenshots still work (masked). Input from a console viewer while the AI holds the
+  seat starts a take over by itself, before that input is forwarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import anyio
+
+from orchestrator.approvals import ApprovalQueue
+from orchestrator.audit import AuditLog
+from orchestrator.config import ComputerUseConfig
+from orchestrator.errors import KioskError, SeatError, SessionRefused
+from orchestrator.kiosk_session import KioskSession
+from orchestrator.screenshots import masked_screenshot
+from orchestrator.timeline import (
+    QUIET_SECONDS,
+    TimelineEntry,
+    new_entry,
+    settle_superseded,
+    thumbnail,
+)
+from sandboxes.approval_rules import Hold, click_hold, navigate_hold
+from sandboxes.params import ClickParams, NavigateParams
+
+logger = logging.getLogger("corral.oversight")
+
+PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
+TARGET_DEADLINE = 3.0
+INPUT_TOOLS = frozenset(
+    {"computer_click", "computer_type", "computer_key", "computer_scroll", "computer_navigate"}
+)
+
+
+class SessionHost(Protocol):
+    """What oversight needs of the session manager."""
+
+    sessions: dict[str, KioskSession]
+
+    async def end(self, agent: str, why: str) -> None: ...
+
+
+class Oversight:
+    def __init__(
+        self,
+        host: SessionHost,
+        audit: AuditLog,
+        approvals: ApprovalQueue,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.host = host
+        self.audit = audit
+        self.approvals = approvals
+        self.clock = clock
+        self._last_input: dict[str, float] = {}  # session id -> monotonic time of an action
+
+    # ------------------------------------------------------------------ the AI's calls
+    def check_seat(self, session: KioskSession, tool: str) -> None:
+        """Refuse the AI's input at once while a person holds the desktop."""
+        if tool in INPUT_TOOLS and session.controller == "human":
+            self.audit.record(
+                "computer_action_refused",
+                session.agent,
+                {"session": session.id, "tool": tool, "why": "a person has the desktop"},
+            )
+            self.record(session, tool, step_of(tool, None), "refused: a person has the desktop")
+            raise SessionRefused(PERSON_HAS_IT)
+
+    async def hold_for(
+        self, session: KioskSession, tool: str, params: Any, cfg: ComputerUseConfig
+    ) -> Hold | None:
+        """The rule that makes this call wait, if any."""
+        if isinstance(params, NavigateParams):
+            return navigate_hold(params.url, cfg.confirm_urls)
+        if isinstance(params, ClickParams) and (cfg.confirm_words or cfg.confirm_urls):
+            try:
+                target = await session.channel.request(
+                    "target", TARGET_DEADLINE, x=params.x, y=params.y
+                )
+            except KioskError as exc:
+                target = {"name": None, "error": f"the kiosk could not tell ({exc})"}
+            return click_hold(
+                target.get("name"),
+                target.get("role"),
+                cfg.confirm_words,
+                href=target.get("href"),
+                confirm_urls=cfg.confirm_urls,
+                unknown_reason=target.get("error"),
+            )
+        return None
+
+    async def wait_for_operator(
+        self, session: KioskSession, tool: str, params: Any, hold: Hold, status: str
+    ) -> None:
+        """Raise the approval (with the masked screen as it is now) and wait for the
+        decision; return when approved, raise SessionRefused naming the rule otherwise."""
+        shot = await masked_screenshot(session, status)
+        step = step_of(tool, params)
+        approval = self.approvals.raise_(
+            agent=session.agent,
+            session=session.id,
+            tool=tool,
+            step=step,
+            hold=hold,
+            screenshot_png=shot.png,
+        )
+        entry = self.record(
+            session, tool, step, f"held for an operator ({hold.rule})", png=shot.png
+        )
+        session.waiting = approval
+        try:
+            await self.approvals.wait(approval)
+        finally:
+            session.waiting = None
+            if approval.state == "pending":  # the call itself was cancelled
+                self.approvals.cancel_session(session.id, "the held call was cancelled")
+        entry.outcome = f"{approval.state} ({hold.rule})"
+        if approval.state == "approved":
+            if session.controller == "human":
+                raise SessionRefused(f"Approved, but {PERSON_HAS_IT[0].lower()}{PERSON_HAS_IT[1:]}")
+            return
+        if approval.state == "denied":
+            why = f": {approval.reason}" if approval.reason else ""
+            raise SessionRefused(
+                f"Operator {approval.decided_by} denied this action ({hold.rule}){why}. "
+                "It was not done."
+            )
+        raise SessionRefused(
+            f"This action needs an operator's approval ({hold.rule}) and "
+            f"{'the session ended' if approval.state == 'cancelled' else 'nobody approved it'} "
+            f"within {self.approvals.timeout_seconds} s, so it was not done."
+        )
+
+    # ------------------------------------------------------------------ the timeline
+    def record(
+        self,
+        session: KioskSession,
+        tool: str,
+        step: str,
+        outcome: str,
+        *,
+        actor: str = "ai",
+        png: bytes | None = None,
+    ) -> TimelineEntry:
+        entry = new_entry(tool, step, outcome, actor, png)
+        session.timeline.append(entry)
+        self._last_input[session.id] = self.clock()
+        return entry
+
+    async def thumbnails_forever(self) -> None:
+        """Give the newest timeline entry of each quiet session its thumbnail."""
+        while True:
+            await anyio.sleep(QUIET_SECONDS / 2)
+            for session in list(self.host.sessions.values()):
+                try:
+                    await self._thumbnail(session)
+                except Exception:  # a thumbnail is never worth a gateway task
+                    logger.exception("thumbnail for session %s failed", session.id)
+
+    async def _thumbnail(self, session: KioskSession) -> None:
+        if not session.timeline:
+            return
+        newest = session.timeline[-1]
+        if newest.thumb_state != "pending":
+            return
+        if self.clock() - self._last_input.get(session.id, 0.0) < QUIET_SECONDS:
+            return
+        settle_superseded(list(session.timeline), newest)
+        png = newest.source_png
+        if png is None:
+            png = (await masked_screenshot(session, "")).png
+        newest.thumb = await anyio.to_thread.run_sync(thumbnail, png)
+        newest.thumb_state = "ready"
+        newest.source_png = None
+
+    # ------------------------------------------------------------------ the seat
+    def _session(self, agent: str) -> KioskSession:
+        session = self.host.sessions.get(agent)
+        if session is None:
+            raise SeatError(f"agent {agent!r} has no running session")
+        return session
+
+    def take_over(self, agent: str, operator: str, *, viewer: str | None, how: str) -> None:
+        session = self._session(agent)
+        if session.controller == "human":
+            if session.holder == operator:
+                session.holder_viewer = viewer or session.holder_viewer
+                return
+            raise SeatError(f"{session.holder} has the desktop of {agent}; ask them to hand back")
+        session.controller, session.holder, session.holder_viewer = "human", operator, viewer
+        self.audit.record(
+            "takeover", agent, {"session": session.id, "operator": operator, "how": how}
+        )
+        self.record(
+            session, "takeover", f"{operator} took the desktop ({how})", "ok", actor=operator
+        )
+
+    def hand_back(self, agent: str, operator: str) -> None:
+        session = self._session(agent)
+        if session.controller != "human":
+            raise SeatError(f"the AI already has the desktop of {agent}")
+        holder = session.holder
+        session.controller, session.holder, session.holder_viewer = "ai", None, None
+        self.audit.record(
+            "handback", agent, {"session": session.id, "operator": operator, "holder": holder}
+        )
+        self.record(
+            session, "handback", f"{operator} handed the desktop back", "ok", actor=operator
+        )
+
+    async def stop(self, agent: str, operator: str) -> None:
+        self._session(agent)
+        await self.host.end(agent, f"stopped by operator {operator}")
+
+    def viewer_input(self, agent: str, operator: str, viewer: str) -> bool:
+        """A console viewer's input event (RFB key, pointer or cut text): forward it only
+        when this viewer holds the seat; when the AI holds it, this input takes it now."""
+        session = self.host.sessions.get(agent)
+        if session is None:
+            return False
+        if session.controller == "human":
+            return session.holder == operator and session.holder_viewer == viewer
+        self.take_over(agent, operator, viewer=viewer, how="console input")
+        return True
+
+    def viewer_left(self, agent: str, viewer: str) -> None:
+        """A console connection closed: its seat stays taken (hand back is explicit), but
+        no other connection's input is forwarded until the holder reconnects."""
+        session = self.host.sessions.get(agent)
+        if session is not None and session.holder_viewer == viewer:
+            session.holder_viewer = None
+
+    # ------------------------------------------------------------------ reads
+    def sessions_view(self) -> list[dict[str, Any]]:
+        out = []
+        for agent, session in sorted(self.host.sessions.items()):
+            if session.controller == "human":
+                state = f"human ({session.holder})"
+            elif session.waiting is not None:
+                state = "waiting approval"
+            else:
+                state = "AI"
+            out.append(
+                {
+                    "agent": agent,
+                    "session": session.id,
+                    "kind": "kiosk",
+                    "started_at": session.started_at,
+                    "actions_used": session.used,
+                    "actions_left": max(0, session.max_actions - session.used),
+                    "state": state,
+                    "controller": session.controller,
+                    "holder": session.holder,
+                    "size": [session.width, session.height],
+                }
+            )
+        return out
+
+
+def step_of(tool: str, params: Any) -> str:
+    """What a call does, for approvals and the timeline: never the text typed or the key."""
+    if params is None:
+        return tool.removeprefix("computer_")
+    if isinstance(params, ClickParams):
+        kind = "double-click" if params.double else "click"
+        return f"{params.button} {kind} at {params.x},{params.y}"
+    if isinstance(params, NavigateParams):
+        return f"open {params.url[:300]}"
+    return tool.removeprefix("computer_")
