@@ -401,6 +401,17 @@ Connect an MCP client (agent "alice"; create it with `corral agents new alice`):
 """
 
 
+# ------------------------------------------------------------------------ people
+def _add_people_commands() -> None:
+    from orchestrator.cli_people import COMMANDS
+
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_add_people_commands()
+
+
 # ------------------------------------------------------------------------ grants
 @main.group()
 def grants() -> None:

@@ -18,6 +18,8 @@
     ├── ApprovalError              orchestrator.errors an approval cannot be decided as asked
     ├── OperatorError              orchestrator.errors an operator name or token refused
     ├── SeatError                  orchestrator.errors take over / hand back not possible now
+    ├── AdminError                 orchestrator.errors the gateway refused an operator's CLI
+    │                                                  request, or is not running
     └── SigningError               orchestrator.errors the signed loopback channel
         ├── SignatureRefused       orchestrator.errors a request's signature refused (401)
         └── NonceCacheFull         orchestrator.errors too many fresh nonces (503)
@@ -47,6 +49,7 @@ from sandboxes.errors import (
 )
 
 __all__ = [
+    "AdminError",
     "ApprovalError",
     "ConfigError",
     "CorralError",
@@ -139,3 +142,7 @@ class OperatorError(CorralError):
 class SeatError(CorralError):
     """Take over, hand back or stop cannot be done now (no such session, another person
     holds the desktop, ...)."""
+
+
+class AdminError(CorralError):
+    """The gateway refused an operator's CLI request, or could not be reached."""

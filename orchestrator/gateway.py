@@ -3,6 +3,9 @@
     GET  /healthz                      no auth: {"ok": true}
     POST /api/internal/computer-use    signed (orchestrator.signing), body ComputerUseRequest,
                                        answer ComputerUseAnswer (docs/kiosk-internals.md s1)
+    POST /api/internal/admin/...       signed: the operators' CLI (orchestrator.admin_api)
+    /console/...                       the operator console (orchestrator.console), its own
+                                       login; not under /api/internal/
 
 Order of checks for anything under /api/internal/, each refusal answered with
 JSON {"error": reason} and written to the audit as `internal_request_refused`
@@ -39,7 +42,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchestrator.audit import AuditLog
@@ -152,43 +155,66 @@ def _describe(exc: ValidationError) -> str:
 
 
 # ------------------------------------------------------------------------ app
+class SignedRequests:
+    """Checks 2 and 3 above for any route under /api/internal/: the body within its
+    limit and a valid signature over it. `body` answers the body, or the refusal."""
+
+    def __init__(self, home: CorralHome, clock: Callable[[], float], max_body_bytes: int) -> None:
+        self.key = load_or_create_key(home)
+        self.nonces = NonceCache()
+        self.refusals = _Refusals(AuditLog(home.audit_file))
+        self.clock = clock
+        self.max_body_bytes = max_body_bytes
+
+    async def body(self, request: Request) -> bytes | Response:
+        scope = request.scope
+        try:
+            body = await _read_body(request, self.max_body_bytes)
+        except ClientDisconnect:
+            return Response(status_code=400)
+        if body is None:
+            return self.refusals.answer(REASON_BODY_TOO_LARGE, scope, 413)
+        try:
+            verify(
+                self.key,
+                request.method,
+                scope["path"],
+                request.headers,
+                body,
+                now=self.clock(),
+                nonces=self.nonces,
+            )
+        except SignatureRefused as exc:
+            return self.refusals.answer(exc.reason, scope, 401)
+        except NonceCacheFull:
+            return self.refusals.answer(REASON_NONCE_CACHE_FULL, scope, 503)
+        return body
+
+
+ExtraRoutes = Callable[[SignedRequests], list[BaseRoute]]
+"""More routes for the app, given the signature check (the admin API, the console)."""
+
+
 def create_app(
     home: CorralHome,
     handler: ComputerUseHandler,
     *,
     clock: Callable[[], float] = time.time,
     max_body_bytes: int = MAX_BODY_BYTES,
+    extra_routes: ExtraRoutes | None = None,
 ) -> Starlette:
     """The gateway's ASGI app. Reads (or creates) CORRAL_HOME/gateway.key now."""
-    key = load_or_create_key(home)
-    nonces = NonceCache()
-    refusals = _Refusals(AuditLog(home.audit_file))
+    signed = SignedRequests(home, clock, max_body_bytes)
+    refusals = signed.refusals
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"ok": True})
 
     async def computer_use(request: Request) -> Response:
         scope = request.scope
-        try:
-            body = await _read_body(request, max_body_bytes)
-        except ClientDisconnect:
-            return Response(status_code=400)
-        if body is None:
-            return refusals.answer(REASON_BODY_TOO_LARGE, scope, 413)
-        try:
-            verify(
-                key,
-                request.method,
-                scope["path"],
-                request.headers,
-                body,
-                now=clock(),
-                nonces=nonces,
-            )
-        except SignatureRefused as exc:
-            return refusals.answer(exc.reason, scope, 401)
-        except NonceCacheFull:
-            return refusals.answer(REASON_NONCE_CACHE_FULL, scope, 503)
+        body = await signed.body(request)
+        if isinstance(body, Response):
+            return body
         try:
             call = ComputerUseRequest.model_validate_json(body)
         except ValidationError as exc:
@@ -208,6 +234,7 @@ def create_app(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
             Route(COMPUTER_USE_PATH, computer_use, methods=["POST"]),
+            *(extra_routes(signed) if extra_routes else []),
         ],
         middleware=[Middleware(LoopbackOnly, refusals=refusals)],
     )
@@ -271,12 +298,13 @@ async def serve_gateway(
     port: int,
     handler: ComputerUseHandler,
     ready: anyio.Event | None = None,
+    extra_routes: ExtraRoutes | None = None,
 ) -> None:
     """Serve the gateway until cancelled (the entry point turns SIGTERM/SIGINT into that).
     Writes the key file first;
     `ready` is set once connections are accepted. Raises GatewayStartError if it cannot
     listen."""
-    app = create_app(home, handler)
+    app = create_app(home, handler, extra_routes=extra_routes)
     sock = await _bind(host, port)
     config = uvicorn.Config(
         app,

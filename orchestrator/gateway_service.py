@@ -10,13 +10,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+from starlette.routing import BaseRoute
 
 from orchestrator.config import CorralConfig, load_config
 from orchestrator.docker_backend import DockerBackend
-from orchestrator.gateway import serve_gateway
+from orchestrator.gateway import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
 from orchestrator.runtime import open_runtime
+from orchestrator.oversight import Oversight
 from orchestrator.sessions import EgressFactory, SessionManager, no_egress
 from sandboxes.ports import Egress
 
@@ -47,6 +49,19 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
     return make
 
 
+def people_routes(home: CorralHome, oversight: Oversight) -> ExtraRoutes:
+    """The operators' signed API and the console, beside the agents' API."""
+    from orchestrator.admin_api import admin_routes
+    from orchestrator.console import console_routes
+
+    admin = admin_routes(oversight)
+
+    def build(signed: SignedRequests) -> list[BaseRoute]:
+        return [*admin(signed), *console_routes(home, oversight)]
+
+    return build
+
+
 async def run_gateway(
     home: CorralHome,
     ready: anyio.Event | None = None,
@@ -74,10 +89,14 @@ async def run_gateway(
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(manager.expire_forever)
+                tg.start_soon(manager.oversight.thumbnails_forever)
+                routes = people_routes(home, manager.oversight)
 
                 async def serve() -> None:
                     try:
-                        await serve_gateway(home, listen_host, listen_port, manager.handle, ready)
+                        await serve_gateway(
+                            home, listen_host, listen_port, manager.handle, ready, routes
+                        )
                     finally:
                         tg.cancel_scope.cancel()
 

@@ -415,6 +415,7 @@ class SessionManager:
         now; the agents whose session ended."""
         ended = []
         now = self.clock()
+        self.approvals.expire_due()
         for agent, session in list(self.sessions.items()):
             if session.controller == "human" or session.waiting is not None:
                 session.clock.last_action = now  # a person is working: not idle

@@ -14,6 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from orchestrator.config import AGENT_NAME_RE
 
 COMPUTER_USE_PATH = "/api/internal/computer-use"
+ADMIN_APPROVALS_PATH = "/api/internal/admin/approvals"
+ADMIN_DECIDE_PATH = "/api/internal/admin/approvals/decide"
+ADMIN_SESSIONS_PATH = "/api/internal/admin/sessions"
+ADMIN_SESSION_ACT_PATH = "/api/internal/admin/sessions/act"
+OPERATOR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,79}$")
 _TOOL_RE = re.compile(r"computer_[a-z][a-z_]{0,62}", re.ASCII)
 
 
@@ -70,3 +75,37 @@ class ComputerUseAnswer(_Wire):
     content: list[Block]
     is_error: bool = False
     structured: dict[str, Any] | None = None
+
+
+def _operator(value: str) -> str:
+    if not OPERATOR_NAME_RE.fullmatch(value):
+        raise ValueError("1-80 characters: letters, digits, '_', '.', '@', ':' or '-'")
+    return value
+
+
+class AdminDecision(_Wire):
+    """Body of POST /api/internal/admin/approvals/decide."""
+
+    id: str = Field(min_length=1, max_length=64)
+    decision: Literal["approve", "deny"]
+    operator: str
+    reason: str = Field(default="", max_length=500)
+
+    _check_operator = field_validator("operator")(_operator)
+
+
+class AdminSessionAct(_Wire):
+    """Body of POST /api/internal/admin/sessions/act."""
+
+    agent: str
+    action: Literal["takeover", "handback", "stop"]
+    operator: str
+
+    _check_operator = field_validator("operator")(_operator)
+
+    @field_validator("agent")
+    @classmethod
+    def _agent(cls, value: str) -> str:
+        if not AGENT_NAME_RE.fullmatch(value):
+            raise ValueError("not a valid agent name")
+        return value
