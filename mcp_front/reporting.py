@@ -64,7 +64,7 @@ class LogLevels:
     def allowed(self, ctx: Any) -> frozenset[LogLevel]:
         """The levels this request may be sent."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return allowed_log_levels(ctx.protocol_version, ctx.meta)
+            return allowed_log_levels(ctx.protocol_version, getattr(ctx, "meta", None))
         threshold = self.get(session_key(ctx))
         return frozenset(level for level in LOG_LEVELS if at_least(level, threshold))
 
@@ -76,7 +76,7 @@ class McpCallEvents:
         self, ctx: Any, levels: LogLevels, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._session = ctx.session
-        self._request_id = ctx.request_id
+        self._request_id = getattr(ctx, "request_id", None)
         self._allowed = levels.allowed(ctx)
         self._clock = clock
         self._started = clock()

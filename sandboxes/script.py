@@ -171,6 +171,10 @@ async def _drive(
                     on_output(kept)
         return scope.cancelled_caught
 
+    if watched:
+        await events.progress(
+            "running", f"running: 0.0 s of {timeout_seconds} s", remaining=timeout_seconds
+        )
     out_of_time = await (_reporting(report, read) if watched else read())
     if out_of_time:
         timed_out = True
