@@ -178,11 +178,13 @@ async def _read_events(
 ) -> types.CallToolResult:
     """Hand each progress/log line to `events`; the result line is the answer."""
     buffer = bytearray()
+    scanned = 0  # bytes of the buffer already searched for a line end (a result is MBs)
     async for chunk in response.aiter_bytes():
         buffer += chunk
-        while (end := buffer.find(b"\n")) >= 0:
+        while (end := buffer.find(b"\n", scanned)) >= 0:
             line = bytes(buffer[:end])
             del buffer[: end + 1]
+            scanned = 0
             if not line.strip():
                 continue
             try:
@@ -199,6 +201,7 @@ async def _read_events(
                 return _error(f"corral gateway could not run {tool}: {event.error}")
             else:
                 return to_result(event.answer)
-        if len(buffer) > MAX_LINE_BYTES:
+        scanned = len(buffer)
+        if scanned > MAX_LINE_BYTES:
             return _error(UNREADABLE)
     return _error(f"corral gateway ended its answer to {tool} without a result")

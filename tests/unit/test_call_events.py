@@ -328,3 +328,70 @@ async def test_the_event_store_forgets_its_oldest_events_past_its_bounds() -> No
         await big.store_event("s", _note("z" * 2_000))
     assert big.count == 2 and big.bytes <= 5_000
     assert approximate_size(_note("z" * 2_000)) >= 2_000
+
+
+def _streaming_gateway(*lines: bytes, chunk: int = 1000) -> httpx.MockTransport:
+    """A gateway stand-in that answers with these NDJSON lines, cut into small chunks."""
+    body = b"".join(line + b"\n" for line in lines)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), chunk):
+            yield body[start : start + chunk]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert json.loads(request.content)["stream"] is True
+        return httpx.Response(200, headers={"content-type": EVENTS_MEDIA_TYPE}, content=chunks())
+
+    return httpx.MockTransport(answer)
+
+
+async def test_a_result_line_in_many_chunks_is_read_whole(corral_home: CorralHome) -> None:
+    image = "A" * 300_000
+    result = json.dumps(
+        {
+            "kind": "result",
+            "answer": {"content": [{"type": "image", "data": image, "mimeType": "image/png"}]},
+        }
+    ).encode()
+    heard = Heard()
+    progress = b'{"kind":"progress","phase":"p","message":"m"}'
+
+    answer = await forward(
+        corral_home,
+        "http://gateway",
+        "alice",
+        "computer_screenshot",
+        {},
+        transport=_streaming_gateway(progress, result),
+        events=heard,
+    )
+
+    assert answer.is_error is False
+    assert isinstance(answer.content[0], types.ImageContent)
+    assert answer.content[0].data == image
+    assert heard.phases() == ["p"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"),
+    [
+        ((b"not json",), "cannot read"),
+        ((b'{"kind":"progress","phase":"p","message":"m"}',), "without a result"),
+        ((b'{"kind":"error","error":"internal error (incident 1)"}',), "incident 1"),
+    ],
+)
+async def test_a_stream_without_a_readable_result_is_a_clear_tool_error(
+    corral_home: CorralHome, lines: tuple[bytes, ...], says: str
+) -> None:
+    answer = await forward(
+        corral_home,
+        "http://gateway",
+        "alice",
+        "computer_click",
+        {},
+        transport=_streaming_gateway(*lines),
+    )
+
+    assert answer.is_error is True
+    assert isinstance(answer.content[0], types.TextContent)
+    assert says in answer.content[0].text
