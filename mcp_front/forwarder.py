@@ -5,6 +5,10 @@ CORRAL_HOME/gateway.key and POSTs it to the gateway on loopback, then turns
 the gateway's answer into a CallToolResult. Every failure on the way is a
 recoverable tool error (is_error=True) with a message that says what to do;
 `forward` raises only on a programming error (arguments that are not JSON).
+
+It asks for the streamed answer (`"stream": true`): the gateway's progress and log
+events for the call arrive as NDJSON lines before the result and are handed to
+`events` as they come (orchestrator.call_stream).
 """
 
 from __future__ import annotations
@@ -22,17 +26,28 @@ from orchestrator.errors import KeyFileError
 from orchestrator.home import CorralHome
 from orchestrator.signing import load_or_create_key, new_nonce, sign
 from orchestrator.wire import (
+    CALL_EVENT_LINE,
     COMPUTER_USE_PATH,
+    EVENTS_MEDIA_TYPE,
     ComputerUseAnswer,
+    ErrorLine,
     ImageBlock,
+    LogLine,
+    ProgressLine,
     TextBlock,
     gateway_base_url,
 )
+from sandboxes.events import NO_EVENTS, CallEvents
 
 __all__ = ["forward", "gateway_base_url", "gateway_client", "not_running_message", "to_result"]
 
 TIMEOUT_SECONDS = 120.0
 CONNECT_TIMEOUT_SECONDS = 5.0
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one event line (a result with a screenshot is < 16 MiB)
+UNREADABLE = (
+    "corral gateway sent an answer this MCP server cannot read; are `corral gateway` "
+    "and `corral mcp` the same version?"
+)
 
 
 def not_running_message(url: str) -> str:
@@ -89,13 +104,16 @@ async def forward(
     transport: httpx.AsyncBaseTransport | None = None,
     timeout_seconds: float = TIMEOUT_SECONDS,
     client: httpx.AsyncClient | None = None,
+    events: CallEvents = NO_EVENTS,
 ) -> types.CallToolResult:
     """Sign and send one computer_* call to the gateway; its answer as a CallToolResult.
+    The call's progress and log events go to `events` while it runs.
 
     Pass a long-lived `client` (see `gateway_client`): making one per call costs ~15 ms
-    (httpx loads its CA bundle), which is most of a click's round trip."""
+    (httpx loads its CA bundle), which is most of a click's round trip. `timeout_seconds`
+    bounds the wait for each piece of the answer (the gateway's next event or result)."""
     body = json.dumps(
-        {"agent": agent, "tool": tool, "arguments": arguments},
+        {"agent": agent, "tool": tool, "arguments": arguments, "stream": True},
         separators=(",", ":"),
         ensure_ascii=False,
     ).encode("utf-8")
@@ -105,18 +123,14 @@ async def forward(
         return _error(f"corral cannot sign the request to the gateway: {exc}")
     headers = sign(key, "POST", COMPUTER_USE_PATH, body, now=time.time(), nonce=new_nonce())
     headers["Content-Type"] = "application/json"
+    headers["Accept"] = f"{EVENTS_MEDIA_TYPE}, application/json"
     url = gateway_url.rstrip("/") + COMPUTER_USE_PATH
+    limits = httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS)
     try:
         if client is not None:
-            response = await client.post(
-                url,
-                content=body,
-                headers=headers,
-                timeout=httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS),
-            )
-        else:
-            async with gateway_client(transport, timeout_seconds) as own:
-                response = await own.post(url, content=body, headers=headers)
+            return await _exchange(client, url, body, headers, limits, tool, events)
+        async with gateway_client(transport, timeout_seconds) as own:
+            return await _exchange(own, url, body, headers, limits, tool, events)
     except httpx.ConnectError:
         return _error(not_running_message(gateway_url))
     except httpx.TimeoutException:
@@ -126,6 +140,25 @@ async def forward(
     except httpx.HTTPError as exc:
         return _error(f"corral gateway at {gateway_url} failed: {type(exc).__name__}: {exc}")
 
+
+async def _exchange(
+    client: httpx.AsyncClient,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    limits: httpx.Timeout,
+    tool: str,
+    events: CallEvents,
+) -> types.CallToolResult:
+    request = client.build_request("POST", url, content=body, headers=headers, timeout=limits)
+    response = await client.send(request, stream=True)
+    try:
+        streamed = response.headers.get("content-type", "").startswith(EVENTS_MEDIA_TYPE)
+        if streamed and response.status_code == 200:
+            return await _read_events(response, tool, events)
+        await response.aread()
+    finally:
+        await response.aclose()
     if response.status_code in (401, 403):
         return _error(f"corral gateway refused the request: {_refusal_reason(response)}")
     if response.status_code != 200:
@@ -136,8 +169,39 @@ async def forward(
     try:
         answer = ComputerUseAnswer.model_validate_json(response.content)
     except ValidationError:
-        return _error(
-            "corral gateway sent an answer this MCP server cannot read; are `corral gateway` "
-            "and `corral mcp` the same version?"
-        )
+        return _error(UNREADABLE)
     return to_result(answer)
+
+
+async def _read_events(
+    response: httpx.Response, tool: str, events: CallEvents
+) -> types.CallToolResult:
+    """Hand each progress/log line to `events`; the result line is the answer."""
+    buffer = bytearray()
+    scanned = 0  # bytes of the buffer already searched for a line end (a result is MBs)
+    async for chunk in response.aiter_bytes():
+        buffer += chunk
+        while (end := buffer.find(b"\n", scanned)) >= 0:
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            scanned = 0
+            if not line.strip():
+                continue
+            try:
+                event = CALL_EVENT_LINE.validate_json(line)
+            except ValidationError:
+                return _error(UNREADABLE)
+            if isinstance(event, ProgressLine):
+                await events.progress(
+                    event.phase, event.message, remaining=event.remaining, output=event.output
+                )
+            elif isinstance(event, LogLine):
+                await events.log(event.level, event.event, event.details)
+            elif isinstance(event, ErrorLine):
+                return _error(f"corral gateway could not run {tool}: {event.error}")
+            else:
+                return to_result(event.answer)
+        scanned = len(buffer)
+        if scanned > MAX_LINE_BYTES:
+            return _error(UNREADABLE)
+    return _error(f"corral gateway ended its answer to {tool} without a result")

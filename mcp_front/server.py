@@ -5,12 +5,17 @@ every tools/list and tools/call, so what is listed is always what the gate
 lets through. A watcher re-computes the visible set every half second and
 sends `notifications/tools/list_changed` (and publishes `ToolsListChanged`
 for clients on the subscription-based protocol) only when the SET changes.
+
+Long calls report to their caller (issue 16, `mcp_front.reporting`): progress for a
+request that carries a progressToken, and corral's own events as log messages at or
+above the level set with `logging/setLevel`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,11 +27,13 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_front.errors import INVALID_PARAMS, GateRefusal, call_outcome
 from mcp_front.families.script import run_execute_program
 from mcp_front.forwarder import forward, gateway_client
+from mcp_front.reporting import LogLevels, McpCallEvents, session_key
 from mcp_front.tool_log import ToolCallLog
 from orchestrator.agent_view import load_view
 from orchestrator.audit import AuditLog
@@ -36,6 +43,7 @@ from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.wire import gateway_base_url
 from sandboxes.catalogue import BY_NAME, ToolSpec
+from sandboxes.events import CallEvents
 from sandboxes.params import validate
 from sandboxes.visibility import decide, permission_refusal, visible_names, visible_tools
 
@@ -70,16 +78,22 @@ class CorralMCP:
         self._sessions: set[ServerSession] = set()  # strong refs: notified from a task
         self._runtime: Runtime | None = None
         self._http: httpx.AsyncClient | None = None  # one client for every forwarded call
-        self.server = _CorralServer(
-            "corral",
-            version="0.1.0",
-            instructions="corral runs your scripts in a locked-down sandbox. "
-            "Tools appear and disappear as an operator changes what you may do.",
-            lifespan=self._lifespan,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_subscriptions_listen=ListenHandler(self.bus),
-        )
+        self.levels = LogLevels()
+        # The logging capability is deprecated from protocol 2026-07-28 on (the SDK warns
+        # when a handler is registered); clients of the handshake era still use it.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            self.server = _CorralServer(
+                "corral",
+                version="0.1.0",
+                instructions="corral runs your scripts in a locked-down sandbox. "
+                "Tools appear and disappear as an operator changes what you may do.",
+                lifespan=self._lifespan,
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_set_logging_level=self._set_logging_level,
+                on_subscriptions_listen=ListenHandler(self.bus),
+            )
 
     # ----------------------------------------------------------------- lifespan
     @asynccontextmanager
@@ -121,6 +135,12 @@ class CorralMCP:
             self._sessions.add(ctx.session)
 
     # ----------------------------------------------------------------- handlers
+    async def _set_logging_level(
+        self, ctx: Any, params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        self.levels.set(session_key(ctx), params.level)
+        return types.EmptyResult()
+
     async def _list_tools(
         self, ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -162,7 +182,7 @@ class CorralMCP:
             log("refused", -32003, refusal)
             raise GateRefusal(refusal)
         try:
-            result = await self._dispatch(spec, params.arguments)
+            result = await self._dispatch(spec, params.arguments, McpCallEvents(ctx, self.levels))
         except BaseException as exc:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 log("error", reason="cancelled")
@@ -176,7 +196,7 @@ class CorralMCP:
         return result
 
     async def _dispatch(
-        self, spec: ToolSpec, arguments: dict[str, Any] | None
+        self, spec: ToolSpec, arguments: dict[str, Any] | None, events: CallEvents
     ) -> types.CallToolResult:
         params = validate(spec.params, arguments)
         if not spec.available:
@@ -194,10 +214,11 @@ class CorralMCP:
                 spec.name,
                 params.model_dump(mode="json"),
                 client=self._http,
+                events=events,
             )
         assert self._runtime is not None, "the server lifespan opens the runtime"
         if spec.name == "execute_program":
-            return await run_execute_program(params, self._runtime, self.agent)
+            return await run_execute_program(params, self._runtime, self.agent, events)
         raise NotAvailable(f"{spec.name} has no handler in this version of corral")
 
 
@@ -222,12 +243,17 @@ async def serve_stdio(home: CorralHome, agent: str) -> None:
 async def serve_http(home: CorralHome, agent: str, port: int, ready: Any = None) -> None:
     import uvicorn
 
+    from mcp_front.event_store import RETRY_MILLISECONDS, BoundedEventStore
     from mcp_front.http_auth import BearerAuth
     from orchestrator.tokens import load_or_create_token
 
     token = load_or_create_token(home, agent)  # before anything listens
     app = CorralMCP(home, agent)
-    starlette_app = app.server.streamable_http_app(host="127.0.0.1")
+    # An event store makes every POST stream start with a priming event and a `retry`
+    # hint, and lets a client resume a broken stream with Last-Event-ID (SEP-1699).
+    starlette_app = app.server.streamable_http_app(
+        host="127.0.0.1", event_store=BoundedEventStore(), retry_interval=RETRY_MILLISECONDS
+    )
     authed = BearerAuth(starlette_app, token=token, agent=agent, audit=app.audit)
     config = uvicorn.Config(
         authed,

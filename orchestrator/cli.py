@@ -30,8 +30,8 @@ from orchestrator.errors import (
 )
 from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
-from orchestrator.runtime import open_runtime
-from sandboxes.script import execute_program
+from orchestrator.runtime import Runtime, open_runtime
+from sandboxes.script import ScriptResult, execute_program
 from sandboxes.script_policy import TIMEOUT_DEFAULT, parse_params
 
 EXIT_TIMEOUT = 124
@@ -88,6 +88,9 @@ def infer_language(path: Path, text: str) -> str:
 def run(file: Path, timeout_seconds: str, language: str | None, agent: str) -> None:
     """Run FILE in the script sandbox, stream its output, exit with its exit code.
 
+    In a terminal a status line shows the phase and the elapsed time under the output;
+    when stdout is not a terminal the output is passed through byte for byte.
+
     Exit codes: the script's own; 124 on timeout; 125 when the sandbox is
     unavailable and 75 when every script slot stays taken (the script did not run
     in either case); 2 on a bad option.
@@ -109,11 +112,20 @@ def run(file: Path, timeout_seconds: str, language: str | None, agent: str) -> N
         sys.stdout.buffer.write(chunk)
         sys.stdout.buffer.flush()
 
+    async def execute(rt: Runtime) -> ScriptResult:
+        ctx = rt.script_context(agent)
+        if not out.is_terminal:  # a pipe or a file (CI logs): the bytes as written, nothing else
+            return await execute_program(params, ctx, on_output=stream)
+        from orchestrator.run_display import TerminalRun
+
+        with TerminalRun(out, params.timeout_seconds) as shown:
+            return await execute_program(params, ctx, on_output=shown.on_output, events=shown)
+
     async def go() -> int:
         async with open_runtime(_home()) as rt:
             await reap_orphans(rt.backend)
             try:
-                result = await execute_program(params, rt.script_context(agent), on_output=stream)
+                result = await execute(rt)
             except SandboxUnavailable as exc:
                 err.print(f"[red]{escape(str(exc))}[/red]")
                 return EXIT_UNAVAILABLE

@@ -38,7 +38,9 @@ LOGIN_CSRF_COOKIE = "corral_login_csrf"
 LOGIN_TTL_SECONDS = 12 * 3600
 MAX_FORM_BYTES = 8 * 1024
 STATIC_DIR = Path(__file__).resolve().parent / "console_static"
-NOVNC_DIR = Path(__file__).resolve().parents[1] / ".cache" / "novnc" / "node_modules" / "@novnc" / "novnc"
+NOVNC_DIR = (
+    Path(__file__).resolve().parents[1] / ".cache" / "novnc" / "node_modules" / "@novnc" / "novnc"
+)
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
@@ -179,7 +181,11 @@ def console_routes(
         oversight.audit.record("console_login", None, {"operator": operator})
         response = secured(RedirectResponse("/console/", status_code=303))
         response.set_cookie(
-            COOKIE, login_id, httponly=True, samesite="strict", path="/console",
+            COOKIE,
+            login_id,
+            httponly=True,
+            samesite="strict",
+            path="/console",
             max_age=LOGIN_TTL_SECONDS,
         )
         response.delete_cookie(LOGIN_CSRF_COOKIE, path="/console/login")
@@ -224,9 +230,7 @@ def console_routes(
         session = oversight.host.sessions.get(agent or "")
         if session is not None:
             data["timeline"] = [e.public() for e in reversed(session.timeline)]
-            data["session"] = next(
-                (s for s in data["sessions"] if s["agent"] == agent), None
-            )
+            data["session"] = next((s for s in data["sessions"] if s["agent"] == agent), None)
         return secured(JSONResponse(data))
 
     async def approval_png(request: Request) -> Response:
@@ -281,7 +285,9 @@ def console_routes(
         agent = websocket.path_params["agent"]
         origin_ok = same_origin(websocket.headers.get("origin"), websocket.headers.get("host"))
         if login is None or not origin_ok or agent not in oversight.host.sessions:
-            why = "no login" if login is None else "foreign origin" if not origin_ok else "no session"
+            why = (
+                "no login" if login is None else "foreign origin" if not origin_ok else "no session"
+            )
             oversight.audit.record("console_vnc_refused", agent, {"why": why})
             await websocket.close(code=1008)
             return

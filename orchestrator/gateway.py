@@ -16,7 +16,9 @@ with {"reason", "path", "peer"}:
     3. signature refused                        -> 401 (reason from orchestrator.signing)
        too many fresh nonces                    -> 503
     4. body not a valid ComputerUseRequest      -> 400
-    5. the handler's answer                     -> 200
+    5. the handler's answer                     -> 200 (JSON, or with "stream": true NDJSON
+                                                   call events ending in the answer:
+                                                   orchestrator.call_stream)
 
 The handler (`orchestrator.sessions.SessionManager.handle`) receives arguments that passed
 all of the above and returns the answer as a plain dict; the gateway checks
@@ -46,10 +48,12 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchestrator.audit import AuditLog
+from orchestrator.call_stream import CallEventsResponse
 from orchestrator.errors import GatewayStartError, NonceCacheFull, SignatureRefused
 from orchestrator.home import CorralHome
 from orchestrator.signing import NonceCache, load_or_create_key, verify
 from orchestrator.wire import COMPUTER_USE_PATH, ComputerUseAnswer, ComputerUseRequest
+from sandboxes.events import NO_EVENTS, CallEvents
 
 logger = logging.getLogger("corral.gateway")
 
@@ -64,8 +68,10 @@ REASON_NONCE_CACHE_FULL = "nonce cache full"
 
 _AUDIT_PATH_CHARS = 200
 
-ComputerUseHandler = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
-"""(agent, tool, arguments) -> the JSON answer, as a dict shaped like ComputerUseAnswer."""
+ComputerUseHandler = Callable[[str, str, dict[str, Any], CallEvents], Awaitable[dict[str, Any]]]
+"""(agent, tool, arguments, events) -> the JSON answer, as a dict shaped like
+ComputerUseAnswer. `events` reports progress and log events to the caller (NO_EVENTS when
+the request did not ask for a stream)."""
 
 
 # ------------------------------------------------------------------ refusals
@@ -219,15 +225,24 @@ def create_app(
             call = ComputerUseRequest.model_validate_json(body)
         except ValidationError as exc:
             return refusals.answer(_describe(exc), scope, 400)
-        try:
-            raw = await handler(call.agent, call.tool, dict(call.arguments))
-            answer = ComputerUseAnswer.model_validate(raw)
-        except Exception:
+
+        def failed(exc: Exception) -> str:
             incident = uuid.uuid4().hex[:8]
-            logger.exception("%s for %s failed (incident %s)", call.tool, call.agent, incident)
-            return JSONResponse(
-                {"error": f"internal error in the gateway (incident {incident})"}, status_code=500
+            logger.error(
+                "%s for %s failed (incident %s)", call.tool, call.agent, incident, exc_info=exc
             )
+            return f"internal error in the gateway (incident {incident})"
+
+        if call.stream:
+            return CallEventsResponse(
+                lambda events: handler(call.agent, call.tool, dict(call.arguments), events),
+                failed,
+            )
+        try:
+            raw = await handler(call.agent, call.tool, dict(call.arguments), NO_EVENTS)
+            answer = ComputerUseAnswer.model_validate(raw)
+        except Exception as exc:
+            return JSONResponse({"error": failed(exc)}, status_code=500)
         return JSONResponse(answer.model_dump(mode="json", by_alias=True))
 
     return Starlette(

@@ -16,9 +16,9 @@ from orchestrator.config import CorralConfig, load_config
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.gateway import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
+from orchestrator.oversight import Oversight
 from orchestrator.reaper import reap_orphans
 from orchestrator.runtime import open_runtime
-from orchestrator.oversight import Oversight
 from orchestrator.sessions import EgressFactory, SessionManager, no_egress
 from sandboxes.ports import Egress
 

@@ -32,12 +32,14 @@ from orchestrator.timeline import (
     thumbnail,
 )
 from sandboxes.approval_rules import Hold, click_hold, navigate_hold
+from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.params import ClickParams, NavigateParams
 
 logger = logging.getLogger("corral.oversight")
 
 PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
 TARGET_DEADLINE = 3.0
+PROGRESS_EVERY_SECONDS = 2.0
 INPUT_TOOLS = frozenset(
     {"computer_click", "computer_type", "computer_key", "computer_scroll", "computer_navigate"}
 )
@@ -102,10 +104,17 @@ class Oversight:
         return None
 
     async def wait_for_operator(
-        self, session: KioskSession, tool: str, params: Any, hold: Hold, status: str
+        self,
+        session: KioskSession,
+        tool: str,
+        params: Any,
+        hold: Hold,
+        status: str,
+        events: CallEvents = NO_EVENTS,
     ) -> None:
         """Raise the approval (with the masked screen as it is now) and wait for the
-        decision; return when approved, raise SessionRefused naming the rule otherwise."""
+        decision; return when approved, raise SessionRefused naming the rule otherwise.
+        `events` hears "waiting for an operator" with the time left, every few seconds."""
         shot = await masked_screenshot(session, status)
         step = step_of(tool, params)
         approval = self.approvals.raise_(
@@ -120,13 +129,37 @@ class Oversight:
             session, tool, step, f"held for an operator ({hold.rule})", png=shot.png
         )
         session.waiting = approval
+        await events.log(
+            "info",
+            "approval_raised",
+            {"approval": approval.id, "category": hold.category, "rule": hold.rule},
+        )
         try:
-            await self.approvals.wait(approval)
+            async with anyio.create_task_group() as tg:
+
+                async def tell() -> None:
+                    while True:
+                        left = max(0.0, approval.expires_at - self.approvals.clock())
+                        await events.progress(
+                            "approval",
+                            f"waiting for an operator ({hold.rule}): {int(left)} s left",
+                            remaining=left,
+                        )
+                        await anyio.sleep(PROGRESS_EVERY_SECONDS)
+
+                tg.start_soon(tell)
+                await self.approvals.wait(approval)
+                tg.cancel_scope.cancel()
         finally:
             session.waiting = None
             if approval.state == "pending":  # the call itself was cancelled
                 self.approvals.cancel_session(session.id, "the held call was cancelled")
         entry.outcome = f"{approval.state} ({hold.rule})"
+        await events.log(
+            "info" if approval.state == "approved" else "warning",
+            "approval_decided",
+            {"approval": approval.id, "decision": approval.state, "operator": approval.decided_by},
+        )
         if approval.state == "approved":
             if session.controller == "human":
                 raise SessionRefused(f"Approved, but {PERSON_HAS_IT[0].lower()}{PERSON_HAS_IT[1:]}")

@@ -30,6 +30,7 @@ from orchestrator.oversight import Oversight, step_of
 from orchestrator.screenshots import masked_screenshot
 from sandboxes.approval_rules import describe_rules
 from sandboxes.catalogue import BY_NAME
+from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.isolation import kiosk_spec
 from sandboxes.params import (
     ClickParams,
@@ -82,8 +83,11 @@ class SessionManager:
         self.oversight = Oversight(self, audit, self.approvals, clock=clock)
 
     # ------------------------------------------------------------------ handler
-    async def handle(self, agent: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The gateway's computer-use handler: every check, then the action."""
+    async def handle(
+        self, agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
+    ) -> dict[str, Any]:
+        """The gateway's computer-use handler: every check, then the action. `events` hears
+        the call's phases and corral's events for the caller (session ready, lost ...)."""
         spec = BY_NAME.get(tool)
         if spec is None or not tool.startswith("computer_"):
             return answer(text_block(f"Unknown tool: {tool}"), is_error=True)
@@ -98,14 +102,15 @@ class SessionManager:
             return answer(text_block(decision.message + ended), is_error=True)
         try:
             params = validate(spec.params, arguments)
-            return await self._run(agent, tool, params, agent_cfg.capabilities.computer_use_config)
+            cfg = agent_cfg.capabilities.computer_use_config
+            return await self._run(agent, tool, params, cfg, events)
         except ParamError as exc:
             return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
         except (SessionRefused, KioskError, CorralError) as exc:
-            ended = await self._end_if_broken(agent)
+            ended = await self._end_if_broken(agent, events)
             return answer(text_block(f"{exc}{ended}"), is_error=True)
 
-    async def _end_if_broken(self, agent: str) -> str:
+    async def _end_if_broken(self, agent: str, events: CallEvents = NO_EVENTS) -> str:
         """End the agent's session when its kiosk channel broke (no answer in time, closed,
         flooded): its container is removed now, not at the idle timeout. Returns the
         sentence to add to the answer, or ""."""
@@ -114,13 +119,14 @@ class SessionManager:
             return ""
         why = f"its kiosk failed ({session.channel.broken})"
         await self.end(agent, why)
+        await events.log("warning", "session_lost", {"session": session.id, "why": why})
         return f" Your session ended: {why}; start a new one with computer_session_start."
 
     async def _run(
-        self, agent: str, tool: str, params: Any, cfg: ComputerUseConfig
+        self, agent: str, tool: str, params: Any, cfg: ComputerUseConfig, events: CallEvents
     ) -> dict[str, Any]:
         if tool == "computer_session_start":
-            return await self.start(agent, params, cfg)
+            return await self.start(agent, params, cfg, events)
         if tool == "computer_session_stop":
             assert isinstance(params, SessionStopParams)
             return await self.stop_tool(agent, params.session_id)
@@ -144,7 +150,7 @@ class SessionManager:
         hold = await self.oversight.hold_for(session, tool, params, cfg)
         if hold is not None:
             await self.oversight.wait_for_operator(
-                session, tool, params, hold, self._status(session)
+                session, tool, params, hold, self._status(session), events
             )
         try:
             return await self._act(session, tool, params, details, verdict)
@@ -236,7 +242,11 @@ class SessionManager:
 
     # ------------------------------------------------------------------ start / stop
     async def start(
-        self, agent: str, params: SessionStartParams, cfg: ComputerUseConfig
+        self,
+        agent: str,
+        params: SessionStartParams,
+        cfg: ComputerUseConfig,
+        events: CallEvents = NO_EVENTS,
     ) -> dict[str, Any]:
         if agent in self.sessions or agent in self._starting:
             existing = self.sessions.get(agent)
@@ -247,18 +257,23 @@ class SessionManager:
             )
         self._starting.add(agent)
         try:
-            return await self._start(agent, params, cfg)
+            return await self._start(agent, params, cfg, events)
         finally:
             self._starting.discard(agent)
 
     async def _start(
-        self, agent: str, params: SessionStartParams, cfg: ComputerUseConfig
+        self,
+        agent: str,
+        params: SessionStartParams,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
     ) -> dict[str, Any]:
         kiosk_cfg = self.config.container.kiosk
         session_id = uuid.uuid4().hex[:10]
         stack = contextlib.AsyncExitStack()
         started = self.clock()
         try:
+            await events.progress("egress", _egress_phase(cfg.allowed_domains))
             egress = await stack.enter_async_context(
                 self.egress_factory(
                     session_id=session_id,
@@ -267,6 +282,7 @@ class SessionManager:
                     overrides=dict(kiosk_cfg.resolve_overrides),
                 )
             )
+            await events.progress("container", "starting the kiosk container")
             channel = await KioskChannel.open(
                 self.backend,
                 kiosk_spec(
@@ -278,9 +294,14 @@ class SessionManager:
                 ),
             )
             stack.push_async_callback(channel.close)
+            await events.log("info", "sandbox_started", {"kind": "kiosk", "session": session_id})
             ca_pem = None
             if kiosk_cfg.extra_ca_file:
                 ca_pem = await anyio.to_thread.run_sync(_read_text, kiosk_cfg.extra_ca_file)
+            # One `start` operation inside the kiosk brings up the display, then the browser.
+            await events.progress(
+                "display", "starting the display, then the browser", remaining=START_DEADLINE
+            )
             ready = await channel.request(
                 "start",
                 START_DEADLINE,
@@ -328,6 +349,10 @@ class SessionManager:
                 "chromium_sandbox": session.chromium_sandbox,
                 "ms": int((self.clock() - started) * 1000),
             },
+        )
+        await events.progress("browser", "the browser is ready")
+        await events.log(
+            "info", "session_ready", {"session": session_id, "sites": list(session.pinned)}
         )
         left_out = dict(egress.left_out)
         sites = navigable_sites(cfg.allowed_domains, session.pinned, left_out)
@@ -469,6 +494,12 @@ def navigable_sites(
     if not pinned:
         return f"none: every allowed name was left out, so this session has no network: {gone}"
     return ", ".join(pinned) + (f" (left out: {gone})" if gone else "")
+
+
+def _egress_phase(allowed: Sequence[str]) -> str:
+    if not allowed:
+        return "no network for this session (allowed_domains is empty)"
+    return f"setting up the egress proxy for {len(allowed)} allowed site(s)"
 
 
 def _read_text(path: str) -> str:

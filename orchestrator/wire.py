@@ -2,6 +2,11 @@
 
 They live in the orchestrator (the gateway owns them); `mcp_front.forwarder` imports
 them downward. docs/kiosk-internals.md section 1 describes the exchange.
+
+A request with `"stream": true` is answered 200 with `Content-Type: application/x-ndjson`:
+one `CallEventLine` per line while the call runs (`progress`, `log`), then exactly one
+`result` (the ComputerUseAnswer) or `error` line, then the end of the body
+(docs/architecture.md, "Call events"). Refusals (401/403/413/400/503) stay plain JSON.
 """
 
 from __future__ import annotations
@@ -9,9 +14,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from orchestrator.config import AGENT_NAME_RE
+from sandboxes.events import PROGRESS_OUTPUT_BYTES, LogLevel
 
 COMPUTER_USE_PATH = "/api/internal/computer-use"
 ADMIN_APPROVALS_PATH = "/api/internal/admin/approvals"
@@ -19,6 +25,7 @@ ADMIN_DECIDE_PATH = "/api/internal/admin/approvals/decide"
 ADMIN_SESSIONS_PATH = "/api/internal/admin/sessions"
 ADMIN_SESSION_ACT_PATH = "/api/internal/admin/sessions/act"
 OPERATOR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,79}$")
+EVENTS_MEDIA_TYPE = "application/x-ndjson"
 _TOOL_RE = re.compile(r"computer_[a-z][a-z_]{0,62}", re.ASCII)
 
 
@@ -39,6 +46,7 @@ class ComputerUseRequest(_Wire):
     agent: str
     tool: str
     arguments: dict[str, Any]
+    stream: bool = False  # answer as NDJSON call events, the last one the result
 
     @field_validator("agent")
     @classmethod
@@ -109,3 +117,42 @@ class AdminSessionAct(_Wire):
         if not AGENT_NAME_RE.fullmatch(value):
             raise ValueError("not a valid agent name")
         return value
+
+
+class ProgressLine(_Wire):
+    """A phase of the call, or how far it got (sandboxes.events.CallEvents.progress)."""
+
+    kind: Literal["progress"]
+    phase: str = Field(max_length=40)
+    message: str = Field(max_length=500)
+    remaining: float | None = Field(default=None, ge=0)
+    output: str = Field(default="", max_length=PROGRESS_OUTPUT_BYTES)
+
+
+class LogLine(_Wire):
+    """One of corral's events for the caller (sandboxes.events.CallEvents.log)."""
+
+    kind: Literal["log"]
+    level: LogLevel
+    event: str = Field(max_length=80)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResultLine(_Wire):
+    kind: Literal["result"]
+    answer: ComputerUseAnswer
+
+
+class ErrorLine(_Wire):
+    """The handler failed: the same reason a plain answer would carry with HTTP 500."""
+
+    kind: Literal["error"]
+    error: str
+
+
+CallEventLine = Annotated[
+    ProgressLine | LogLine | ResultLine | ErrorLine, Field(discriminator="kind")
+]
+CALL_EVENT_LINE: TypeAdapter[ProgressLine | LogLine | ResultLine | ErrorLine] = TypeAdapter(
+    CallEventLine
+)

@@ -65,6 +65,9 @@ def fold(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+_FOLDED_CATEGORY: dict[str, Category] = {fold(w): c for w, c in DEFAULT_WORDS.items()}
+
+
 def _spaced(word: str) -> bool:
     """Whether the word's script separates words with spaces (then it matches as a whole
     word): any letter from Latin, Greek, Cyrillic, Armenian, Georgian and the like."""
@@ -137,7 +140,7 @@ def click_hold(
         return Hold("confirm_words", "other", f"Click an element whose name is unknown ({why})")
     for word in words:
         if word_in_name(word, target_name):
-            category = DEFAULT_WORDS.get(fold(word), "other")
+            category = _FOLDED_CATEGORY.get(fold(word), "other")
             role = f"{target_role} " if target_role else ""
             return Hold(
                 f"confirm_words: {word}",

@@ -12,14 +12,15 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 
 from sandboxes.errors import EngineError, SandboxBusy, SandboxUnavailable, UnavailableCode
+from sandboxes.events import NO_EVENTS, PROGRESS_INTERVAL_SECONDS, CallEvents, OutputTail
 from sandboxes.host_exec import HostRun
 from sandboxes.ports import AuditSink, ContainerBackend, ExitInfo, Slots
 from sandboxes.script_policy import (
@@ -32,6 +33,7 @@ from sandboxes.script_policy import (
 )
 
 OutputSink = Callable[[bytes], None]
+T = TypeVar("T")
 # The host kills a run this long past the hard cap if the in-container cap has not ended
 # it (the script cannot reach the host); and gives up on a wedged engine later still.
 HOST_CAP_GRACE = 5
@@ -140,17 +142,63 @@ async def _drive(
     collector: OutputCollector,
     timeout_seconds: int,
     on_output: OutputSink | None,
+    events: CallEvents,
+    tail: OutputTail,
 ) -> tuple[ExitInfo, bool]:
     timed_out = False
-    with anyio.move_on_after(timeout_seconds) as scope:
-        async for chunk in execution.output():
-            kept = collector.feed(chunk)
-            if on_output is not None and kept:
-                on_output(kept)
-    if scope.cancelled_caught:
+    started = time.monotonic()
+    watched = events is not NO_EVENTS
+
+    async def report() -> None:
+        """Elapsed of timeout and the new output lines, every PROGRESS_INTERVAL_SECONDS."""
+        while True:
+            await anyio.sleep(PROGRESS_INTERVAL_SECONDS)
+            elapsed = time.monotonic() - started
+            await events.progress(
+                "running",
+                f"running: {elapsed:.1f} s of {timeout_seconds} s",
+                remaining=max(0.0, timeout_seconds - elapsed),
+                output=tail.take(),
+            )
+
+    async def read() -> bool:
+        with anyio.move_on_after(timeout_seconds) as scope:
+            async for chunk in execution.output():
+                kept = collector.feed(chunk)
+                if kept and watched:
+                    tail.feed(kept)
+                if kept and on_output is not None:
+                    on_output(kept)
+        return scope.cancelled_caught
+
+    if watched:
+        await events.progress(
+            "running", f"running: 0.0 s of {timeout_seconds} s", remaining=timeout_seconds
+        )
+    out_of_time = await (_reporting(report, read) if watched else read())
+    if out_of_time:
         timed_out = True
         await execution.kill()
     return await execution.wait(), timed_out
+
+
+async def _reporting(
+    report: Callable[[], Coroutine[Any, Any, None]], body: Callable[[], Awaitable[T]]
+) -> T:
+    """`body()`, with `report()` running beside it until it ends. An error of the body is
+    raised as itself (not wrapped in an exception group)."""
+    failure: Exception | None = None
+    async with anyio.create_task_group() as reporters:
+        reporters.start_soon(report)
+        try:
+            result = await body()
+        except Exception as exc:
+            failure = exc
+        finally:
+            reporters.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
 
 
 async def _check_sandbox(ctx: ScriptContext) -> ScriptSettings:
@@ -171,11 +219,15 @@ async def execute_program(
     *,
     on_output: OutputSink | None = None,
     hard_cap_seconds: int = HARD_CAP_SECONDS,
+    events: CallEvents = NO_EVENTS,
 ) -> ScriptResult:
     """Run `params.code`; raise SandboxUnavailable (after auditing it) if it cannot run safely.
 
-    `hard_cap_seconds` exists so a test can prove the hard cap fires on its own;
-    callers leave it at 600.
+    `on_output` gets every kept chunk of the merged output as it comes; `events` gets the
+    phases, the elapsed time with the newest output lines (`sandboxes.events.OutputTail`)
+    every PROGRESS_INTERVAL_SECONDS while the script runs, and a last `finished` event
+    before this returns (none after). `hard_cap_seconds` exists so a test can prove the
+    hard cap fires on its own; callers leave it at 600.
     """
     try:
         sandbox = await _check_sandbox(ctx)
@@ -185,6 +237,7 @@ async def execute_program(
             ctx.agent,
             {"code_name": exc.code.value, "reason": exc.reason},
         )
+        await events.log("error", "sandbox_unavailable", {"code": exc.code.value})
         bypass = (
             isinstance(ctx.sandbox, ScriptSettings)
             and ctx.sandbox.when_unavailable == "run_unsandboxed"
@@ -196,8 +249,9 @@ async def execute_program(
             ctx.agent,
             {"unavailable": exc.code.value, "language": params.language},
         )
-        return await _run_on_host(params, ctx, on_output, hard_cap_seconds)
-    return await _run_in_container(params, ctx, sandbox, on_output, hard_cap_seconds)
+        await events.log("warning", "sandbox_bypassed", {"unavailable": exc.code.value})
+        return await _run_on_host(params, ctx, on_output, hard_cap_seconds, events)
+    return await _run_in_container(params, ctx, sandbox, on_output, hard_cap_seconds, events)
 
 
 async def _run(
@@ -206,6 +260,7 @@ async def _run(
     start: Callable[[Path], contextlib.AbstractAsyncContextManager[_Execution]],
     on_output: OutputSink | None,
     hard_cap_seconds: int,
+    events: CallEvents,
     *,
     sandboxed: bool,
     session: str,
@@ -221,6 +276,7 @@ async def _run(
                 start,
                 on_output,
                 hard_cap_seconds,
+                events,
                 sandboxed=sandboxed,
                 session=session,
             )
@@ -235,6 +291,7 @@ async def _run_in_slot(
     start: Callable[[Path], contextlib.AbstractAsyncContextManager[_Execution]],
     on_output: OutputSink | None,
     hard_cap_seconds: int,
+    events: CallEvents,
     *,
     sandboxed: bool,
     session: str,
@@ -243,13 +300,23 @@ async def _run_in_slot(
         _write_workspace, ctx.work_dir, params.language, params.code
     )
     collector = OutputCollector()
+    tail = OutputTail()
+    await events.progress(
+        "container",
+        "starting the script sandbox" if sandboxed else "starting the script on the host",
+    )
     started = time.monotonic()
     try:
         with anyio.fail_after(hard_cap_seconds + HOST_BACKSTOP_GRACE):
             async with start(workspace) as running:
+                await events.log(
+                    "info",
+                    "sandbox_started",
+                    {"kind": "script", "sandboxed": sandboxed, "timeout": params.timeout_seconds},
+                )
                 with anyio.move_on_after(hard_cap_seconds + HOST_CAP_GRACE) as host_cap:
                     exit_info, timed_out = await _drive(
-                        running, collector, params.timeout_seconds, on_output
+                        running, collector, params.timeout_seconds, on_output, events, tail
                     )
                 if host_cap.cancelled_caught:
                     await running.kill()
@@ -274,6 +341,7 @@ async def _run_in_slot(
         host_cap_hit=host_cap.cancelled_caught,
     )
     _audit_run(ctx, params, result, session)
+    await events.progress("finished", result.summary(), output=tail.take(final=True))
     return result
 
 
@@ -283,6 +351,7 @@ async def _run_in_container(
     sandbox: ScriptSettings,
     on_output: OutputSink | None,
     hard_cap_seconds: int,
+    events: CallEvents,
 ) -> ScriptResult:
     session = uuid.uuid4().hex[:12]
     user = sandbox_user(os.getuid(), os.getgid(), is_wsl=_is_wsl())
@@ -301,7 +370,7 @@ async def _run_in_container(
         return ctx.backend.start(spec)
 
     return await _run(
-        params, ctx, start, on_output, hard_cap_seconds, sandboxed=True, session=session
+        params, ctx, start, on_output, hard_cap_seconds, events, sandboxed=True, session=session
     )
 
 
@@ -310,6 +379,7 @@ async def _run_on_host(
     ctx: ScriptContext,
     on_output: OutputSink | None,
     hard_cap_seconds: int,
+    events: CallEvents,
 ) -> ScriptResult:
     file_name, interpreter = SCRIPT_FILES[params.language]
 
@@ -324,7 +394,7 @@ async def _run_on_host(
         return HostRun([*argv, str(workspace / file_name)], str(workspace), env)
 
     return await _run(
-        params, ctx, start, on_output, hard_cap_seconds, sandboxed=False, session="host"
+        params, ctx, start, on_output, hard_cap_seconds, events, sandboxed=False, session="host"
     )
 
 

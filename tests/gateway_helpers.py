@@ -19,6 +19,7 @@ from orchestrator.gateway import serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.signing import load_or_create_key, new_nonce, sign
 from orchestrator.wire import COMPUTER_USE_PATH, gateway_base_url
+from sandboxes.events import NO_EVENTS, CallEvents
 
 # The classic 1x1 PNG.
 TINY_PNG = (
@@ -30,13 +31,26 @@ CALL = {"agent": "alice", "tool": "computer_click", "arguments": {"x": 10, "y": 
 
 @dataclass
 class Recorder:
-    """The gateway's handler in these tests: records each call, echoes it back."""
+    """The gateway's handler in these tests: records each call, reports `progress` (phase,
+    message) pairs and `logs` (level, event) through the call's events, echoes the call."""
 
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     answer: dict[str, Any] | None = None
+    progress: list[tuple[str, str]] = field(default_factory=list)
+    logs: list[tuple[Any, str]] = field(default_factory=list)
 
-    async def __call__(self, agent: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def __call__(
+        self,
+        agent: str,
+        tool: str,
+        arguments: dict[str, Any],
+        events: CallEvents = NO_EVENTS,
+    ) -> dict[str, Any]:
         self.calls.append((agent, tool, arguments))
+        for phase, message in self.progress:
+            await events.progress(phase, message, remaining=5.0)
+        for level, event in self.logs:
+            await events.log(level, event, {"tool": tool})
         if self.answer is not None:
             return self.answer
         echo = {"agent": agent, "tool": tool, "arguments": arguments}

@@ -74,6 +74,7 @@ class McpHarness:
     transport: str
     list_changed: list[float] = field(default_factory=list)
     server_pid: int | None = None
+    notes: list[Any] = field(default_factory=list)  # every server notification, in order
 
     async def tool_names(self) -> set[str]:
         return {t.name for t in (await self.client.list_tools()).tools}
@@ -114,17 +115,20 @@ async def connect(
     home: CorralHome, transport: str, *, mode: str = "legacy", agent: str = AGENT
 ) -> AsyncIterator[McpHarness]:
     changes: list[float] = []
+    notes: list[Any] = []
 
     async def on_message(message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             changes.append(anyio.current_time())
+        if not isinstance(message, Exception):
+            notes.append(message)
 
     if transport == "stdio":
         params = StdioServerParameters(
             command=corral_bin(), args=["mcp", "--agent", agent], env=env_with_home(home)
         )
         async with Client(params, mode=mode, message_handler=on_message) as client:
-            yield McpHarness(client, home, transport, changes)
+            yield McpHarness(client, home, transport, changes, notes=notes)
     else:
         bearer = {"Authorization": f"Bearer {load_or_create_token(home, agent)}"}
         async with (
@@ -137,7 +141,7 @@ async def connect(
                 message_handler=on_message,
             ) as client,
         ):
-            yield McpHarness(client, home, transport, changes, server_pid=pid)
+            yield McpHarness(client, home, transport, changes, server_pid=pid, notes=notes)
 
 
 @pytest.fixture(params=["stdio", "http"])

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import docker
 import httpx
 import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPDeprecationWarning
 from PIL import Image
 
 from orchestrator.audit import AuditLog
@@ -350,6 +352,46 @@ async def screen_until(mcp: McpHarness, check: Any, limit: float = 20) -> types.
     except TimeoutError as exc:
         raise AssertionError(f"screen never matched; last: {text_of(last[0])}") from exc
     return last[0]
+
+
+async def test_a_session_start_reports_its_phases_and_nothing_typed_reaches_a_message(
+    world: World,
+) -> None:
+    secret = "Tr0ub4dor-typed-secret"
+    async with connect(world.home, "stdio", agent="alice") as mcp:
+        with warnings.catch_warnings():  # logging/setLevel: deprecated from 2026-07-28 on
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await mcp.client.set_logging_level("debug")
+        phases: list[str] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            phases.append(message or "")
+
+        started = await mcp.client.call_tool(
+            "computer_session_start", {}, progress_callback=on_progress
+        )
+        assert not started.is_error, text_of(started)
+        assert phases == [  # egress, container, display, browser
+            "setting up the egress proxy for 1 allowed site(s)",
+            "starting the kiosk container",
+            "starting the display, then the browser",
+            "the browser is ready",
+        ]
+        logs = [n.params for n in mcp.notes if isinstance(n, types.LoggingMessageNotification)]
+        assert [(log.level, log.data["event"]) for log in logs] == [
+            ("info", "sandbox_started"),
+            ("info", "session_ready"),
+        ]
+
+        typed = await mcp.client.call_tool(
+            "computer_type", {"text": secret}, progress_callback=on_progress
+        )
+        assert not typed.is_error, text_of(typed)
+        await call(mcp, "computer_key", key="ctrl+a")
+        await call(mcp, "computer_session_stop")
+        everything = repr(mcp.notes) + repr(phases)
+        assert secret not in everything
+        assert secret not in world.home.audit_file.read_text()
 
 
 async def test_a_kiosk_session_through_mcp(

@@ -468,7 +468,8 @@ async def test_the_forwarder_reports_a_gateway_handler_failure_without_internals
     assert result.is_error is True
     assert isinstance(result.content[0], types.TextContent)
     text = result.content[0].text
-    assert text.startswith("corral gateway could not run computer_screenshot (HTTP 500): ")
+    # The forwarder asks for the streamed answer: the failure is its last line, not a 500.
+    assert text.startswith("corral gateway could not run computer_screenshot: ")
     assert "internal error in the gateway (incident " in text
     assert "not a list" not in text
 
