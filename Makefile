@@ -11,9 +11,9 @@ STAMP := $(VENV)/.installed
 VENV1 := .venv-mcp1
 STAMP1 := $(VENV1)/.installed
 
-.PHONY: setup engine images conformance run test lint typecheck unit bench clean
+.PHONY: setup engine images conformance console run test lint typecheck unit bench clean
 
-setup: engine $(STAMP) $(STAMP1) images conformance
+setup: engine $(STAMP) $(STAMP1) images conformance console
 
 engine:
 	@scripts/ensure-docker.sh
@@ -35,6 +35,10 @@ $(STAMP1): Makefile
 # cached in .cache/conformance for tests/e2e/test_conformance.py.
 conformance:
 	@scripts/ensure-conformance.sh
+
+# The console's noVNC (npm, cached in .cache/novnc) and Debian's Chromium for its tests.
+console:
+	@scripts/ensure-console.sh
 
 images: engine $(STAMP)
 	@$(BIN)/corral images build

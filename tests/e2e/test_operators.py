@@ -1,0 +1,198 @@
+"""SPEC S6 end to end, without a console: a real MCP client's held call, answered by an
+operator through `corral approvals` (signed loopback to a real gateway), denied at the
+timeout when nobody answers; `corral sessions` takes the desktop over and hands it back.
+Kiosk and proxy containers are real; the site is a local HTTPS container."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from orchestrator.home import CorralHome
+from tests.e2e.conftest import connect, free_port, wait_until
+from tests.e2e.test_computer_use import (
+    OTHER,
+    RED,
+    SITE,
+    XSITE,
+    World,
+    call,
+    image_of,
+    screen_until,
+    sites,  # noqa: F401 (the module-scoped site containers, shared by name)
+    text_of,
+    write_agent,
+)
+from tests.helpers import corral_bin, env_with_home
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+TIMEOUT = 10  # [approvals] timeout_seconds in this world
+
+
+def corral(home: CorralHome, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [corral_bin(), *args], env=env_with_home(home), capture_output=True, text=True, timeout=60
+    )
+
+
+def pending(home: CorralHome) -> list[dict[str, Any]]:
+    done = corral(home, "approvals", "list", "--json")
+    assert done.returncode == 0, done.stderr
+    found: list[dict[str, Any]] = json.loads(done.stdout)
+    return found
+
+
+@pytest.fixture
+async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIterator[World]:  # noqa: F811
+    ca_file, site_ip, other_ip = sites
+    port = free_port()
+    corral_home.config_file.write_text(
+        f"[gateway]\nport = {port}\n\n[approvals]\ntimeout_seconds = {TIMEOUT}\n\n"
+        f'[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
+        f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}", '
+        f'"{XSITE}" = "{other_ip}" }}\n'
+    )
+    proc = subprocess.Popen(
+        [corral_bin(), "gateway"],
+        env=env_with_home(corral_home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    async def healthy() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"gateway exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
+        try:
+            async with httpx.AsyncClient() as client:
+                return (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        await wait_until(healthy, limit=30)
+        yield World(corral_home, proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def audit(home: CorralHome, event: str) -> list[dict[str, Any]]:
+    lines = home.audit_file.read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == event]
+
+
+async def test_a_held_navigation_waits_for_the_cli_approve_deny_or_timeout(world: World) -> None:
+    home = world.home
+    write_agent(
+        home,
+        "olive",
+        allowed_domains=[SITE],
+        confirm_urls=[f"https://{SITE}/login"],
+        confirm_words=[],
+    )
+    async with connect(home, "stdio", agent="olive") as mcp:
+        started = await call(mcp, "computer_session_start")
+        assert not started.is_error, text_of(started)
+        assert f"https://{SITE}/login" in text_of(started) and f"{TIMEOUT} s" in text_of(started)
+        rules = started.structured_content["approval_rules"]  # type: ignore[index]
+        assert rules["timeout_seconds"] == TIMEOUT
+
+        async def held(decide: list[str]) -> Any:
+            """Navigate to the held page; while the call waits, decide it with the CLI."""
+            results: list[Any] = []
+
+            async def navigate() -> None:
+                results.append(await call(mcp, "computer_navigate", url=f"https://{SITE}/login"))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(navigate)
+                if decide:
+                    found: list[dict[str, Any]] = []
+
+                    async def raised() -> bool:
+                        found[:] = [a for a in pending(home) if a["agent"] == "olive"]
+                        return bool(found)
+
+                    await wait_until(raised, limit=TIMEOUT)
+                    (approval,) = found
+                    assert approval["category"] == "other" and approval["state"] == "pending"
+                    assert approval["expires_at"] > approval["created_at"]
+                    done = corral(home, "approvals", *decide, approval["id"])
+                    assert done.returncode == 0, done.stderr
+            return results[0]
+
+        approved = await held(["approve", "--as", "olga"])
+        assert not approved.is_error, text_of(approved)
+        await screen_until(mcp, lambda r, img: img.getpixel((50, 50)) == RED)
+
+        denied = await held(["deny", "--reason", "not today"])
+        assert denied.is_error and "denied this action" in text_of(denied)
+        assert "confirm_urls" in text_of(denied) and "not today" in text_of(denied)
+
+        expired = await held([])  # nobody answers
+        assert expired.is_error and f"within {TIMEOUT} s" in text_of(expired)
+        await call(mcp, "computer_session_stop")
+
+    decisions = [e["details"] for e in audit(home, "approval_decided")]
+    assert [d["decision"] for d in decisions] == ["approved", "denied", "expired"]
+    assert decisions[0]["operator"] == "olga" and decisions[2]["operator"] is None
+    assert decisions[1]["reason"] == "not today"
+    assert all(isinstance(d["latency_ms"], int) for d in decisions)
+
+
+async def test_takeover_freezes_the_ai_and_handback_releases_it(world: World) -> None:
+    home = world.home
+    write_agent(home, "tom", allowed_domains=[SITE], confirm_words=[])
+    async with connect(home, "stdio", agent="tom") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+        listed = json.loads(corral(home, "sessions", "list", "--json").stdout)
+        assert [(s["agent"], s["state"]) for s in listed] == [("tom", "AI")]
+
+        done = corral(home, "sessions", "takeover", "tom", "--as", "olga")
+        assert done.returncode == 0, done.stderr
+        refused = await call(mcp, "computer_click", x=10, y=10)
+        assert refused.is_error and "person has the desktop" in text_of(refused)
+        shot = await call(mcp, "computer_screenshot")  # screenshots still work
+        assert not shot.is_error and image_of(shot).size == (1280, 800)
+        listed = json.loads(corral(home, "sessions", "list", "--json").stdout)
+        assert listed[0]["state"] == "human (olga)"
+
+        again = corral(home, "sessions", "takeover", "tom", "--as", "pete")
+        assert again.returncode == 1 and "olga has the desktop" in again.stderr
+
+        assert corral(home, "sessions", "handback", "tom").returncode == 0
+        clicked = await call(mcp, "computer_click", x=10, y=10)
+        assert not clicked.is_error, text_of(clicked)
+
+        assert corral(home, "sessions", "stop", "tom").returncode == 0
+        gone = await call(mcp, "computer_screenshot")
+        assert gone.is_error and "stopped by operator" in text_of(gone)
+    kinds = [e["event"] for e in map(json.loads, home.audit_file.read_text().splitlines())]
+    assert "takeover" in kinds and "handback" in kinds
+
+
+async def test_the_cli_needs_the_gateway_and_the_key(world: World, tmp_path: Any) -> None:
+    other = CorralHome(tmp_path / "elsewhere")
+    other.root.mkdir()
+    other.config_file.write_text(f"[gateway]\nport = {free_port()}\n")
+    done = corral(other, "approvals", "list")
+    assert done.returncode == 1 and "not answering" in done.stderr
+    # The right port but another home's key: the gateway refuses the signature.
+    port = world.home.config_file.read_text().split("port = ")[1].split()[0]
+    other.config_file.write_text(f"[gateway]\nport = {port}\n")
+    done = corral(other, "approvals", "list")
+    assert done.returncode == 1 and "signature" in done.stderr.lower()
