@@ -394,6 +394,7 @@ def gateway(host: str | None, port: str | None, rotate_key: bool) -> None:
             await ready.wait()
             err.print(f"corral gateway listening on {url} (Ctrl-C stops it)")
             err.print(snippet, markup=False)
+            err.print(console_hint(home, url), markup=False)
 
     try:
         anyio.run(go)
@@ -411,6 +412,26 @@ Connect an MCP client (agent "alice"; create it with `corral agents new alice`):
                               "args": ["mcp", "--agent", "alice"],
                               "env": {{"CORRAL_HOME": "{home}"}}}}}}}}
 """
+
+
+def console_hint(home: CorralHome, url: str) -> str:
+    """Where the console is, and how to get in."""
+    from orchestrator.errors import OperatorError
+    from orchestrator.operators import list_operators
+
+    try:
+        names = [op.name for op in list_operators(home)]
+    except OperatorError as exc:
+        names, problem = [], f" ({exc})"
+    else:
+        problem = ""
+    first = (
+        f"operators: {', '.join(names)} (log in with the token `corral operators add` printed)"
+        if names
+        else "no operator yet: create the first one with `corral operators add NAME` "
+        "(it prints the login token once)"
+    )
+    return f"operator console: {url}/console/ ; {first}{problem}"
 
 
 # ------------------------------------------------------------------------ people

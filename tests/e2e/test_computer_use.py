@@ -165,6 +165,20 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
         ),
     ),
     "/pay": (200, {"Content-Type": "text/html"}, PAGE.format(title="pay", bg="#00f", body="")),
+    # A button an approval rule covers (its accessible name holds "Pay"), and one it does not.
+    "/checkout": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="checkout",
+            bg="#fff",
+            body='<button style="position:absolute;left:100px;top:100px;width:200px;'
+            'height:80px" onclick="document.body.style.background=\'#00f\'"><span>Pay now'
+            '</span></button><button style="position:absolute;left:400px;top:100px;'
+            'width:200px;height:80px" onclick="document.body.style.background=\'#0f0\'">'
+            "Continue</button>",
+        ),
+    ),
     "/mutating": (
         200,
         {"Content-Type": "text/html"},

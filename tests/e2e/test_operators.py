@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -50,19 +51,23 @@ def pending(home: CorralHome) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.fixture
-async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIterator[World]:  # noqa: F811
-    ca_file, site_ip, other_ip = sites
+@asynccontextmanager
+async def kiosk_gateway(
+    home: CorralHome, site_info: tuple[str, str, str], approvals_timeout: int
+) -> AsyncIterator[World]:
+    """A real `corral gateway` whose kiosks reach the test sites, with this approval
+    timeout; stopped (every session removed) on exit."""
+    ca_file, site_ip, other_ip = site_info
     port = free_port()
-    corral_home.config_file.write_text(
-        f"[gateway]\nport = {port}\n\n[approvals]\ntimeout_seconds = {TIMEOUT}\n\n"
+    home.config_file.write_text(
+        f"[gateway]\nport = {port}\n\n[approvals]\ntimeout_seconds = {approvals_timeout}\n\n"
         f'[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
         f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}", '
         f'"{XSITE}" = "{other_ip}" }}\n'
     )
     proc = subprocess.Popen(
         [corral_bin(), "gateway"],
-        env=env_with_home(corral_home),
+        env=env_with_home(home),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -78,7 +83,7 @@ async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIt
 
     try:
         await wait_until(healthy, limit=30)
-        yield World(corral_home, proc.pid)
+        yield World(home, proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -88,6 +93,16 @@ async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIt
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def gateway_port(home: CorralHome) -> int:
+    return int(home.config_file.read_text().split("port = ")[1].split()[0])
+
+
+@pytest.fixture
+async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIterator[World]:  # noqa: F811
+    async with kiosk_gateway(corral_home, sites, TIMEOUT) as running:
+        yield running
 
 
 def audit(home: CorralHome, event: str) -> list[dict[str, Any]]:
@@ -192,7 +207,6 @@ async def test_the_cli_needs_the_gateway_and_the_key(world: World, tmp_path: Any
     done = corral(other, "approvals", "list")
     assert done.returncode == 1 and "not answering" in done.stderr
     # The right port but another home's key: the gateway refuses the signature.
-    port = world.home.config_file.read_text().split("port = ")[1].split()[0]
-    other.config_file.write_text(f"[gateway]\nport = {port}\n")
+    other.config_file.write_text(f"[gateway]\nport = {gateway_port(world.home)}\n")
     done = corral(other, "approvals", "list")
     assert done.returncode == 1 and "signature" in done.stderr.lower()
