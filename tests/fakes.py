@@ -59,6 +59,16 @@ class FakeKiosk:
             "title": "",
         }
     )
+    # what the `target` op answers (the real one: tests/integration/test_kiosk_target.py)
+    target: dict[str, Any] = field(
+        default_factory=lambda: {
+            "name": None,
+            "role": None,
+            "text": None,
+            "href": None,
+            "error": "the fake kiosk reads no page",
+        }
+    )
     requests: list[dict[str, Any]] = field(default_factory=list)
     size: tuple[int, int] = (1280, 800)
     _answers: list[bytes] = field(default_factory=list)
@@ -101,6 +111,8 @@ class FakeKiosk:
             }
         if op == "navigate":
             return {**base, "ok": True, "url": request["url"]}
+        if op == "target":
+            return {**base, "ok": True, **self.target}
         return {**base, "ok": True}
 
     async def receive(self) -> bytes | None:
