@@ -26,6 +26,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
@@ -49,6 +50,7 @@ VNC_RELAY_ARGV: Sequence[str] = ("python3", "/opt/corral/kiosk_agent/vnc_relay.p
 RELEASE_TIMEOUT = 1.0  # for the releases sent when a viewer's input stops
 
 InputDecider = Callable[[ClientMessage], Awaitable[bool]]
+EndedBy = Literal["viewer", "kiosk", "protocol", "error"]
 
 # WebSocket close codes (RFC 6455)
 NORMAL = 1000
@@ -66,8 +68,8 @@ class BridgeOutcome:
     """How a live-view connection ended, and what its viewer's input came to (counts
     only: never what was typed)."""
 
+    by: EndedBy | None = None  # who ended it: the viewer, the kiosk, a protocol error, a bug
     reason: str = ""
-    by: str = ""  # "viewer", "kiosk", "protocol", "error"
     inputs_forwarded: int = 0
     inputs_dropped: int = 0  # input messages on_input refused
     never_forwarded: int = 0  # clipboard, resize and power messages
@@ -84,8 +86,8 @@ class _Bridge:
         self.pointer: tuple[int, int, int] | None = None  # x, y, buttons last forwarded
         self.close_code = NORMAL
 
-    def end(self, by: str, reason: str, scope: anyio.CancelScope) -> None:
-        if not self.outcome.by:
+    def end(self, by: EndedBy, reason: str, scope: anyio.CancelScope) -> None:
+        if self.outcome.by is None:
             self.outcome.by, self.outcome.reason = by, reason
         scope.cancel()
 
@@ -175,7 +177,7 @@ class _Bridge:
             self.end("error", "the bridge failed (see the gateway's log)", scope)
 
     async def finish(self) -> None:
-        if not self.outcome.by:
+        if self.outcome.by is None:
             self.outcome.by, self.outcome.reason = "error", "the bridge was cancelled"
         # (OSError: the kiosk side is closed already, and nothing is held there any more)
         with anyio.move_on_after(RELEASE_TIMEOUT), contextlib.suppress(OSError):
