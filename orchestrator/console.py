@@ -32,6 +32,10 @@ from orchestrator.errors import ApprovalError, OperatorError, SeatError
 from orchestrator.home import CorralHome
 from orchestrator.operators import list_operators, operator_for_token
 from orchestrator.oversight import Oversight
+from sandboxes.rfb import ClientMessage
+
+LiveBridge = Callable[[WebSocket, str, Callable[[ClientMessage], Awaitable[bool]]], Awaitable[None]]
+"""(the accepted-or-not WebSocket, the agent, the input decider): bridges the live view."""
 
 COOKIE = "corral_console"
 LOGIN_CSRF_COOKIE = "corral_login_csrf"
@@ -137,8 +141,7 @@ def console_routes(
     oversight: Oversight,
     *,
     novnc_dir: Path = NOVNC_DIR,
-    bridge: Callable[[WebSocket, str, Callable[[str], Awaitable[bool]]], Awaitable[None]]
-    | None = None,
+    bridge: LiveBridge | None = None,
 ) -> list[BaseRoute]:
     logins = Logins(home)
     viewers = itertools.count(1)
@@ -297,11 +300,14 @@ def console_routes(
         viewer = f"v{next(viewers)}"
         operator = login.operator
 
-        async def on_input(kind: str) -> bool:
+        async def on_input(message: ClientMessage) -> bool:
             if logins.get(websocket.cookies.get(COOKIE)) is None:
                 return False  # logged out or removed meanwhile: view only
+            # Moving the mouse over the live view (a PointerEvent with no button) is not
+            # taking the desktop: it is forwarded only to the viewer who holds the seat.
+            hover = message.name == "PointerEvent" and not message.buttons
             try:
-                return oversight.viewer_input(agent, operator, viewer)
+                return oversight.viewer_input(agent, operator, viewer, take=not hover)
             except SeatError:
                 return False
 

@@ -11,7 +11,12 @@ from typing import Any
 
 def _shell(title: str, body: str, *, csrf: str = "", script: str = "", data: str = "") -> str:
     meta = f'<meta name="csrf" content="{escape(csrf)}">' if csrf else ""
-    js = f'<script type="module" src="/console/static/{script}"></script>' if script else ""
+    js = (
+        f'<script type="module" src="/console/static/{script}"></script>'
+        '<script src="/console/static/boot.js" defer></script>'
+        if script
+        else ""
+    )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)} - corral console</title>{meta}"
@@ -61,9 +66,10 @@ def session_rows(sessions: list[dict[str, Any]]) -> str:
     for s in sessions:
         agent = escape(s["agent"])
         rows.append(
-            f'<tr data-agent="{agent}"><td><a href="/console/sessions/{agent}">{agent}</a></td>'
+            f'<tr data-agent="{agent}" data-session="{escape(s["session"])}">'
+            f'<td><a href="/console/sessions/{agent}">{agent}</a></td>'
             f"<td>{escape(s['kind'])}</td><td>{_when(s['started_at'])}</td>"
-            f"<td>{s['actions_used']} / {s['actions_left']}</td>"
+            f'<td class="actions">{s["actions_used"]} / {s["actions_left"]}</td>'
             f'<td class="state">{escape(s["state"])}</td></tr>'
         )
     return "".join(rows) or '<tr class="empty"><td colspan="5">No running sessions.</td></tr>'

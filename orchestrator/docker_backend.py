@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from functools import partial
 from types import TracebackType
 from typing import Any
@@ -25,7 +25,7 @@ import requests.exceptions
 from docker.models.containers import Container
 from docker.utils.socket import frames_iter
 
-from orchestrator.errors import EngineError, SandboxUnavailable, UnavailableCode
+from orchestrator.errors import CorralError, EngineError, SandboxUnavailable, UnavailableCode
 from orchestrator.owner import LABEL_MANAGED, Owner
 from orchestrator.watchdog import OwnerWatchdog
 from sandboxes.ports import ContainerSpec, ExitInfo, ManagedContainer
@@ -246,6 +246,12 @@ class DockerBackend:
         await attached.open(before_start)
         return attached
 
+    async def open_exec(self, container_id: str, argv: Sequence[str], *, user: str) -> DockerExec:
+        """Start `argv` as `user` in a running container, stdin attached (tty off)."""
+        stream = DockerExec(self, container_id)
+        await stream.open(argv, user)
+        return stream
+
     async def remove(self, container_id: str) -> None:
         await self.call(remove_and_wait, self.client, container_id)
 
@@ -368,43 +374,26 @@ class DockerRun:
             await anyio.to_thread.run_sync(partial(container.kill, signal="SIGKILL"))
 
 
-class DockerAttached:
-    """A long-lived container attached on stdin/stdout before it starts (the kiosk agent's
-    channel). `close` shuts the socket (waking a blocked reader) and removes the container."""
+class _DemuxedStream:
+    """A hijacked engine connection (attach or exec, tty off): stdin written on the
+    socket, stdout and stderr read back as the engine's multiplexed frames
+    (`frames_iter`), stdout returned, stderr logged. Shared by DockerAttached and
+    DockerExec so the demultiplexing lives in one place."""
 
-    def __init__(self, backend: DockerBackend, spec: ContainerSpec, *, stderr: bool = True) -> None:
-        self._backend = backend
-        self._spec = spec
-        self._stderr = stderr
+    def __init__(self) -> None:
         self._sock: Any = None
         self._frames: Iterator[tuple[int, bytes]] | None = None
         self.id = ""
 
-    async def open(self, before_start: Callable[[str], None] | None = None) -> None:
-        backend = self._backend
-        await backend.ensure_watchdog()
-
-        def create() -> None:
-            container = backend.client.containers.create(**create_kwargs(self._spec))
-            self.id = container.id or ""
-            streams = {"stdin": 1, "stdout": 1, "stderr": int(self._stderr), "stream": 1}
-            self._sock = backend.client.api.attach_socket(self.id, params=streams)
-            self._frames = frames_iter(self._sock, tty=False)  # type: ignore[no-untyped-call]
-            if before_start is not None:
-                before_start(self.id)
-            container.start()
-
-        try:
-            await backend.call(create, image=self._spec.image)
-        except BaseException:
-            await self.close()
-            raise
+    def _hold(self, sock: Any) -> None:
+        self._sock = sock
+        self._frames = frames_iter(sock, tty=False)  # type: ignore[no-untyped-call]
 
     def _raw(self) -> socket.socket:
         return getattr(self._sock, "_sock", self._sock)  # type: ignore[no-any-return]
 
     async def send(self, data: bytes) -> None:
-        """Write without a thread and without blocking: a container that stops reading its
+        """Write without a thread and without blocking: a process that stops reading its
         stdin cannot hold a worker thread, and the caller's deadline cancels the wait."""
         if self._sock is None:
             raise OSError("the channel is closed")
@@ -420,11 +409,15 @@ class DockerAttached:
 
     async def receive(self) -> bytes | None:
         while True:
-            if self._frames is None:
+            frames = self._frames
+            if frames is None:
                 return None
-            frame = await anyio.to_thread.run_sync(
-                partial(next, self._frames, None), abandon_on_cancel=True
-            )
+            try:
+                frame = await anyio.to_thread.run_sync(
+                    partial(next, frames, None), abandon_on_cancel=True
+                )
+            except (requests.exceptions.RequestException, OSError, ValueError):
+                return None  # the stream was closed under us: it is over
             if frame is None:
                 return None
             stream, data = frame
@@ -433,12 +426,105 @@ class DockerAttached:
             for text in data.decode(errors="replace").splitlines():
                 logger.debug("container %s: %s", self.id[:12], text)
 
+    def _close_stream(self) -> None:
+        if self._sock is not None:
+            _close_socket(self._sock)
+            self._sock = None
+            self._frames = None
+
+
+class DockerAttached(_DemuxedStream):
+    """A long-lived container attached on stdin/stdout before it starts (the kiosk agent's
+    channel). `close` shuts the socket (waking a blocked reader) and removes the container."""
+
+    def __init__(self, backend: DockerBackend, spec: ContainerSpec, *, stderr: bool = True) -> None:
+        super().__init__()
+        self._backend = backend
+        self._spec = spec
+        self._stderr = stderr
+
+    async def open(self, before_start: Callable[[str], None] | None = None) -> None:
+        backend = self._backend
+        await backend.ensure_watchdog()
+
+        def create() -> None:
+            container = backend.client.containers.create(**create_kwargs(self._spec))
+            self.id = container.id or ""
+            streams = {"stdin": 1, "stdout": 1, "stderr": int(self._stderr), "stream": 1}
+            self._hold(backend.client.api.attach_socket(self.id, params=streams))
+            if before_start is not None:
+                before_start(self.id)
+            container.start()
+
+        try:
+            await backend.call(create, image=self._spec.image)
+        except BaseException:
+            await self.close()
+            raise
+
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
-            if self._sock is not None:
-                _close_socket(self._sock)
-                self._sock = None
-                self._frames = None
+            self._close_stream()
             if self.id:
                 container_id, self.id = self.id, ""
                 await self._backend.remove(container_id)
+
+
+EXEC_END_TIMEOUT = 5.0  # how long `DockerExec.close` waits to see the process gone
+
+
+class DockerExec(_DemuxedStream):
+    """A process run in a running container over the engine's exec API (stdin attached,
+    tty off): `ExecStream`. Closing the socket closes the process's stdin; `close` then
+    waits (bounded) until the engine reports the process ended."""
+
+    def __init__(self, backend: DockerBackend, container_id: str) -> None:
+        super().__init__()
+        self._backend = backend
+        self.container_id = container_id
+
+    async def open(self, argv: Sequence[str], user: str) -> None:
+        api = self._backend.client.api
+
+        def start() -> None:
+            created = api.exec_create(
+                self.container_id,
+                list(argv),
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                user=user,
+            )
+            self.id = str(created["Id"])
+            self._hold(api.exec_start(self.id, detach=False, tty=False, socket=True))
+
+        try:
+            await self._backend.call(start)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def running(self) -> bool:
+        """Whether the engine still reports the process as running."""
+        if not self.id:
+            return False
+        state = await self._backend.call(self._backend.client.api.exec_inspect, self.id)
+        return bool(state.get("Running"))
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            self._close_stream()
+            if not self.id:
+                return
+            with anyio.move_on_after(EXEC_END_TIMEOUT):
+                while True:
+                    try:
+                        if not await self.running():
+                            return
+                    except CorralError:  # the container is gone: so is the process
+                        return
+                    await anyio.sleep(0.02)
+            logger.warning(
+                "exec %s in %s still runs after close", self.id[:12], self.container_id[:12]
+            )

@@ -8,6 +8,8 @@
     ├── EngineError                sandboxes.errors   the engine failed otherwise
     ├── SessionRefused             sandboxes.errors   a session rule refused the call
     ├── KioskError                 sandboxes.errors   the kiosk did not answer as it should
+    ├── RfbProtocolError           sandboxes.errors   a VNC viewer sent what the live-view
+    │                                                 bridge cannot follow or will not pass
     ├── ConfigError                orchestrator.errors a config file is unreadable or invalid
     ├── ImageBuildError            orchestrator.errors `corral images build` failed
     ├── EgressError                orchestrator.errors a session's egress could not be set up
@@ -42,6 +44,7 @@ from sandboxes.errors import (
     EngineError,
     KioskError,
     ParamError,
+    RfbProtocolError,
     SandboxBusy,
     SandboxUnavailable,
     SessionRefused,
@@ -63,6 +66,7 @@ __all__ = [
     "NotAvailable",
     "OperatorError",
     "ParamError",
+    "RfbProtocolError",
     "SandboxBusy",
     "SandboxUnavailable",
     "SeatError",

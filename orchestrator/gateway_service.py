@@ -6,21 +6,22 @@ sessions, and removes every session container when it stops.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import anyio
 from starlette.routing import BaseRoute
+from starlette.websockets import WebSocket
 
 from orchestrator.config import CorralConfig, load_config
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.gateway import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
-from orchestrator.oversight import Oversight
 from orchestrator.reaper import reap_orphans
 from orchestrator.runtime import open_runtime
 from orchestrator.sessions import EgressFactory, SessionManager, no_egress
 from sandboxes.ports import Egress
+from sandboxes.rfb import ClientMessage
 
 
 def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactory:
@@ -49,15 +50,37 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
     return make
 
 
-def people_routes(home: CorralHome, oversight: Oversight) -> ExtraRoutes:
+def people_routes(home: CorralHome, manager: SessionManager) -> ExtraRoutes:
     """The operators' signed API and the console, beside the agents' API."""
     from orchestrator.admin_api import admin_routes
     from orchestrator.console import console_routes
 
-    admin = admin_routes(oversight)
+    admin = admin_routes(manager.oversight)
+
+    async def live_view(
+        websocket: WebSocket, agent: str, on_input: Callable[[ClientMessage], Awaitable[bool]]
+    ) -> None:
+        from orchestrator.vnc_bridge import bridge_vnc, open_vnc
+
+        session = manager.sessions.get(agent)
+        if session is None:
+            await websocket.close(code=1008)
+            return
+        stream = await open_vnc(manager.backend, session.channel.id)
+        outcome = await bridge_vnc(websocket, stream, on_input)
+        manager.audit.record(
+            "console_live_view_ended",
+            agent,
+            {
+                "session": session.id,
+                "by": outcome.by,
+                "inputs_forwarded": outcome.inputs_forwarded,
+                "inputs_dropped": outcome.inputs_dropped,
+            },
+        )
 
     def build(signed: SignedRequests) -> list[BaseRoute]:
-        return [*admin(signed), *console_routes(home, oversight)]
+        return [*admin(signed), *console_routes(home, manager.oversight, bridge=live_view)]
 
     return build
 
@@ -90,7 +113,7 @@ async def run_gateway(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(manager.expire_forever)
                 tg.start_soon(manager.oversight.thumbnails_forever)
-                routes = people_routes(home, manager.oversight)
+                routes = people_routes(home, manager)
 
                 async def serve() -> None:
                     try:

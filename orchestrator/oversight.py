@@ -39,6 +39,7 @@ logger = logging.getLogger("corral.oversight")
 
 PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
 TARGET_DEADLINE = 3.0
+DOCUMENT_ROLES = frozenset({"RootWebArea", "WebArea", "document"})
 PROGRESS_EVERY_SECONDS = 2.0
 INPUT_TOOLS = frozenset(
     {"computer_click", "computer_type", "computer_key", "computer_scroll", "computer_navigate"}
@@ -93,13 +94,17 @@ class Oversight:
                 )
             except KioskError as exc:
                 target = {"name": None, "error": f"the kiosk could not tell ({exc})"}
+            name = target.get("name")
+            if target.get("role") in DOCUMENT_ROLES:
+                name = ""  # the page itself: its name is the title, not a control's
             return click_hold(
-                target.get("name"),
+                name,
                 target.get("role"),
                 cfg.confirm_words,
                 href=target.get("href"),
                 confirm_urls=cfg.confirm_urls,
                 unknown_reason=target.get("error"),
+                text=target.get("text"),
             )
         return None
 
@@ -257,14 +262,19 @@ class Oversight:
         self._session(agent)
         await self.host.end(agent, f"stopped by operator {operator}")
 
-    def viewer_input(self, agent: str, operator: str, viewer: str) -> bool:
-        """A console viewer's input event (RFB key, pointer or cut text): forward it only
-        when this viewer holds the seat; when the AI holds it, this input takes it now."""
+    def viewer_input(self, agent: str, operator: str, viewer: str, *, take: bool = True) -> bool:
+        """A console viewer's input event (RFB key or pointer): forward it only when this
+        viewer holds the seat; when the AI holds it, input that acts (`take`: a key or a
+        button, not a mere hover) takes the seat now, before it is forwarded."""
         session = self.host.sessions.get(agent)
         if session is None:
             return False
         if session.controller == "human":
+            if session.holder == operator and session.holder_viewer is None:
+                session.holder_viewer = viewer  # taken from the CLI or a button: this view
             return session.holder == operator and session.holder_viewer == viewer
+        if not take:
+            return False
         self.take_over(agent, operator, viewer=viewer, how="console input")
         return True
 

@@ -123,10 +123,13 @@ def click_hold(
     href: str | None = None,
     confirm_urls: Iterable[str] = (),
     unknown_reason: str | None = None,
+    text: str | None = None,
 ) -> Hold | None:
-    """The hold a click needs: its target's accessible name contains a confirm word, or
-    it is a link to a confirm URL; or (when `words` is not empty) its target could not be
-    read at all, which is treated as a match: a rule nobody can check holds."""
+    """The hold a click needs: its target's accessible name, or its visible `text` (an
+    aria-label may say "Cancel" on a button that shows "Delete everything"), contains a
+    confirm word, or it is a link to a confirm URL; or (when `words` is not empty) its
+    target could not be read at all, which is treated as a match: a rule nobody can
+    check holds."""
     if href:
         entry = deny_matches(href, confirm_urls)
         if entry is not None:
@@ -139,7 +142,9 @@ def click_hold(
         why = unknown_reason or "its accessible name could not be read"
         return Hold("confirm_words", "other", f"Click an element whose name is unknown ({why})")
     for word in words:
-        if word_in_name(word, target_name):
+        shown = next((t for t in (target_name, text or "") if word_in_name(word, t)), None)
+        if shown is not None:
+            target_name = shown
             category = _FOLDED_CATEGORY.get(fold(word), "other")
             role = f"{target_role} " if target_role else ""
             return Hold(

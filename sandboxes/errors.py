@@ -57,3 +57,9 @@ class SessionRefused(CorralError):
 class KioskError(CorralError):
     """The kiosk did not answer as it should (no answer in time, a closed channel, an
     operation it could not perform)."""
+
+
+class RfbProtocolError(CorralError):
+    """A VNC viewer sent what the live-view bridge cannot follow or will not pass: an
+    unknown message type, a protocol version or security type it cannot read, a message
+    over its bound. The bridge closes that viewer's connection."""

@@ -108,6 +108,24 @@ class AttachedContainer(Protocol):
         """Close the streams and remove the container (idempotent, shielded)."""
 
 
+class ExecStream(Protocol):
+    """A process started in a running container, its stdin and stdout a binary duplex
+    stream (tty off; stderr is logged, not returned). Ends when the process exits or
+    `close` is called; `close` ends the process (its stdin closes) and never removes the
+    container."""
+
+    id: str  # the exec's id
+
+    async def send(self, data: bytes) -> None:
+        """Write to the process's stdin; OSError when the stream is closed."""
+
+    async def receive(self) -> bytes | None:
+        """The next chunk of its stdout; None once the process has ended it."""
+
+    async def close(self) -> None:
+        """Close the stream: the process sees its stdin end (idempotent, shielded)."""
+
+
 class ContainerBackend(Protocol):
     def labels(self, *, kind: str, agent: str, session: str) -> dict[str, str]:
         """The `corral.*` labels that mark a container as this process's (SPEC S0)."""
@@ -119,6 +137,10 @@ class ContainerBackend(Protocol):
 
     async def open_attached(self, spec: ContainerSpec) -> AttachedContainer:
         """Create, attach to stdin/stdout and start a container; the caller closes it."""
+
+    async def open_exec(self, container_id: str, argv: Sequence[str], *, user: str) -> ExecStream:
+        """Run `argv` as `user` in a running container with stdin attached; the caller
+        closes the stream. No port and no mount: the bytes travel over the engine's API."""
 
     async def list_managed(self, label_filters: Mapping[str, str]) -> list[ManagedContainer]: ...
 

@@ -25,6 +25,7 @@ import anyio
 import anyio.lowlevel
 from PIL import Image
 
+from sandboxes.errors import EngineError
 from sandboxes.ports import ContainerSpec, ManagedContainer
 
 
@@ -168,6 +169,11 @@ class InMemoryBackend:
         self.live[kiosk.id] = kiosk
         self.opened.append(kiosk)
         return kiosk
+
+    async def open_exec(self, container_id: str, argv: Sequence[str], *, user: str) -> Any:
+        """No process runs in a fake kiosk: exec streams (the VNC relay) are tested on the
+        real engine (tests/integration/test_kiosk_vnc.py)."""
+        raise EngineError("the in-memory backend cannot run a process in a container")
 
     async def list_managed(self, label_filters: Mapping[str, str]) -> list[ManagedContainer]:
         return [

@@ -37,22 +37,46 @@ export function clock(ts) {
   return ts ? new Date(ts * 1000).toLocaleTimeString() : '-';
 }
 
-export function approvalCard(a, onError) {
+function leftText(a) {
   const left = Math.max(0, Math.round(a.expires_at - Date.now() / 1000));
+  return `${a.category} · ${a.rule} · ${left} s left`;
+}
+
+export function approvalCard(a, onError) {
   const reason = el('input', { type: 'text', placeholder: 'reason (optional)', class: 'reason' });
   const decide = (what) => async () => {
-    try { await post(`/console/act/${what}/${encodeURIComponent(a.id)}`, { reason: reason.value }); }
-    catch (error) { onError(error.message); }
+    try {
+      await post(`/console/act/${what}/${encodeURIComponent(a.id)}`, { reason: reason.value });
+      card.remove();  // decided: gone at once, not at the next refresh
+    } catch (error) { onError(error.message); }
   };
+  // The buttons come first and the screenshot's box is sized before it loads: nothing
+  // moves under the operator's pointer while the image arrives.
   const card = el('div', { class: 'approval', 'data-approval': a.id },
     el('b', { text: `${a.agent}: ${a.description}` }),
-    el('div', { text: `${a.category} · ${a.rule} · ${left} s left` }));
+    el('div', { class: 'left', text: leftText(a) }),
+    el('div', { class: 'decide' },
+      el('button', { class: 'approve', text: 'Approve', onclick: decide('approve') }),
+      el('button', { class: 'deny', text: 'Deny', onclick: decide('deny') }),
+      reason));
   if (a.has_screenshot) {
-    card.append(el('img', { src: `/console/approvals/${encodeURIComponent(a.id)}/screenshot.png`, alt: 'masked screen when it was raised' }));
+    card.append(el('img', { src: `/console/approvals/${encodeURIComponent(a.id)}/screenshot.png`, alt: 'masked screen when it was raised', class: 'shot' }));
   }
-  card.append(
-    el('button', { class: 'approve', text: 'Approve', onclick: decide('approve') }),
-    el('button', { class: 'deny', text: 'Deny', onclick: decide('deny') }),
-    reason);
   return card;
+}
+
+// Keep the cards of still-pending approvals in place (a card rebuilt under the mouse
+// would swallow a click, and a reason being typed would be lost); add new ones, drop
+// decided ones, refresh the countdown.
+export function renderApprovals(container, pending, onError) {
+  const wanted = new Map(pending.map((a) => [a.id, a]));
+  for (const card of [...container.querySelectorAll('.approval')]) {
+    const a = wanted.get(card.dataset.approval);
+    if (!a) card.remove();
+    else { card.querySelector('.left').textContent = leftText(a); wanted.delete(a.id); }
+  }
+  for (const a of wanted.values()) container.append(approvalCard(a, onError));
+  const none = container.querySelector('.none');
+  if (pending.length && none) none.remove();
+  if (!pending.length && !none) container.append(el('p', { class: 'none', text: 'None.' }));
 }

@@ -2,7 +2,7 @@
 // approvals with the screenshot that raised them, take over / hand back / stop, and
 // the timeline, newest first.
 import RFB from '/console/novnc/core/rfb.js';
-import { approvalCard, clock, el, post, state } from './common.js';
+import { clock, el, post, renderApprovals, state } from './common.js';
 
 const agent = document.body.dataset.agent;
 const stateEl = document.getElementById('state');
@@ -36,16 +36,36 @@ for (const what of ['takeover', 'handback', 'stop']) {
   });
 }
 
-function entry(e) {
-  const thumb = e.thumb === 'ready'
+function thumbOf(e) {
+  return e.thumb === 'ready'
     ? el('img', { src: `/console/sessions/${encodeURIComponent(agent)}/timeline/${e.seq}.png`, alt: 'masked screen after this step' })
     : el('span', { class: 'nothumb', text: e.thumb === 'pending' ? 'thumbnail…' : 'no thumbnail (a burst of actions)' });
-  return el('li', { 'data-seq': String(e.seq), 'data-tool': e.tool },
-    thumb,
+}
+
+function entry(e) {
+  return el('li', { 'data-seq': String(e.seq), 'data-tool': e.tool, 'data-thumb': e.thumb },
+    thumbOf(e),
     el('div', {},
       el('div', { text: `${clock(e.at)} · ${e.tool} · ${e.actor}` }),
       el('div', { class: 'step', text: e.step }),
       el('div', { class: 'outcome', text: e.outcome })));
+}
+
+// Newest first; existing rows are updated in place (outcome, thumbnail), new ones added.
+function renderTimeline(entries) {
+  const rows = new Map([...timeline.children].map((li) => [li.dataset.seq, li]));
+  let before = timeline.firstChild;
+  for (const e of entries) {
+    let li = rows.get(String(e.seq));
+    if (!li) { li = entry(e); timeline.insertBefore(li, before); }
+    else {
+      li.querySelector('.outcome').textContent = e.outcome;
+      if (li.dataset.thumb !== e.thumb) { li.firstChild.replaceWith(thumbOf(e)); li.dataset.thumb = e.thumb; }
+    }
+    rows.delete(String(e.seq));
+    before = li.nextSibling;
+  }
+  for (const gone of rows.values()) gone.remove();
 }
 
 async function refresh() {
@@ -55,9 +75,10 @@ async function refresh() {
   stateEl.textContent = data.session.state;
   stateEl.dataset.state = data.session.controller;
   const pending = data.approvals.filter((a) => a.state === 'pending' && a.agent === agent);
-  approvals.replaceChildren(...(pending.length ? pending.map((a) => approvalCard(a, showError)) : [el('p', { text: 'None.' })]));
-  timeline.replaceChildren(...(data.timeline || []).map(entry));
+  renderApprovals(approvals, pending, showError);
+  renderTimeline(data.timeline || []);
 }
 
+window.corralStarted = true;  // boot.js: the module loaded
 refresh();
 setInterval(refresh, 1000);

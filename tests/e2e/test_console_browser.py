@@ -81,17 +81,29 @@ async def until(check: Any, what: str, limit: float = 20) -> None:
 async def held_click(mcp: McpHarness, page: Page, x: int, y: int, button: str) -> Any:
     """The agent clicks a held button; the operator answers in the console with `button`."""
     results: list[Any] = []
+    ids = "els => els.map((e) => e.dataset.approval)"
+    before = set(await page.eval_on_selector_all("#approvals .approval", ids))
 
     async def click() -> None:
         results.append(await call(mcp, "computer_click", x=x, y=y))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(click)
-        card = page.locator("#approvals .approval")
-        await card.first.wait_for(timeout=20_000)
-        assert "Pay now" in await card.first.inner_text()
-        await card.first.locator("img").wait_for(timeout=5_000)  # the masked screenshot
-        await card.first.locator(f"button.{button}").click()
+        fresh: list[str] = []
+
+        async def raised() -> bool:
+            now = await page.eval_on_selector_all("#approvals .approval", ids)
+            fresh[:] = [i for i in now if i not in before]
+            return bool(fresh)
+
+        await until(raised, "the held click's approval in the console")
+        card = page.locator(f'#approvals .approval[data-approval="{fresh[0]}"]')
+        assert "Pay now" in await card.inner_text()
+        shot = card.locator("img.shot")
+        await page.wait_for_function(
+            "img => img.complete && img.naturalWidth > 0", arg=await shot.element_handle()
+        )  # the masked screenshot that raised it
+        await card.locator(f"button.{button}").click()
     return results[0]
 
 
@@ -113,7 +125,7 @@ async def test_an_operator_watches_approves_denies_and_takes_over(
         assert not (await call(mcp, "computer_session_start")).is_error
         await page.locator('#sessions tr[data-agent="ada"]').wait_for(timeout=10_000)
         await page.click('#sessions tr[data-agent="ada"] a')
-        await page.locator('#vnc-status[data-state="live"]').wait_for(timeout=20_000)
+        await page.locator('#vnc-status[data-state="live"]').wait_for(timeout=30_000)
 
         # The live view follows what the agent does.
         assert not (await call(mcp, "computer_navigate", url=f"https://{SITE}/checkout")).is_error
@@ -151,9 +163,11 @@ async def test_an_operator_watches_approves_denies_and_takes_over(
 
         # The timeline: newest first, thumbnails, never typed text.
         assert not (await call(mcp, "computer_type", text="s3cret-typed")).is_error
-        await page.locator("#timeline li img").first.wait_for(timeout=10_000)
+        typed = page.locator('#timeline li[data-tool="computer_type"]')
+        await typed.locator("img").wait_for(timeout=15_000)  # its thumbnail, once quiet
+        assert "typed 12 characters" in await typed.inner_text()
         listed = await page.inner_text("#timeline")
-        assert "typed 12 characters" in listed and "s3cret-typed" not in listed
+        assert "s3cret-typed" not in listed
         assert "approved (confirm_words: pay)" in listed and "denied" in listed
         content = await page.content()
         assert "s3cret-typed" not in content

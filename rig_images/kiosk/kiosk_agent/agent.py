@@ -17,11 +17,13 @@ from types import FrameType
 from typing import Any
 
 from . import probe as probes
+from . import target as targets
 from .atspi import Atspi
 from .browser import LOAD_TIMEOUT_S, Browser, trust_ca
 from .cdp import CDP_TIMEOUT_S
 from .common import OpError, log
 from .screen import Screen
+from .vnc import READY_TIMEOUT_S, Vnc
 from .xinput import XInput
 from .xserver import DISPLAY, start_dbus, start_xvfb
 
@@ -41,6 +43,7 @@ class Kiosk:
         self.tmp = ""
         self.verbose = os.environ.get("KIOSK_AGENT_VERBOSE") == "1"
         self.browser = Browser(verbose=self.verbose)
+        self.vnc = Vnc(verbose=self.verbose)
 
     # ---------------------------------------------------------------- start
 
@@ -76,6 +79,8 @@ class Kiosk:
         self.d = start_xvfb(self.procs, width, height, verbose=self.verbose, deadline=deadline)
         self.screen = Screen(self.d, width, height, verbose=self.verbose)
         self.input = XInput(self.d, width, height)
+        # x11vnc comes up while D-Bus and Chromium start; checked (not required) below
+        self.vnc.start(DISPLAY)
         bus = start_dbus(self.procs, verbose=self.verbose, deadline=deadline)
         if ca_pem:
             trust_ca(home, ca_pem, self.tmp)
@@ -103,10 +108,13 @@ class Kiosk:
         if url:
             nav = self.browser.navigate(str(url), max(1.0, deadline - time.monotonic()))
             out["url"], out["error_text"] = nav["url"], nav["error_text"]
+        self.vnc.wait_ready(min(deadline, time.monotonic() + READY_TIMEOUT_S))
+        out["vnc"] = self.vnc.status()
         out["ms"] = round((time.monotonic() - t0) * 1000, 1)
         return out
 
     def shutdown(self) -> None:
+        self.vnc.stop()
         self.browser.close()
         for proc in reversed(self.procs):
             with contextlib.suppress(Exception):
@@ -189,6 +197,34 @@ class Kiosk:
         self._input().key(req)
         return {}
 
+    def op_target(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The accessible name and role of what a click at x, y would hit (target.py)."""
+        self._require()
+        x, y = req.get("x"), req.get("y")
+        for name, value in (("x", x), ("y", y)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise OpError(f"{name} must be an integer (screen pixels)")
+        assert isinstance(x, int) and isinstance(y, int)
+        if not (0 <= x < self.width and 0 <= y < self.height):
+            raise OpError(f"{x},{y} is outside the {self.width}x{self.height} screen")
+        t0 = time.perf_counter()
+        try:
+            out = targets.target(self.browser, x, y)
+        except Exception as exc:  # unknown, not a failure: the caller treats it conservatively
+            out = targets.unknown(f"the target could not be read: {exc}")
+        out["ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        return out
+
+    # ---------------------------------------------------------------- live view
+
+    def op_vnc(self, req: dict[str, Any]) -> dict[str, Any]:
+        """x11vnc's state; `restart: true` starts it again when it is not running."""
+        self._require()
+        if req.get("restart") and not self.vnc.status()["running"]:
+            self.vnc.start(DISPLAY)
+            self.vnc.wait_ready(time.monotonic() + READY_TIMEOUT_S)
+        return self.vnc.status()
+
     # ---------------------------------------------------------------- browser
 
     def op_navigate(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -233,6 +269,8 @@ def main() -> int:
         "navigate": kiosk.op_navigate,
         "page": kiosk.op_page,
         "eval": kiosk.op_eval,
+        "target": kiosk.op_target,
+        "vnc": kiosk.op_vnc,
     }
 
     def on_term(signum: int, frame: FrameType | None) -> None:

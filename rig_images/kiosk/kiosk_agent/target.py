@@ -1,0 +1,270 @@
+"""What a click at a screen point would hit: the accessible name and role of the element
+there (its nearest interactive ancestor), read from outside the page.
+
+The browser answers, not the page: `DOM.getNodeForLocation` hit-tests in the renderer and
+`Accessibility.getPartialAXTree` gives the node's accessible name and role as assistive
+technology would read them. No script runs in the page's own world; the only script is
+the probe's viewport read (window offset and zoom), in the probe's isolated world. A point
+inside an out-of-process (cross-site) frame is followed into that frame's session, through
+the box of the element that owns the frame (the same arithmetic as the probe's, frames.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .browser import Browser
+from .cdp import CDP, CDPError
+from .common import PROBE_STEP_S
+from .frames import FrameReader, quad_box
+
+# The roles a click lands on as one control: the nearest of these above the hit element
+# is the target.
+INTERACTIVE_ROLES = frozenset(
+    {
+        "button",
+        "link",
+        "menuitem",
+        "menuitemcheckbox",
+        "menuitemradio",
+        "tab",
+        "checkbox",
+        "radio",
+        "switch",
+        "option",
+    }
+)
+MAX_FRAME_DEPTH = 8
+
+# The probe's viewport read (probe.PROBE_JS uses the same formula), in a frame's isolated
+# world: where the frame's viewport is on the screen, its size and its zoom.
+VIEWPORT_JS = r"""
+(() => ({
+  offX: window.screenX + Math.max(0, window.outerWidth - window.innerWidth),
+  offY: window.screenY + Math.max(0, window.outerHeight - window.innerHeight),
+  vw: window.innerWidth, vh: window.innerHeight, dpr: window.devicePixelRatio || 1,
+}))()
+"""
+
+
+def unknown(error: str) -> dict[str, Any]:
+    return {"name": None, "role": None, "text": None, "href": None, "error": error}
+
+
+def target(browser: Browser, x: int, y: int) -> dict[str, Any]:
+    """The element a click at screen pixel (x, y) would hit, as
+    `{"name", "role", "href", "error"}`; name None with `error` when it cannot be told."""
+    cdp = browser.live_cdp()
+    sid = browser.page_session()
+    view = _main_viewport(browser, cdp, sid)
+    zoom = float(view.get("dpr") or 1.0)
+    css_x = x / zoom - float(view.get("offX") or 0)
+    css_y = y / zoom - float(view.get("offY") or 0)
+    width, height = float(view.get("vw") or 0), float(view.get("vh") or 0)
+    if not (0 <= css_x < width and 0 <= css_y < height):
+        return unknown(f"{x},{y} is outside the page")
+    reader = FrameReader(cdp, sid, browser.frame_state, VIEWPORT_JS, lambda _c, _s: [])
+    return _resolve(reader, sid, css_x, css_y, 0)
+
+
+def _main_viewport(browser: Browser, cdp: CDP, sid: str) -> dict[str, Any]:
+    for attempt in (0, 1):
+        try:
+            res = cdp.call(
+                "Runtime.evaluate",
+                {
+                    "expression": VIEWPORT_JS,
+                    "returnByValue": True,
+                    "contextId": browser.probe_world(PROBE_STEP_S),
+                },
+                session=sid,
+                timeout=PROBE_STEP_S,
+            )
+            break
+        except CDPError:
+            if attempt:
+                raise
+            browser.forget_world()  # the document changed under the cached world
+    value: dict[str, Any] = res.get("result", {}).get("value") or {}
+    return value
+
+
+def _resolve(reader: FrameReader, sid: str, x: float, y: float, depth: int) -> dict[str, Any]:
+    cdp = reader.cdp
+    hit = cdp.call(
+        "DOM.getNodeForLocation",
+        {"x": int(x), "y": int(y), "includeUserAgentShadowDOM": False},
+        session=sid,
+        timeout=PROBE_STEP_S,
+    )
+    backend = int(hit["backendNodeId"])
+    node = cdp.call(
+        "DOM.describeNode", {"backendNodeId": backend}, session=sid, timeout=PROBE_STEP_S
+    )["node"]
+    frame_id = str(node.get("frameId") or "")
+    is_owner = str(node.get("nodeName", "")).upper() in ("IFRAME", "FRAME")
+    if is_owner and frame_id and frame_id in _iframe_targets(cdp):
+        # An out-of-process frame: this renderer only knows its owner element.
+        if depth >= MAX_FRAME_DEPTH:
+            return unknown("frames nested too deep")
+        return _into_frame(reader, sid, frame_id, backend, (x, y), depth)
+    return _describe(reader, sid, backend, str(hit.get("frameId") or ""))
+
+
+def _iframe_targets(cdp: CDP) -> set[str]:
+    infos = cdp.call("Target.getTargets", timeout=PROBE_STEP_S).get("targetInfos", [])
+    return {str(t["targetId"]) for t in infos if t.get("type") == "iframe"}
+
+
+def _into_frame(
+    reader: FrameReader,
+    parent: str,
+    frame_id: str,
+    owner: int,
+    point: tuple[float, float],
+    depth: int,
+) -> dict[str, Any]:
+    """Follow a point into an out-of-process frame: into the owner's content box, scaled
+    when the box is not the frame's size (a CSS transform)."""
+    cdp = reader.cdp
+    box = cdp.call(
+        "DOM.getBoxModel", {"backendNodeId": owner}, session=parent, timeout=PROBE_STEP_S
+    )
+    left, top, right, bottom = quad_box(box["model"]["content"])
+    x, y = point
+    if not (left <= x < right and top <= y < bottom):
+        return _describe(reader, parent, owner, "")  # the frame's border: its owner element
+    child = reader.attach(frame_id)
+    tree = cdp.call("Page.getFrameTree", session=child, timeout=PROBE_STEP_S)
+    view = reader.evaluate(child, tree["frameTree"]["frame"])
+    inner_w, inner_h = float(view.get("vw") or 0), float(view.get("vh") or 0)
+    if inner_w <= 0 or inner_h <= 0:
+        return unknown("a frame with no viewport")
+    local_x = (x - left) * inner_w / (right - left)
+    local_y = (y - top) * inner_h / (bottom - top)
+    return _resolve(reader, child, local_x, local_y, depth + 1)
+
+
+def _describe(reader: FrameReader, sid: str, backend: int, frame_id: str) -> dict[str, Any]:
+    """The nearest interactive ancestor-or-self of a hit node (or the node itself), its
+    accessible name, role, visible text and, inside a link, the link's URL."""
+    cdp = reader.cdp
+    tree = cdp.call(
+        "Accessibility.getPartialAXTree",
+        {"backendNodeId": backend, "fetchRelatives": True},
+        session=sid,
+        timeout=PROBE_STEP_S,
+    )
+    nodes: dict[str, dict[str, Any]] = {str(n["nodeId"]): n for n in tree.get("nodes") or []}
+    hit = next((n for n in nodes.values() if n.get("backendDOMNodeId") == backend), None)
+    if hit is None:
+        return unknown("the element there has no accessibility node")
+    chain = _ancestors(hit, nodes)
+    chosen = next((n for n in chain if _role(n) in INTERACTIVE_ROLES), None)
+    if chosen is None:
+        chosen = next((n for n in chain if not n.get("ignored")), hit)
+    link = next((n for n in chain if _role(n) == "link"), None)
+    element = int(chosen.get("backendDOMNodeId") or backend)
+    href = None
+    if link is not None and link.get("backendDOMNodeId"):
+        href = _href(reader, sid, int(link["backendDOMNodeId"]), frame_id)
+    role = _role(chosen)
+    return {
+        "name": _value(chosen.get("name")),
+        "role": role,
+        # A click on no element in particular (the page's background) has no text of its own.
+        "text": "" if role == "RootWebArea" else _text(cdp, sid, element),
+        "href": href,
+        "error": None,
+    }
+
+
+def _ancestors(node: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    chain = [node]
+    while (parent := nodes.get(str(chain[-1].get("parentId")))) is not None:
+        if len(chain) > 256 or parent in chain:
+            break
+        chain.append(parent)
+    return chain
+
+
+def _value(prop: Any) -> str | None:
+    if isinstance(prop, dict) and prop.get("value") is not None:
+        return str(prop["value"])
+    return None
+
+
+def _role(node: dict[str, Any]) -> str | None:
+    return _value(node.get("role"))
+
+
+MAX_TEXT = 500
+
+
+def _text(cdp: CDP, sid: str, backend: int) -> str:
+    """The text inside an element (its DOM subtree, shadow roots included, hidden text
+    too: more text can only make a rule match more), whitespace collapsed, bounded."""
+    root = cdp.call(
+        "DOM.describeNode",
+        {"backendNodeId": backend, "depth": -1, "pierce": True},
+        session=sid,
+        timeout=PROBE_STEP_S,
+    )["node"]
+    parts: list[str] = []
+    size = 0
+    pending = [root]
+    while pending and size < MAX_TEXT:
+        node = pending.pop()
+        if node.get("nodeType") == 3:  # a text node
+            text = " ".join(str(node.get("nodeValue", "")).split())
+            if text:
+                parts.append(text)
+                size += len(text) + 1
+        if str(node.get("nodeName", "")).upper() in ("HEAD", "SCRIPT", "STYLE", "TEMPLATE"):
+            continue
+        children = list(node.get("shadowRoots") or []) + list(node.get("children") or [])
+        pending += reversed(children)
+    return " ".join(parts)[:MAX_TEXT]
+
+
+HREF_JS = "function() { return typeof this.href === 'string' ? this.href : null; }"
+
+
+def _href(reader: FrameReader, sid: str, backend: int, frame_id: str) -> str | None:
+    """The link's URL as the browser resolves it (`href` read in the isolated world of the
+    link's frame, where the page cannot replace the getter)."""
+    cdp = reader.cdp
+    tree = cdp.call("Page.getFrameTree", session=sid, timeout=PROBE_STEP_S)
+    frame = _find_frame(tree["frameTree"], frame_id) if frame_id else tree["frameTree"]["frame"]
+    if frame is None:
+        frame = tree["frameTree"]["frame"]
+    context = reader.world(sid, frame)
+    obj = cdp.call(
+        "DOM.resolveNode",
+        {"backendNodeId": backend, "executionContextId": context},
+        session=sid,
+        timeout=PROBE_STEP_S,
+    )["object"]
+    try:
+        res = cdp.call(
+            "Runtime.callFunctionOn",
+            {"objectId": obj["objectId"], "functionDeclaration": HREF_JS, "returnByValue": True},
+            session=sid,
+            timeout=PROBE_STEP_S,
+        )
+    finally:
+        release = {"objectId": obj["objectId"]}
+        cdp.call("Runtime.releaseObject", release, session=sid, timeout=PROBE_STEP_S)
+    value = res.get("result", {}).get("value")
+    return str(value) if isinstance(value, str) else None
+
+
+def _find_frame(node: dict[str, Any], frame_id: str) -> dict[str, Any] | None:
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        frame = current.get("frame") or {}
+        if str(frame.get("id")) == frame_id:
+            return frame
+        pending += current.get("childFrames") or []
+    return None

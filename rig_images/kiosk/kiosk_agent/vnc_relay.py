@@ -1,0 +1,76 @@
+"""Relay between this process's stdin/stdout and x11vnc's unix socket (vnc.SOCKET_PATH).
+
+The gateway runs it with `docker exec -i` (tty off): what it writes on the exec's stdin
+goes to x11vnc, what x11vnc answers comes back on stdout. No TCP port and no host path
+are involved. It ends, closing both sides, as soon as either side closes: the viewer left
+(stdin at its end) or x11vnc hung up.
+
+Standard library only; run as a file: `python3 /opt/corral/kiosk_agent/vnc_relay.py [SOCKET]`.
+One thread per direction, so neither side can stall the other. Bytes only: nothing is
+logged, parsed or kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import threading
+
+DEFAULT_SOCKET = "/tmp/corral-vnc.sock"
+CHUNK = 64 * 1024
+
+
+def _stdin_to_socket(sock: socket.socket, done: threading.Event) -> None:
+    try:
+        while True:
+            data = os.read(0, CHUNK)
+            if not data:
+                break
+            sock.sendall(data)
+    except OSError:
+        pass
+    finally:
+        done.set()
+
+
+def _socket_to_stdout(sock: socket.socket, done: threading.Event) -> None:
+    try:
+        while True:
+            data = sock.recv(CHUNK)
+            if not data:
+                break
+            view = memoryview(data)
+            while view:
+                view = view[os.write(1, view) :]
+    except OSError:
+        pass
+    finally:
+        done.set()
+
+
+def main(argv: list[str]) -> int:
+    path = argv[1] if len(argv) > 1 else DEFAULT_SOCKET
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError as exc:
+        print(f"vnc_relay: cannot connect to {path}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    done = threading.Event()
+    for pump in (_stdin_to_socket, _socket_to_stdout):
+        threading.Thread(target=pump, args=(sock, done), daemon=True).start()
+    done.wait()
+    # One side ended: end the other at once (the reader threads are daemons; exiting the
+    # process closes stdin, stdout and the socket).
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main(sys.argv)
+    sys.stdout.flush()
+    os._exit(code)  # do not wait for a reader thread blocked in read(2)

@@ -1,0 +1,207 @@
+"""The kiosk's `target` op on a real kiosk: the accessible name and role of what a click at
+a screen point would hit, read by the browser (hit test and accessibility tree over CDP),
+never by the page's own scripts. Frames of the same origin, and of another site (an
+out-of-process frame, also under a CSS scale), are served by a small HTTP server inside
+the kiosk container on its loopback: 127.0.0.1 and localhost are different sites, so
+Chromium puts the second in a renderer of its own."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from orchestrator.docker_backend import DockerBackend
+from orchestrator.errors import KioskError
+from orchestrator.kiosk import KioskChannel
+from orchestrator.owner import Owner
+from sandboxes.isolation import NON_ROOT
+from tests.helpers import wait_until
+from tests.kiosk_helpers import data_url, running_kiosk
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+WIDTH, HEIGHT = 1280, 800
+
+SHOP = """<!doctype html><title>shop</title><body style="margin:0">
+<button style="position:absolute;left:10px;top:10px;width:200px;height:60px">Pay
+  <span style="font-size:30px">now</span></button>
+<a href="https://shop.example/checkout?step=2" style="position:absolute;left:10px;
+  top:100px;font-size:20px">Check <b>out</b></a>
+<div onclick="1" style="position:absolute;left:10px;top:150px;width:200px;height:40px">
+  Delete account</div>
+<button aria-label="Cancel" style="position:absolute;left:10px;top:220px;width:200px;
+  height:40px">Delete everything</button>
+<div role="tab" style="position:absolute;left:10px;top:280px;width:200px;height:40px">
+  <i>Billing</i></div>
+<iframe srcdoc="<body style='margin:0'><button style='width:100px;height:40px'>Inner
+  </button>" style="position:absolute;left:300px;top:300px;width:400px;height:200px;
+  border:0"></iframe>
+<script>
+  // The page lies in its own world: every link says it goes somewhere harmless.
+  Object.defineProperty(HTMLAnchorElement.prototype, 'href',
+                        {get() { return 'https://harmless.example/'; }});
+</script></body>"""
+
+FRAME = "position:absolute;width:400px;height:200px;border:0"
+PAGES = {
+    "/main": "<!doctype html><title>main</title><body style='margin:0'>"
+    "<a href='/next?q=1' style='position:absolute;left:10px;top:100px'>Go next</a>"
+    "<a href='\\\\evil.test/x' style='position:absolute;left:10px;top:150px'>odd</a>"
+    f"<iframe src='/inner' style='{FRAME};left:300px;top:300px'></iframe>"
+    f"<iframe src='http://localhost:8000/inner' style='{FRAME};left:800px;top:300px'>"
+    "</iframe><div style='position:absolute;left:0;top:0;transform:scale(2);"
+    "transform-origin:0 0'><iframe src='http://localhost:8000/inner' style='"
+    "position:absolute;left:50px;top:300px;width:200px;height:100px;border:0'></iframe>"
+    "</div>",
+    "/inner": "<!doctype html><title>inner</title><body style='margin:0'>"
+    "<a href='/far' style='position:absolute;left:0;top:0'>far away</a>"
+    "<button style='position:absolute;left:50px;top:50px;width:100px;height:40px'>"
+    "Confirm <b>order</b></button>",
+}
+# Serves PAGES on the container's loopback; ends when its stdin ends (the exec stream).
+SERVER = f"""
+import http.server, os, sys, threading
+PAGES = {PAGES!r}
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = PAGES.get(self.path.split("?")[0], "missing").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 8000), Handler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+print("ready", flush=True)
+sys.stdin.buffer.read()
+os._exit(0)
+"""
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def backend() -> AsyncIterator[DockerBackend]:
+    engine = DockerBackend(Owner.current())
+    try:
+        yield engine
+    finally:
+        await engine.close()
+
+
+@pytest.fixture(scope="module")
+async def kiosk(backend: DockerBackend) -> AsyncIterator[KioskChannel]:
+    async with running_kiosk(backend, WIDTH, HEIGHT) as (channel, _):
+        yield channel
+
+
+@pytest.fixture
+async def shop(kiosk: KioskChannel) -> KioskChannel:
+    await kiosk.request("navigate", 30, url=data_url(SHOP))
+    return kiosk
+
+
+@pytest.fixture
+async def framed(backend: DockerBackend, kiosk: KioskChannel) -> AsyncIterator[KioskChannel]:
+    """/main served from the kiosk's loopback, its frames loaded."""
+    server = await backend.open_exec(kiosk.id, ["python3", "-c", SERVER], user=NON_ROOT)
+    try:
+        with anyio.fail_after(20):
+            assert await server.receive() == b"ready\n"
+        nav = await kiosk.request("navigate", 30, url="http://127.0.0.1:8000/main")
+        assert nav["error_text"] is None, nav
+        await wait_until(lambda: _frames_loaded(kiosk), 20)
+        yield kiosk
+    finally:
+        await server.close()  # its stdin ends: the server exits
+
+
+async def _frames_loaded(kiosk: KioskChannel) -> bool:
+    probe = await kiosk.request("probe", 10)
+    return sum(url.endswith("/inner") for url in probe["frame_urls"]) == 3
+
+
+async def target(kiosk: KioskChannel, x: int, y: int) -> dict[str, object]:
+    answer = await kiosk.request("target", 10, x=x, y=y)
+    return {key: answer[key] for key in ("name", "role", "text", "href", "error")}
+
+
+def named(name: str, role: str, text: str, href: str | None = None) -> dict[str, object]:
+    return {"name": name, "role": role, "text": text, "href": href, "error": None}
+
+
+# ---------------------------------------------------------------------------- the tests
+
+
+async def test_a_button_and_a_span_inside_it_both_name_the_button(shop: KioskChannel) -> None:
+    assert await target(shop, 30, 40) == named("Pay now", "button", "Pay now")
+    assert await target(shop, 120, 40) == named("Pay now", "button", "Pay now")  # the span
+
+
+async def test_a_link_gives_its_name_and_the_url_the_browser_would_open(
+    shop: KioskChannel,
+) -> None:
+    """The page replaced the href getter in its own world; the URL is read in the probe's
+    isolated world, where the getter is the browser's."""
+    assert await target(shop, 20, 110) == named(
+        "Check out", "link", "Check out", "https://shop.example/checkout?step=2"
+    )
+
+
+async def test_what_is_not_a_control_gives_its_text_and_the_background_gives_none(
+    shop: KioskChannel,
+) -> None:
+    assert await target(shop, 100, 170) == named("", "generic", "Delete account")
+    assert await target(shop, 100, 300) == named("Billing", "tab", "Billing")
+    assert await target(shop, 1000, 700) == named("shop", "RootWebArea", "")
+
+
+async def test_an_aria_label_that_hides_the_visible_text_is_reported_with_that_text(
+    shop: KioskChannel,
+) -> None:
+    assert await target(shop, 100, 240) == named("Cancel", "button", "Delete everything")
+
+
+async def test_a_button_in_a_srcdoc_frame(shop: KioskChannel) -> None:
+    assert await target(shop, 340, 320) == named("Inner", "button", "Inner")
+
+
+async def test_frames_of_the_same_origin_and_of_another_site_are_followed(
+    framed: KioskChannel,
+) -> None:
+    order = named("Confirm order", "button", "Confirm order")
+    assert await target(framed, 400, 370) == order  # same origin
+    assert await target(framed, 900, 370) == order  # another site: out of process
+    assert await target(framed, 300, 740) == order  # another site, drawn twice as big
+    assert await target(framed, 810, 305) == named(
+        "far away", "link", "far away", "http://localhost:8000/far"
+    )
+
+
+async def test_relative_and_backslashed_links_resolve_as_the_browser_does(
+    framed: KioskChannel,
+) -> None:
+    assert (await target(framed, 20, 108))["href"] == "http://127.0.0.1:8000/next?q=1"
+    assert (await target(framed, 15, 158))["href"] == "http://evil.test/x"
+
+
+async def test_target_is_fast_and_checks_its_parameters(shop: KioskChannel) -> None:
+    spent = []
+    for _ in range(11):
+        answer = await shop.request("target", 10, x=30, y=40)
+        spent.append(float(answer["ms"]))
+    print(f"target: median {statistics.median(spent):.1f} ms in the agent")
+    assert statistics.median(spent) < 30  # about 5 ms here; the bound catches a regression
+
+    with pytest.raises(KioskError, match="x must be an integer"):
+        await shop.request("target", 10, x="30", y=40)
+    with pytest.raises(KioskError, match="outside the 1280x800 screen"):
+        await shop.request("target", 10, x=30, y=800)
