@@ -1,0 +1,121 @@
+"""People over a kiosk session (orchestrator/oversight.py), through the real
+SessionManager and KioskChannel on the in-memory backend: a held click waits for the
+decision; the seat refuses the AI's input; a console viewer's hover never takes the
+desktop, its button does; the timeline never carries typed text. The same paths on
+Docker and a real kiosk: tests/e2e/test_operators.py, tests/e2e/test_console_browser.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from orchestrator.audit import AuditLog
+from orchestrator.config import CorralConfig
+from orchestrator.errors import SeatError
+from orchestrator.home import CorralHome
+from orchestrator.sessions import SessionManager
+from tests.fakes import FakeClock, InMemoryBackend, fake_egress
+from tests.unit.test_session_rules import call, text_of, write_agent
+
+pytestmark = [pytest.mark.unit, pytest.mark.anyio]
+
+
+@pytest.fixture
+def backend() -> InMemoryBackend:
+    return InMemoryBackend()
+
+
+@pytest.fixture
+def manager(corral_home: CorralHome, backend: InMemoryBackend) -> SessionManager:
+    return SessionManager(
+        corral_home,
+        CorralConfig(),
+        backend,
+        AuditLog(corral_home.audit_file),
+        fake_egress,
+        clock=FakeClock(),
+    )
+
+
+async def started(manager: SessionManager, backend: InMemoryBackend) -> Any:
+    assert not (await call(manager, "computer_session_start"))["is_error"]
+    kiosk = backend.opened[-1]
+    kiosk.targets[(10, 10)] = {"name": "Pay now", "role": "button"}
+    return kiosk
+
+
+async def held_then(manager: SessionManager, decide: Any) -> dict[str, Any]:
+    answers: list[dict[str, Any]] = []
+
+    async def click() -> None:
+        answers.append(await call(manager, "computer_click", x=10, y=10))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(click)
+        with anyio.fail_after(5):  # a bound, not a wait: the fake kiosk answers at once
+            while not manager.approvals.pending():
+                await anyio.wait_all_tasks_blocked()
+        decide(manager.approvals.pending()[0])
+    return answers[0]
+
+
+async def test_a_held_click_runs_only_after_approval(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home)
+    kiosk = await started(manager, backend)
+
+    def approve(a: Any) -> None:
+        assert a.category == "purchase" and a.screenshot_png
+        assert not [r for r in kiosk.requests if r["op"] == "click"]  # not yet
+        manager.approvals.decide(a.id, "olga", True)
+
+    answer = await held_then(manager, approve)
+    assert not answer["is_error"], text_of(answer)
+    assert [r for r in kiosk.requests if r["op"] == "click"]
+    denied = await held_then(manager, lambda a: manager.approvals.decide(a.id, "olga", False, "no"))
+    assert denied["is_error"] and "denied this action (confirm_words: pay): no" in text_of(denied)
+    assert len([r for r in kiosk.requests if r["op"] == "click"]) == 1  # the denied one never ran
+
+
+async def test_the_seat_refuses_the_ai_and_hover_never_takes_it(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home, confirm_words=[])
+    await started(manager, backend)
+    seats = manager.oversight
+
+    assert seats.viewer_input("alice", "olga", "v1", take=False) is False  # a hover
+    assert manager.sessions["alice"].controller == "ai"
+    assert seats.viewer_input("alice", "olga", "v1") is True  # a button: taken now
+    refused = await call(manager, "computer_type", text="hunter2")
+    assert refused["is_error"] and "A person has the desktop" in text_of(refused)
+    assert not (await call(manager, "computer_screenshot"))["is_error"]
+    assert seats.viewer_input("alice", "olga", "v2") is False  # another view: view only
+    assert seats.viewer_input("alice", "pete", "v3") is False  # another person
+    with pytest.raises(SeatError, match="olga has the desktop"):
+        seats.take_over("alice", "pete", viewer=None, how="cli")
+    seats.hand_back("alice", "olga")
+    assert not (await call(manager, "computer_type", text="hunter2"))["is_error"]
+    timeline = " ".join(e.step + e.outcome for e in manager.sessions["alice"].timeline)
+    assert "typed 7 characters" in timeline and "hunter2" not in timeline
+    assert "refused: a person has the desktop" in timeline
+
+
+async def test_stop_from_an_operator_ends_the_session_and_its_held_call(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home)
+    await started(manager, backend)
+
+    def stop(_: Any) -> None:
+        manager.approvals.cancel_session(manager.sessions["alice"].id, "stopped")
+
+    answer = await held_then(manager, stop)
+    assert answer["is_error"] and "the session ended" in text_of(answer)
+    await manager.oversight.stop("alice", "olga")
+    assert "alice" not in manager.sessions
+    with pytest.raises(SeatError, match="no running session"):
+        manager.oversight.take_over("alice", "olga", viewer=None, how="cli")
