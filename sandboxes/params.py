@@ -183,6 +183,16 @@ _RANGE_ERRORS = {
 }
 
 
+def _optional_metadata(annotation: Any) -> list[Any]:
+    """The constraints of `Annotated[T, Field(...)] | None` (pydantic keeps them inside the
+    union's member, not on the field)."""
+    found: list[Any] = []
+    for arg in get_args(annotation):
+        for meta in getattr(arg, "__metadata__", ()):
+            found += list(getattr(meta, "metadata", [meta]))
+    return found
+
+
 def _field_bounds(model: type[BaseModel], loc: tuple[int | str, ...]) -> tuple[Any, Any] | None:
     """(low, high) declared on the field at `loc`, walking into nested models and lists."""
     current: Any = model
@@ -202,7 +212,7 @@ def _field_bounds(model: type[BaseModel], loc: tuple[int | str, ...]) -> tuple[A
     if info is None:
         return None
     low = high = None
-    for meta in info.metadata:
+    for meta in [*info.metadata, *_optional_metadata(info.annotation)]:
         if isinstance(meta, annotated_types.Ge | annotated_types.Gt):
             low = getattr(meta, "ge", getattr(meta, "gt", None))
         elif isinstance(meta, annotated_types.Le | annotated_types.Lt):
