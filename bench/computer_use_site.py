@@ -105,7 +105,10 @@ def frame_path(n: int) -> str:
     return f"{HEAVY_PATH}/frame/{n}"
 
 
-def site_routes() -> dict[str, tuple[int, dict[str, str], str]]:
+Routes = dict[str, tuple[int, dict[str, str], str]]  # tests.sites.Route: status, headers, body
+
+
+def site_routes() -> Routes:
     """The site's routes (tests.sites.Route): the heavy page and its iframe pages."""
     page = {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"}
     routes = {HEAVY_PATH: (200, page, heavy_page(lambda n: f'src="{frame_path(n)}"'))}
@@ -176,9 +179,10 @@ def remove_sites(started: list[Any], *, failing: bool) -> None:
 
 
 @contextlib.contextmanager
-def heavy_site() -> Iterator[HeavySite]:
-    """A site container on corral-egress serving the heavy page over HTTPS for SITE, with a
-    throwaway CA; removed on the way out, whatever happens (a second Ctrl-C included)."""
+def heavy_site(routes: Routes | None = None) -> Iterator[HeavySite]:
+    """A site container on corral-egress serving the heavy page (or other `routes`) over
+    HTTPS for SITE, with a throwaway CA; removed on the way out, whatever happens (a second
+    Ctrl-C included)."""
     disable_ryuk()
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))  # tests/ is not installed; the helpers live there
@@ -197,7 +201,7 @@ def heavy_site() -> Iterator[HeavySite]:
         ca_file = certs / "ca.pem"
         ca_file.write_text(ca_pem, encoding="utf-8")
         try:
-            ip = start_site(client, certs, site_routes(), 443, [], started)
+            ip = start_site(client, certs, routes or site_routes(), 443, [], started)
         except (AssertionError, RuntimeError) as exc:
             raise BenchError(f"the heavy page's site did not start: {exc}") from exc
         yield HeavySite(ca_file, ip)
