@@ -298,18 +298,19 @@ class SessionManager:
             ca_pem = None
             if kiosk_cfg.extra_ca_file:
                 ca_pem = await anyio.to_thread.run_sync(_read_text, kiosk_cfg.extra_ca_file)
-            # One `start` operation inside the kiosk brings up the display, then the browser.
-            await events.progress(
-                "display", "starting the display, then the browser", remaining=START_DEADLINE
-            )
-            ready = await channel.request(
+            # The kiosk's `start` op in its two stages, each reported.
+            await events.progress("display", "starting the display", remaining=START_DEADLINE)
+            await channel.request(
                 "start",
                 START_DEADLINE,
+                stage="display",
                 width=params.width,
                 height=params.height,
-                proxy=egress.proxy_url,
                 ca_pem=ca_pem,
-                url=None,
+            )
+            await events.progress("browser", "starting the browser", remaining=START_DEADLINE)
+            ready = await channel.request(
+                "start", START_DEADLINE, stage="browser", proxy=egress.proxy_url, url=None
             )
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -350,7 +351,6 @@ class SessionManager:
                 "ms": int((self.clock() - started) * 1000),
             },
         )
-        await events.progress("browser", "the browser is ready")
         await events.log(
             "info", "session_ready", {"session": session_id, "sites": list(session.pinned)}
         )

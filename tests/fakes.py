@@ -88,7 +88,10 @@ class FakeKiosk:
         if op in self.fail_ops:
             return {**base, "ok": False, "error": f"{op} failed on purpose"}
         if op == "start":
-            self.size = (int(request["width"]), int(request["height"]))
+            if request.get("stage") != "browser":  # "display", or both at once
+                self.size = (int(request["width"]), int(request["height"]))
+            if request.get("stage") == "display":
+                return {**base, "ok": True, "ms": 1.0}
             return {**base, "ok": True, "chromium_sandbox": True, "ms": 1.0}
         if op == "screenshot":
             png = png_of(*self.size)

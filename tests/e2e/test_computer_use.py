@@ -388,8 +388,8 @@ async def test_a_session_start_reports_its_phases_and_nothing_typed_reaches_a_me
         assert phases == [  # egress, container, display, browser
             "setting up the egress proxy for 1 allowed site(s)",
             "starting the kiosk container",
-            "starting the display, then the browser",
-            "the browser is ready",
+            "starting the display",
+            "starting the browser",
         ]
         logs = [n.params for n in mcp.notes if isinstance(n, types.LoggingMessageNotification)]
         assert [(log.level, log.data["event"]) for log in logs] == [
@@ -416,7 +416,8 @@ async def test_a_kiosk_session_through_mcp(
         assert not started.is_error, text_of(started)
         text = text_of(started)
         assert "50 actions" in text and f"computer_navigate may open: {SITE}" in text
-        assert "High-risk actions cannot be confirmed in chat" in text
+        assert "Nothing can be approved from chat or by a tool" in text
+        assert "wait for an operator's approval (up to 120 s" in text
         assert started.structured_content["chromium_sandbox"] is True  # type: ignore[index]
         assert len(kiosks(docker_client, "alice")) == 1
 

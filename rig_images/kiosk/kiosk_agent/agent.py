@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -30,6 +31,15 @@ from .xserver import DISPLAY, start_dbus, start_xvfb
 START_DEADLINE_S = 30.0
 
 
+@dataclass(frozen=True, slots=True)
+class _DisplayEnv:
+    """What the browser stage needs from the display stage."""
+
+    t0: float
+    deadline: float
+    env: dict[str, str]
+
+
 class Kiosk:
     def __init__(self) -> None:
         self.started = False
@@ -43,28 +53,40 @@ class Kiosk:
         self.tmp = ""
         self.verbose = os.environ.get("KIOSK_AGENT_VERBOSE") == "1"
         self.browser = Browser(verbose=self.verbose)
+        self._display_env: _DisplayEnv | None = None  # between the two start stages
         self.vnc = Vnc(verbose=self.verbose)
 
     # ---------------------------------------------------------------- start
 
     def op_start(self, req: dict[str, Any]) -> dict[str, Any]:
-        if self.started:
+        """`stage`: "display" (Xvfb, x11vnc, D-Bus, the CA), then "browser" (Chromium), so
+        the caller can report each; absent: both in one op."""
+        stage = req.get("stage")
+        if self.started or (stage == "display" and self._display_env is not None):
             raise OpError("already started")
+        if stage not in (None, "display", "browser"):
+            raise OpError(f"bad stage {stage!r}: display or browser")
         try:
-            return self._start(req)
+            if stage == "browser":
+                if self._display_env is None:
+                    raise OpError("start stage display first")
+                return self._start_browser(req, self._display_env)
+            env = self._start_display(req)
+            if stage == "display":
+                self._display_env = env
+                return {"ms": round((time.monotonic() - env.t0) * 1000, 1)}
+            return self._start_browser(req, env)
         except BaseException:
             self.shutdown()  # a failed start leaves nothing running; start may be retried
             raise
 
-    def _start(self, req: dict[str, Any]) -> dict[str, Any]:
+    def _start_display(self, req: dict[str, Any]) -> _DisplayEnv:
         t0 = time.monotonic()
         width, height = int(req.get("width") or 1280), int(req.get("height") or 800)
         if not (320 <= width <= 4096 and 240 <= height <= 4096):
             raise OpError(f"bad size {width}x{height}")
         self.width, self.height = width, height
-        proxy = req.get("proxy")
         ca_pem = req.get("ca_pem")
-        url = req.get("url")
         self.tmp = tempfile.mkdtemp(prefix="kiosk-")
         home = os.environ.get("HOME") or "/home/sandbox"
         if not os.access(home, os.W_OK):
@@ -96,9 +118,16 @@ class Kiosk:
         os.environ.update(
             DISPLAY=DISPLAY, HOME=home, DBUS_SESSION_BUS_ADDRESS=bus, XDG_RUNTIME_DIR=self.tmp
         )
+        return _DisplayEnv(t0, deadline, env)
+
+    def _start_browser(self, req: dict[str, Any], display: _DisplayEnv) -> dict[str, Any]:
+        t0, deadline, env = display.t0, display.deadline, display.env
+        proxy, url = req.get("proxy"), req.get("url")
+        width, height = self.width, self.height
         no_sandbox_reason = self.browser.start(
             env, proxy, width=width, height=height, tmp=self.tmp, deadline=deadline
         )
+        assert self.screen is not None  # made by the display stage
         self.screen.focus_first_window(deadline)
         self.atspi = Atspi(app_name="chrom")
         self.started = True
@@ -126,6 +155,7 @@ class Kiosk:
                 self.d.close()
             self.d = None
         self.started = False
+        self._display_env = None
 
     def _require(self) -> None:
         if not self.started:
