@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sandboxes import params as p
+from sandboxes.codrive import CodriveRunParams
 
 DESCRIPTION_BUDGET_BYTES = 200
 DOCS = "docs/tools.md"
@@ -123,7 +124,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         "codrive_run",
         "Drive one app on the shared desktop, up to 50 steps. Consequential steps wait for "
         f"approval; credentials go to a human. See {DOCS}#codrive_run.",
-        p.CodriveRunParams,
+        CodriveRunParams,
         "codrive",
         (ENCLOSURE_CONTROL, PROCESS_SPAWN),
         available=False,

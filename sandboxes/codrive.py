@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from sandboxes.keys import check_key
+from sandboxes.params import TYPE_MAX_CHARS, Int, Params
 
 MAX_STEPS = 50
 APPS: tuple[str, ...] = ("mousepad", "galculator", "gnome-calculator", "chromium")
@@ -22,21 +23,21 @@ StepCategory = Literal["none", "send", "submit", "delete", "purchase", "other", 
 CONSEQUENTIAL: frozenset[str] = frozenset({"send", "submit", "delete", "purchase", "other"})
 POINTER_ACTIONS: frozenset[str] = frozenset({"click", "double_click", "scroll"})
 
-Coordinate = Annotated[int, Field(ge=0, le=4096)]
+Coordinate = Annotated[Int, Field(ge=0, le=4096)]
 
 
-class Step(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Step(Params):
+    """One step: `action` always (the last rung), then how to find what it acts on."""
 
     action: Action
     role: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     x: Coordinate | None = None
     y: Coordinate | None = None
-    text: Annotated[str, Field(min_length=1, max_length=10_000)] | None = None
+    text: Annotated[str, Field(min_length=1, max_length=TYPE_MAX_CHARS)] | None = None
     key_name: Annotated[str, Field(min_length=1, max_length=40)] | None = None
     direction: Literal["up", "down", "left", "right"] | None = None
-    amount: Annotated[int, Field(ge=1, le=30)] | None = None
+    amount: Annotated[Int, Field(ge=1, le=30)] | None = None
     api_action: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     params: dict[str, Any] | None = None
     category: StepCategory = "none"
@@ -105,12 +106,17 @@ def _action_problems(step: Step) -> list[str]:
     return out
 
 
-class CodriveRunParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    target_app: str
-    steps: Annotated[list[Step], Field(min_length=1, max_length=MAX_STEPS)]
-    watch_mode: bool = False
+class CodriveRunParams(Params):
+    target_app: Annotated[
+        str, Field(min_length=1, max_length=64, description="The one app this run drives.")
+    ]
+    steps: Annotated[
+        list[Step],
+        Field(min_length=1, max_length=MAX_STEPS, description="1-50 steps, run in order."),
+    ]
+    watch_mode: Annotated[bool, Field(description="Wait for the app to be idle after each.")] = (
+        False
+    )
 
     @model_validator(mode="after")
     def _app(self) -> CodriveRunParams:
@@ -121,7 +127,5 @@ class CodriveRunParams(BaseModel):
         return self
 
 
-class CodriveStatusParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class CodriveStatusParams(Params):
     run_id: Annotated[str, Field(min_length=1, max_length=64)] | None = None

@@ -29,7 +29,6 @@ from sandboxes.urls import URL_MAX_BYTES
 __all__ = ["ExecuteProgramParams", "ParamError", "validate"]
 
 TYPE_MAX_CHARS = 2000
-MAX_STEPS = 50
 
 
 def _not_bool(value: object) -> object:
@@ -138,37 +137,6 @@ class SessionStopParams(Params):
     session_id: Annotated[
         str | None, Field(max_length=64, description="Session to stop; default: yours.")
     ] = None
-
-
-class CodriveStep(Params):
-    action: Literal[
-        "move", "click", "double_click", "drag", "scroll", "text", "key_name", "wait", "take_over"
-    ]
-    category: Literal[
-        "read", "navigate", "input", "send", "submit", "delete", "purchase", "credential", "other"
-    ] = "input"
-    api_action: Annotated[str | None, Field(max_length=64)] = None
-    params: dict[str, Any] | None = None
-    role: Annotated[str | None, Field(max_length=64)] = None
-    name: Annotated[str | None, Field(max_length=256)] = None
-    x: Annotated[Int | None, Field(ge=0, le=7679)] = None
-    y: Annotated[Int | None, Field(ge=0, le=4319)] = None
-    text: Annotated[str | None, Field(max_length=TYPE_MAX_CHARS)] = None
-    key_name: Annotated[str | None, Field(max_length=64, pattern=r"^[A-Za-z0-9+_-]+$")] = None
-    seconds: Annotated[float | None, Field(ge=0, le=60)] = None
-
-
-class CodriveRunParams(Params):
-    target_app: Annotated[
-        str, Field(min_length=1, max_length=64, description="The one app this script drives.")
-    ]
-    steps: Annotated[
-        list[CodriveStep],
-        Field(min_length=1, max_length=MAX_STEPS, description="1-50 steps, run in order."),
-    ]
-    watch_mode: Annotated[bool, Field(description="Watch for idle for the rest of the run.")] = (
-        False
-    )
 
 
 _RANGE_ERRORS = {

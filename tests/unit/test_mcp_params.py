@@ -10,13 +10,14 @@ from pydantic import BaseModel
 
 from sandboxes import params as p
 from sandboxes.catalogue import BY_NAME, CATALOGUE
+from sandboxes.codrive import CodriveRunParams
 from sandboxes.params import ParamError, validate
 
 pytestmark = pytest.mark.unit
 
 CLICK = {"x": 10, "y": 20}
 SCROLL = {"x": 10, "y": 20}
-CODRIVE = {"target_app": "chromium", "steps": [{"action": "click"}]}
+CODRIVE = {"target_app": "galculator", "steps": [{"action": "click", "x": 1, "y": 1}]}
 SCRIPT = {"code": "print(1)"}
 
 # The smallest valid arguments of every tool.
@@ -53,7 +54,7 @@ RANGES = [
     pytest.param(p.SessionStartParams, {}, "height", 240, 1200, int, id="session_start.height"),
     pytest.param(p.ScrollParams, SCROLL, "amount", 1, 20, int, id="scroll.amount"),
     pytest.param(p.TypeParams, {}, "text", 1, 2000, lambda n: "a" * n, id="type.text"),
-    pytest.param(p.CodriveRunParams, CODRIVE, "steps", 1, 50, steps, id="codrive_run.steps"),
+    pytest.param(CodriveRunParams, CODRIVE, "steps", 1, 50, steps, id="codrive_run.steps"),
     pytest.param(
         p.ExecuteProgramParams, SCRIPT, "timeout_seconds", 1, 300, int, id="execute.timeout"
     ),
@@ -354,38 +355,38 @@ def test_navigate_needs_a_url() -> None:
 
 
 def test_codrive_run_accepts_50_steps_and_refuses_51() -> None:
-    assert len(validate(p.CodriveRunParams, {**CODRIVE, "steps": steps(50)}).steps) == 50  # type: ignore[attr-defined]
+    assert len(validate(CodriveRunParams, {**CODRIVE, "steps": steps(50)}).steps) == 50  # type: ignore[attr-defined]
 
-    message = param_error(p.CodriveRunParams, {**CODRIVE, "steps": steps(51)})
+    message = param_error(CodriveRunParams, {**CODRIVE, "steps": steps(51)})
     assert message.startswith("steps:")
     assert "50" in message
 
 
 def test_every_codrive_step_needs_an_action() -> None:
-    args = {**CODRIVE, "steps": [{"action": "click"}, {"category": "read", "x": 1, "y": 2}]}
+    args = {**CODRIVE, "steps": [{"action": "click", "x": 1, "y": 1}, {"x": 1, "y": 2}]}
 
-    assert param_error(p.CodriveRunParams, args) == "steps.1.action: required"
+    assert param_error(CodriveRunParams, args) == "steps.1.action: required"
 
 
 @pytest.mark.parametrize("action", ["tap", "", "CLICK"])
 def test_an_unknown_codrive_step_action_is_refused(action: str) -> None:
-    message = param_error(p.CodriveRunParams, {**CODRIVE, "steps": [{"action": action}]})
+    message = param_error(CodriveRunParams, {**CODRIVE, "steps": [{"action": action}]})
 
     assert message.startswith("steps.0.action:")
 
 
 def test_an_unknown_key_in_a_codrive_step_is_refused() -> None:
-    args = {**CODRIVE, "steps": [{"action": "click", "button": "left"}]}
+    args = {**CODRIVE, "steps": [{"action": "click", "x": 1, "y": 1, "button": "left"}]}
 
-    assert param_error(p.CodriveRunParams, args) == "steps.0.button: unknown parameter"
+    assert param_error(CodriveRunParams, args) == "steps.0.button: unknown parameter"
 
 
 def test_codrive_run_needs_a_target_app() -> None:
-    assert param_error(p.CodriveRunParams, {"steps": steps(1)}) == "target_app: required"
+    assert param_error(CodriveRunParams, {"steps": steps(1)}) == "target_app: required"
 
 
 def test_codrive_run_watch_mode_accepts_true_false_strings() -> None:
-    parsed = validate(p.CodriveRunParams, {**CODRIVE, "watch_mode": "true"})
+    parsed = validate(CodriveRunParams, {**CODRIVE, "watch_mode": "true"})
 
     assert parsed.watch_mode is True  # type: ignore[attr-defined]
 
