@@ -34,6 +34,12 @@ def gateway_base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def _agent_name(value: str) -> str:
+    if not AGENT_NAME_RE.fullmatch(value):
+        raise ValueError("not a valid agent name")
+    return value
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True
@@ -48,12 +54,7 @@ class ComputerUseRequest(_Wire):
     arguments: dict[str, Any]
     stream: bool = False  # answer as NDJSON call events, the last one the result
 
-    @field_validator("agent")
-    @classmethod
-    def _agent(cls, value: str) -> str:
-        if not AGENT_NAME_RE.fullmatch(value):
-            raise ValueError("not a valid agent name")
-        return value
+    _check_agent = field_validator("agent")(_agent_name)
 
     @field_validator("tool")
     @classmethod
@@ -111,12 +112,7 @@ class AdminSessionAct(_Wire):
 
     _check_operator = field_validator("operator")(_operator)
 
-    @field_validator("agent")
-    @classmethod
-    def _agent(cls, value: str) -> str:
-        if not AGENT_NAME_RE.fullmatch(value):
-            raise ValueError("not a valid agent name")
-        return value
+    _check_agent = field_validator("agent")(_agent_name)
 
 
 class ProgressLine(_Wire):

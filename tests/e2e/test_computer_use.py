@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import httpx
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -26,7 +25,8 @@ from PIL import Image
 from orchestrator.audit import AuditLog
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
-from tests.e2e.conftest import McpHarness, connect, free_port, wait_until
+from tests.e2e.conftest import McpHarness, connect, wait_until
+from tests.e2e.gateways import running_gateway
 from tests.helpers import corral_bin, env_with_home
 from tests.sites import EGRESS_NETWORK, make_certs, start_site
 
@@ -288,45 +288,22 @@ def write_agent(home: CorralHome, name: str, **cu: object) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-@pytest.fixture
-async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIterator[World]:
-    ca_file, site_ip, other_ip = sites
-    port = free_port()
-    corral_home.config_file.write_text(
-        f'[gateway]\nport = {port}\n\n[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
+def kiosk_config(site_info: tuple[str, str, str], approvals_timeout: int = 120) -> str:
+    """config.toml below [gateway]: the kiosks reach the test sites by the mapped names."""
+    ca_file, site_ip, other_ip = site_info
+    return (
+        f"[approvals]\ntimeout_seconds = {approvals_timeout}\n\n"
+        f'[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
         f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}", '
         f'"{XSITE}" = "{other_ip}" }}\n'
     )
+
+
+@pytest.fixture
+async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIterator[World]:
     write_agent(corral_home, "alice", allowed_domains=[SITE], deny_list=["bank.corral.test"])
-    proc = subprocess.Popen(
-        [corral_bin(), "gateway"],
-        env=env_with_home(corral_home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-
-    async def healthy() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"gateway exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
-        try:
-            async with httpx.AsyncClient() as client:
-                return (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        await wait_until(healthy, limit=30)
-        yield World(corral_home, proc.pid)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+    async with running_gateway(corral_home, kiosk_config(sites)) as (_, pid):
+        yield World(corral_home, pid)
 
 
 def kiosks(client: docker.DockerClient, agent: str) -> list[Any]:

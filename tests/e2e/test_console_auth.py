@@ -7,7 +7,6 @@ and X-Frame-Options DENY."""
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 from collections.abc import AsyncIterator
 
@@ -17,7 +16,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
 from orchestrator.home import CorralHome
-from tests.e2e.conftest import free_port, wait_until
+from tests.e2e.gateways import add_operator, running_gateway
 from tests.helpers import corral_bin, env_with_home
 
 pytestmark = [pytest.mark.anyio]
@@ -25,45 +24,8 @@ pytestmark = [pytest.mark.anyio]
 
 @pytest.fixture
 async def gateway(corral_home: CorralHome) -> AsyncIterator[str]:
-    port = free_port()
-    corral_home.config_file.write_text(f"[gateway]\nport = {port}\n")
-    proc = subprocess.Popen(
-        [corral_bin(), "gateway"],
-        env=env_with_home(corral_home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    async def healthy() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"gateway exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
-        try:
-            async with httpx.AsyncClient() as client:
-                return (await client.get(f"{base}/healthz")).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        await wait_until(healthy, limit=30)
+    async with running_gateway(corral_home) as (base, _):
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-        if proc.stderr is not None:
-            proc.stderr.close()
-
-
-def add_operator(home: CorralHome, name: str) -> str:
-    done = subprocess.run(
-        [corral_bin(), "operators", "add", name],
-        env=env_with_home(home),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1]
 
 
 async def log_in(client: httpx.AsyncClient, token: str) -> httpx.Response:

@@ -6,7 +6,6 @@ back; input on the canvas takes the desktop by itself; the timeline shows thumbn
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +15,7 @@ from playwright.async_api import Browser, Page, async_playwright
 
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import McpHarness, connect, wait_until
+from tests.e2e.gateways import add_operator
 from tests.e2e.test_computer_use import (
     SITE,
     World,
@@ -25,7 +25,6 @@ from tests.e2e.test_computer_use import (
     write_agent,
 )
 from tests.e2e.test_operators import gateway_port, kiosk_gateway
-from tests.helpers import corral_bin, env_with_home
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -47,18 +46,6 @@ async def browser() -> AsyncIterator[Browser]:
             yield chromium
         finally:
             await chromium.close()
-
-
-def operator_token(home: CorralHome, name: str) -> str:
-    done = subprocess.run(
-        [corral_bin(), "operators", "add", name],
-        env=env_with_home(home),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1]
 
 
 async def canvas_pixel(page: Page, x: int, y: int) -> tuple[int, int, int]:
@@ -111,7 +98,7 @@ async def test_an_operator_watches_approves_denies_and_takes_over(
     world: World, browser: Browser
 ) -> None:
     home = world.home
-    token = operator_token(home, "olga")
+    token = add_operator(home, "olga")
     write_agent(home, "ada", allowed_domains=[SITE])  # the default confirm words apply
     base = f"http://127.0.0.1:{gateway_port(home)}"
     page = await browser.new_page(viewport={"width": 1600, "height": 1000})

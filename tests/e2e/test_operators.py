@@ -6,26 +6,24 @@ Kiosk and proxy containers are real; the site is a local HTTPS container."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import connect, free_port, wait_until
+from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import (
-    OTHER,
     RED,
     SITE,
-    XSITE,
     World,
     call,
     image_of,
+    kiosk_config,
     screen_until,
     sites,  # noqa: F401 (the module-scoped site containers, shared by name)
     text_of,
@@ -57,42 +55,8 @@ async def kiosk_gateway(
 ) -> AsyncIterator[World]:
     """A real `corral gateway` whose kiosks reach the test sites, with this approval
     timeout; stopped (every session removed) on exit."""
-    ca_file, site_ip, other_ip = site_info
-    port = free_port()
-    home.config_file.write_text(
-        f"[gateway]\nport = {port}\n\n[approvals]\ntimeout_seconds = {approvals_timeout}\n\n"
-        f'[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
-        f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}", '
-        f'"{XSITE}" = "{other_ip}" }}\n'
-    )
-    proc = subprocess.Popen(
-        [corral_bin(), "gateway"],
-        env=env_with_home(home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-
-    async def healthy() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"gateway exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
-        try:
-            async with httpx.AsyncClient() as client:
-                return (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        await wait_until(healthy, limit=30)
-        yield World(home, proc.pid)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+    async with running_gateway(home, kiosk_config(site_info, approvals_timeout)) as (_, pid):
+        yield World(home, pid)
 
 
 def gateway_port(home: CorralHome) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.approvals import ApprovalQueue
+from orchestrator.approvals import Approval, ApprovalQueue
 from orchestrator.audit import AuditLog
 from orchestrator.errors import ApprovalError
 from sandboxes.approval_rules import Hold
@@ -28,11 +28,11 @@ def queue(tmp_path: Path, clock: FakeClock, timeout: int = 120) -> ApprovalQueue
     return ApprovalQueue(AuditLog(tmp_path / "audit.jsonl"), timeout, clock=clock)
 
 
-def raised(q: ApprovalQueue) -> object:
+def raised(q: ApprovalQueue, tool: str = "computer_click") -> Approval:
     return q.raise_(
         agent="alice",
         session="s1",
-        tool="computer_click",
+        tool=tool,
         step="left click at 1,2",
         hold=HOLD,
         screenshot_png=b"png",
@@ -42,14 +42,7 @@ def raised(q: ApprovalQueue) -> object:
 async def test_an_approved_call_goes_on_and_the_decision_is_audited_once(tmp_path: Path) -> None:
     clock = FakeClock()
     q = queue(tmp_path, clock)
-    approval = q.raise_(
-        agent="alice",
-        session="s1",
-        tool="computer_click",
-        step="left click at 1,2",
-        hold=HOLD,
-        screenshot_png=b"png",
-    )
+    approval = raised(q)
     clock.advance(3)
     async with anyio.create_task_group() as tg:
         tg.start_soon(q.wait, approval)
@@ -71,14 +64,7 @@ async def test_an_approved_call_goes_on_and_the_decision_is_audited_once(tmp_pat
 async def test_a_pending_approval_is_denied_at_its_timeout_never_approved(tmp_path: Path) -> None:
     clock = FakeClock()
     q = queue(tmp_path, clock, timeout=5)
-    approval = q.raise_(
-        agent="alice",
-        session="s1",
-        tool="computer_navigate",
-        step="open x",
-        hold=HOLD,
-        screenshot_png=None,
-    )
+    approval = raised(q, "computer_navigate")
     clock.advance(5)
     await q.wait(approval)  # the clock is past the expiry: no real waiting
     assert approval.state == "expired" and approval.decided_by is None
@@ -91,14 +77,7 @@ async def test_a_pending_approval_is_denied_at_its_timeout_never_approved(tmp_pa
 async def test_the_expiry_pass_denies_what_nobody_waits_on(tmp_path: Path) -> None:
     clock = FakeClock()
     q = queue(tmp_path, clock, timeout=5)
-    approval = q.raise_(
-        agent="alice",
-        session="s1",
-        tool="computer_click",
-        step="x",
-        hold=HOLD,
-        screenshot_png=None,
-    )
+    approval = raised(q)
     q.expire_due()
     assert approval.state == "pending"
     clock.advance(6)
@@ -110,14 +89,7 @@ async def test_unknown_decided_and_too_long_reasons_are_refused(tmp_path: Path) 
     q = queue(tmp_path, FakeClock())
     with pytest.raises(ApprovalError, match="no approval"):
         q.decide("ap-nope", "olga", True)
-    approval = q.raise_(
-        agent="alice",
-        session="s1",
-        tool="computer_click",
-        step="x",
-        hold=HOLD,
-        screenshot_png=None,
-    )
+    approval = raised(q)
     with pytest.raises(ApprovalError, match="at most 500"):
         q.decide(approval.id, "olga", False, "x" * 501)
     q.decide(approval.id, "olga", False, "not now")
@@ -128,14 +100,7 @@ async def test_unknown_decided_and_too_long_reasons_are_refused(tmp_path: Path) 
 
 async def test_an_ended_session_cancels_what_it_waited_for(tmp_path: Path) -> None:
     q = queue(tmp_path, FakeClock())
-    approval = q.raise_(
-        agent="alice",
-        session="s1",
-        tool="computer_click",
-        step="x",
-        hold=HOLD,
-        screenshot_png=None,
-    )
+    approval = raised(q)
     q.cancel_session("s1", "the session ended")
     assert approval.state == "cancelled"
     assert q.pending() == []

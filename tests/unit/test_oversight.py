@@ -11,32 +11,13 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.audit import AuditLog
-from orchestrator.config import CorralConfig
 from orchestrator.errors import SeatError
 from orchestrator.home import CorralHome
 from orchestrator.sessions import SessionManager
-from tests.fakes import FakeClock, InMemoryBackend, fake_egress
+from tests.fakes import InMemoryBackend
 from tests.unit.test_session_rules import call, text_of, write_agent
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
-
-
-@pytest.fixture
-def backend() -> InMemoryBackend:
-    return InMemoryBackend()
-
-
-@pytest.fixture
-def manager(corral_home: CorralHome, backend: InMemoryBackend) -> SessionManager:
-    return SessionManager(
-        corral_home,
-        CorralConfig(),
-        backend,
-        AuditLog(corral_home.audit_file),
-        fake_egress,
-        clock=FakeClock(),
-    )
 
 
 async def started(manager: SessionManager, backend: InMemoryBackend) -> Any:

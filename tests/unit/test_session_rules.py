@@ -14,13 +14,12 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from orchestrator.audit import AuditLog
-from orchestrator.config import CorralConfig, render_new_agent
+from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from orchestrator.sessions import SessionManager
 from sandboxes.errors import SessionRefused
 from sandboxes.session_rules import COUNTED, SessionClock
-from tests.fakes import FakeClock, FakeEgress, InMemoryBackend, fake_egress, png_of
+from tests.fakes import FakeClock, FakeEgress, InMemoryBackend, png_of
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 
@@ -38,28 +37,6 @@ def write_agent(home: CorralHome, name: str = "alice", **cfg: Any) -> None:
     path = home.agent_file(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def backend() -> InMemoryBackend:
-    return InMemoryBackend()
-
-
-@pytest.fixture
-def manager(corral_home: CorralHome, backend: InMemoryBackend, clock: FakeClock) -> SessionManager:
-    return SessionManager(
-        corral_home,
-        CorralConfig(),
-        backend,
-        AuditLog(corral_home.audit_file),
-        fake_egress,
-        clock=clock,
-    )
 
 
 def text_of(answer: dict[str, Any]) -> str:

@@ -1,0 +1,65 @@
+"""A real `corral gateway` process for e2e tests: started on a free port with the given
+config, healthy before the test runs, stopped with SIGTERM (every session removed)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+
+from orchestrator.home import CorralHome
+from tests.e2e.conftest import free_port, wait_until
+from tests.helpers import corral_bin, env_with_home
+
+
+@asynccontextmanager
+async def running_gateway(home: CorralHome, config: str = "") -> AsyncIterator[tuple[str, int]]:
+    """(base URL, pid) of a gateway whose config.toml is `[gateway] port` + `config`."""
+    port = free_port()
+    home.config_file.write_text(f"[gateway]\nport = {port}\n\n{config}")
+    proc = subprocess.Popen(
+        [corral_bin(), "gateway"],
+        env=env_with_home(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    async def healthy() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"gateway exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
+        try:
+            async with httpx.AsyncClient() as client:
+                return (await client.get(f"{base}/healthz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        await wait_until(healthy, limit=30)
+        yield base, proc.pid
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def add_operator(home: CorralHome, name: str) -> str:
+    """`corral operators add NAME`; its token (the last line it prints)."""
+    done = subprocess.run(
+        [corral_bin(), "operators", "add", name],
+        env=env_with_home(home),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
