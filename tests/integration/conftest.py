@@ -16,7 +16,9 @@ import docker.errors
 import pytest
 
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
+from orchestrator.docker_backend import DockerBackend
 from orchestrator.home import CorralHome
+from orchestrator.owner import Owner
 from orchestrator.runtime import Runtime, open_runtime
 from sandboxes.script import ScriptResult, execute_program
 from sandboxes.script_policy import HARD_CAP_SECONDS, parse_params
@@ -119,3 +121,18 @@ def run_script(runtime: Runtime) -> RunScript:
         )
 
     return run
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def backend() -> AsyncIterator[DockerBackend]:
+    """The Docker backend, one per test module (module-scoped kiosks use it)."""
+    engine = DockerBackend(Owner.current())
+    try:
+        yield engine
+    finally:
+        await engine.close()

@@ -16,7 +16,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,15 +113,6 @@ def sites(docker_client: docker.DockerClient) -> Iterator[Sites]:
         for container in started:
             container.stop()  # removes it (testcontainers' stop is a forced remove)
         shutil.rmtree(certs, ignore_errors=True)
-
-
-@pytest.fixture
-async def backend() -> AsyncIterator[DockerBackend]:
-    b = DockerBackend(Owner.current())
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 def session(backend: DockerBackend, sites: Sites, **kwargs: Any) -> SessionEgress:

@@ -6,7 +6,6 @@ kiosk; the session-level consequences are in tests/unit/test_session_rules.py.""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import anyio
 import docker
@@ -15,21 +14,11 @@ import pytest
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import KioskError
 from orchestrator.kiosk import KioskChannel
-from orchestrator.owner import Owner
 from sandboxes.isolation import locked_down
 
 pytestmark = pytest.mark.anyio
 
 SANDBOX_IMAGE = "corral-sandbox:latest"
-
-
-@pytest.fixture
-async def backend() -> AsyncIterator[DockerBackend]:
-    engine = DockerBackend(Owner.current())
-    try:
-        yield engine
-    finally:
-        await engine.close()
 
 
 async def channel_running(backend: DockerBackend, script: str) -> KioskChannel:

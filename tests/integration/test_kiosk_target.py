@@ -16,7 +16,6 @@ import pytest
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import KioskError
 from orchestrator.kiosk import KioskChannel
-from orchestrator.owner import Owner
 from sandboxes.isolation import NON_ROOT
 from tests.helpers import wait_until
 from tests.kiosk_helpers import data_url, running_kiosk
@@ -81,20 +80,6 @@ print("ready", flush=True)
 sys.stdin.buffer.read()
 os._exit(0)
 """
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-async def backend() -> AsyncIterator[DockerBackend]:
-    engine = DockerBackend(Owner.current())
-    try:
-        yield engine
-    finally:
-        await engine.close()
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,6 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.kiosk import KioskChannel
-from orchestrator.owner import Owner
 from orchestrator.vnc_bridge import BridgeOutcome, bridge_vnc, open_vnc
 from sandboxes.rfb import ClientMessage, key_event, pointer_event
 from tests.helpers import wait_until
@@ -53,20 +52,6 @@ PAGE = """<!doctype html><title>none</title><body style="margin:0">
 </body>"""
 A, B, FIELD = (200, 140), (500, 140), (250, 320)
 CTRL, KEY_A, KEY_B, KEY_C = 0xFFE3, 0x61, 0x62, 0x63
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-async def backend() -> AsyncIterator[DockerBackend]:
-    engine = DockerBackend(Owner.current())
-    try:
-        yield engine
-    finally:
-        await engine.close()
 
 
 @pytest.fixture(scope="module")
