@@ -3,6 +3,7 @@ Ctrl-C-proof cleanup block, and writing one benchmark's section into docs/benchm
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import os
@@ -131,3 +132,18 @@ def write_section(path: Path, name: str, section: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(new, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def runs_and_write(
+    argv: Sequence[str] | None, doc: str | None, default_runs: int, runs_help: str
+) -> argparse.Namespace:
+    """The `--runs N` and `--write PATH` options most benchmarks take."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--runs", type=int, default=default_runs, help=runs_help)
+    parser.add_argument(
+        "--write", metavar="PATH", help="write/replace the results section in this markdown file"
+    )
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    return args

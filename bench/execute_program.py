@@ -32,7 +32,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
-from _common import BenchError, Timings, docker_cli, markers, run_main, write_section
+from _common import (
+    BenchError,
+    Timings,
+    docker_cli,
+    markers,
+    run_main,
+    runs_and_write,
+    write_section,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -332,17 +340,7 @@ Machine: {machine.nproc} CPUs (`nproc`), Docker server {machine.docker_version},
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--runs", type=int, default=DEFAULT_RUNS, help=f"timed runs per path ({DEFAULT_RUNS})"
-    )
-    parser.add_argument(
-        "--write", metavar="PATH", help="write/replace the results section in this markdown file"
-    )
-    args = parser.parse_args(argv)
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-    return args
+    return runs_and_write(argv, __doc__, DEFAULT_RUNS, f"timed runs per path ({DEFAULT_RUNS})")
 
 
 def canonical_command(runs: int, write: str | None) -> str:

@@ -56,7 +56,7 @@ from typing import Any
 import anyio
 import httpx
 import mcp_types as types
-from _common import BenchError, run_main, sigint_ignored, write_section
+from _common import BenchError, run_main, runs_and_write, sigint_ignored, write_section
 from computer_use import (
     corral_bin,
     corral_env,
@@ -483,17 +483,7 @@ async def measure(
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--runs", type=int, default=DEFAULT_RUNS, help=f"timed rounds of each ({DEFAULT_RUNS})"
-    )
-    parser.add_argument(
-        "--write", metavar="PATH", help="write/replace the results section in this markdown file"
-    )
-    args = parser.parse_args(argv)
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-    return args
+    return runs_and_write(argv, __doc__, DEFAULT_RUNS, f"timed rounds of each ({DEFAULT_RUNS})")
 
 
 def canonical_command(runs: int, write: str | None) -> str:
