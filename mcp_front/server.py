@@ -262,6 +262,9 @@ async def serve_http(home: CorralHome, agent: str, port: int, ready: Any = None)
         log_level="warning",
         lifespan="on",
         proxy_headers=False,  # the peer is the socket's; no header can claim another
+        # On SIGTERM, in-flight calls get 5 s, then they are cancelled (their containers
+        # removed) instead of holding the process until a long script ends.
+        timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
     await server.serve()
