@@ -177,6 +177,7 @@ class Capabilities(_Model):
     codrive: bool = False
     os_native: bool = False
     browser_use: bool = False
+    desktop_use: bool = False  # the desktop rig's computer_use tool (not the kiosk family)
     mobile_use: bool = False
     ios_use: bool = False
     read_only: bool = False
@@ -281,6 +282,7 @@ computer_use = false
 codrive = false
 os_native = false
 browser_use = false
+desktop_use = false
 mobile_use = false
 ios_use = false
 read_only = false
