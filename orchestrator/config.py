@@ -123,6 +123,17 @@ class KioskConfig(_Model):
     _image = field_validator("image", "proxy_image")(_check_image)
 
 
+class RigsConfig(_Model):
+    """`[container.rigs]`: the rig images (docs/rigs.md). A rig's limits, allowlist and
+    deny list are the agent's [capabilities.computer_use_config], as for kiosk sessions."""
+
+    browser_image: str = "corral-browser:latest"
+    # Rigs one agent may hold at once (one per surface), and rigs on this host at once.
+    max_rigs_per_host: Annotated[int, Field(ge=1, le=64)] = 8
+
+    _image = field_validator("browser_image")(_check_image)
+
+
 class ContainerConfig(_Model):
     """`[container]`: which backend supervises containers."""
 
@@ -132,6 +143,7 @@ class ContainerConfig(_Model):
     )
     sandbox: SandboxConfig = SandboxConfig()
     kiosk: KioskConfig = KioskConfig()
+    rigs: RigsConfig = RigsConfig()
 
 
 class GatewayConfig(_Model):
