@@ -178,6 +178,15 @@ class BrowserRig:
             await page.keyboard.press(key)
             return answer(text_block(f"Pressed {verb.verdict.key}. {status}"))
         if isinstance(verb, r.BrowserBack):
+            # The rig's Chromium runs without the back/forward cache, so this is a plain
+            # navigation with a load event of its own.
+            session = await self.context.new_cdp_session(page)
+            try:
+                history = await session.send("Page.getNavigationHistory")
+            finally:
+                await session.detach()
+            if history.get("currentIndex", 0) < 1:
+                return answer(text_block(f"There is no earlier page in this tab. {status}"))
             await page.go_back(wait_until="load", timeout=NAVIGATE_MS)
             return await self._page_answer(page, "Went back.", status)
         if isinstance(verb, r.BrowserExtract):
@@ -187,7 +196,7 @@ class BrowserRig:
             return answer(text_block(f"Clipboard set ({len(verb.text)} chars). {status}"))
         if isinstance(verb, r.BrowserClipboardGet):
             text = await self._clipboard(page, "navigator.clipboard.readText", None)
-            return answer(text_block(fence(text, "the rig's clipboard") + f"\n{status}"))
+            return answer(text_block(f"Clipboard read. {status}\n" + fence(text, "the clipboard")))
         if isinstance(verb, r.BrowserTabs):
             return await self._tabs(verb, status)
         if isinstance(verb, r.BrowserScreenshot):

@@ -70,7 +70,9 @@ def argv(config: dict[str, object], *, sandbox: bool) -> list[str]:
         "--disable-breakpad",
         "--disable-crash-reporter",
         "--password-store=basic",
-        "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication",
+        # No back/forward cache: `back` is then a navigation with its own load event.
+        "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,"
+        "BackForwardCache",
     ]
     proxy = config.get("proxy")
     if isinstance(proxy, str) and proxy:
