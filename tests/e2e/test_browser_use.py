@@ -37,7 +37,7 @@ RED = (255, 0, 0)
 PAGE = """<!doctype html><html><head><title>{title}</title></head>
 <body style="margin:0;background:#fff">{body}</body></html>"""
 FORM = (
-    '<button onclick="document.title=\'clicked \'+document.getElementById(\'n\').value">Go'
+    "<button onclick=\"document.title='clicked '+document.getElementById('n').value\">Go"
     "</button>"
     '<label>Name <input id="n"></label>'
     '<select aria-label="Colour" onchange="document.title=\'colour \'+this.value">'
@@ -109,9 +109,7 @@ async def gateway(
         f'[gateway]\nport = {port}\n\n[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
         f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}" }}\n'
     )
-    write_rig_agent(
-        corral_home, "alice", allowed_domains=[SITE], deny_list=["bank.corral.test"]
-    )
+    write_rig_agent(corral_home, "alice", allowed_domains=[SITE], deny_list=["bank.corral.test"])
     proc = subprocess.Popen(
         [corral_bin(), "gateway"],
         env=env_with_home(corral_home),
