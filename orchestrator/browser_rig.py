@@ -129,8 +129,18 @@ class BrowserRig:
         return page
 
     @property
+    def broken(self) -> str | None:
+        return self.bridge.closed_reason
+
+    @property
     def state(self) -> str:
-        return "broken" if self.bridge.closed_reason else "ready"
+        return "broken" if self.broken else "ready"
+
+    def counts(self, verb: Any) -> bool:
+        """Whether `verb` spends one action of the budget (reads do not)."""
+        if isinstance(verb, r.BrowserTabs):
+            return verb.select is not None or verb.close is not None
+        return verb.verb in COUNTED_VERBS
 
     # ------------------------------------------------------------------ verbs
     async def run(self, verb: Any, status: str) -> dict[str, Any]:

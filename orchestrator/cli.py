@@ -203,6 +203,7 @@ def images_build(rebuild: bool, pull_base: bool, mirror: str) -> None:
                 ("kiosk", kiosk.image),
                 ("proxy", kiosk.proxy_image),
                 ("browser", rigs.browser_image),
+                ("desktop", rigs.desktop_image),
             ):
                 if rig_dockerfile(rig).exists():
                     build_recipe(

@@ -128,10 +128,11 @@ class RigsConfig(_Model):
     deny list are the agent's [capabilities.computer_use_config], as for kiosk sessions."""
 
     browser_image: str = "corral-browser:latest"
+    desktop_image: str = "corral-desktop:latest"
     # Rigs one agent may hold at once (one per surface), and rigs on this host at once.
     max_rigs_per_host: Annotated[int, Field(ge=1, le=64)] = 8
 
-    _image = field_validator("browser_image")(_check_image)
+    _image = field_validator("browser_image", "desktop_image")(_check_image)
 
 
 class ContainerConfig(_Model):

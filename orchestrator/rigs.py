@@ -22,9 +22,10 @@ from playwright.async_api import Playwright, async_playwright
 
 from orchestrator.agent_view import load_agent_and_view
 from orchestrator.audit import AuditLog
-from orchestrator.browser_rig import COUNTED_VERBS, BrowserRig
+from orchestrator.browser_rig import BrowserRig
 from orchestrator.cdp_bridge import CdpBridge, handshake
 from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.desktop_rig import DesktopRig, start_desktop
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.kiosk import load_seccomp
@@ -35,7 +36,7 @@ from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.isolation import kiosk_spec
 from sandboxes.params import validate
 from sandboxes.ports import ContainerBackend
-from sandboxes.rig_params import BrowserUseParams, RigCloseParams
+from sandboxes.rig_params import RigCloseParams, VerbUnion
 from sandboxes.session_rules import SessionClock
 from sandboxes.visibility import decide
 
@@ -44,6 +45,9 @@ logger = logging.getLogger("corral.rigs")
 START_DEADLINE = 60.0
 CONNECT_MS = 30_000
 Clock = Callable[[], float]
+Rig = BrowserRig | DesktopRig
+SURFACES = {"browser_use": "browser", "computer_use": "desktop"}
+TOOL_OF = {surface: tool for tool, surface in SURFACES.items()}
 
 
 class RigManager:
@@ -63,7 +67,7 @@ class RigManager:
         self.audit = audit
         self.egress_factory = egress_factory
         self.clock = clock
-        self.rigs: dict[tuple[str, str], BrowserRig] = {}  # (agent, surface) -> rig
+        self.rigs: dict[tuple[str, str], Rig] = {}  # (agent, surface) -> rig
         self.ended: dict[tuple[str, str], str] = {}  # why the last rig of each ended
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self._playwright: Playwright | None = None
@@ -95,31 +99,36 @@ class RigManager:
             if tool == "rig_close":
                 assert isinstance(params, RigCloseParams)
                 return await self.rig_close(agent, params.rig_id)
-            assert isinstance(params, BrowserUseParams)
-            return await self._browser(agent, params, cfg, events)
+            assert isinstance(params, VerbUnion)
+            return await self._drive(agent, SURFACES[tool], params, cfg, events)
         except ParamError as exc:
             return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
         except CorralError as exc:
             ended = await self._end_if_broken(agent)
             return answer(text_block(f"{exc}{ended}"), is_error=True)
 
-    async def _browser(
-        self, agent: str, params: BrowserUseParams, cfg: ComputerUseConfig, events: CallEvents
+    async def _drive(
+        self,
+        agent: str,
+        surface: str,
+        params: VerbUnion,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
     ) -> dict[str, Any]:
         verb = params.verb
-        key = (agent, "browser")
+        key = (agent, surface)
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:  # one start per agent and surface; verbs of one rig in order
             rig = self.rigs.get(key)
             if rig is None:
-                rig = await self._start(agent, cfg, events)
-            counted = verb.verb in COUNTED_VERBS or (
-                verb.verb == "tabs" and (verb.select is not None or verb.close is not None)  # type: ignore[attr-defined]
-            )
+                rig = await self._start(agent, surface, cfg, events)
+            counted = rig.counts(verb)
             self._follow(rig, cfg)
             try:
                 rig.clock.check_budget(
-                    f"browser_use {verb.verb}", counted=counted, stop_with="Close it with rig_close"
+                    f"{TOOL_OF[surface]} {verb.verb}",
+                    counted=counted,
+                    stop_with="Close it with rig_close",
                 )
             except SessionRefused:
                 self.audit.record("rig_action_refused", agent, {"rig": rig.id, "why": "budget"})
@@ -127,13 +136,13 @@ class RigManager:
             if counted:
                 rig.clock.spend(self.clock())
             details: dict[str, Any] = {"rig": rig.id, "verb": verb.verb}
-            if verb.verb in ("fill", "clipboard_set"):
+            if verb.verb in ("fill", "clipboard_set", "type"):
                 details["chars"] = len(verb.text)  # type: ignore[attr-defined]  # never the text
             result = await rig.run(verb, rig.clock.status_line(self.clock()))
             self.audit.record("rig_action", agent, details)
             return result
 
-    def _follow(self, rig: BrowserRig, cfg: ComputerUseConfig) -> None:
+    def _follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
         """The agent's current allowlist and deny list apply from the next call."""
         rig.allowed_domains = tuple(cfg.allowed_domains)
         rig.deny_list = tuple(cfg.deny_list)
@@ -146,15 +155,54 @@ class RigManager:
                 self._playwright = await self._playwright_cm.start()
             return self._playwright
 
-    async def _start(self, agent: str, cfg: ComputerUseConfig, events: CallEvents) -> BrowserRig:
-        rigs_cfg, kiosk_cfg = self.config.container.rigs, self.config.container.kiosk
-        if len(self.rigs) >= rigs_cfg.max_rigs_per_host:
+    async def _start(
+        self, agent: str, surface: str, cfg: ComputerUseConfig, events: CallEvents
+    ) -> Rig:
+        if len(self.rigs) >= self.config.container.rigs.max_rigs_per_host:
             raise SessionRefused(
                 f"this host already runs {len(self.rigs)} rigs ([container.rigs] "
                 "max_rigs_per_host); try again when one is closed"
             )
         rig_id = "r" + uuid.uuid4().hex[:9]
         started = self.clock()
+        rig: Rig
+        if surface == "desktop":
+            rig = await start_desktop(
+                rig_id=rig_id,
+                agent=agent,
+                cfg=cfg,
+                config=self.config,
+                backend=self.backend,
+                egress_factory=self.egress_factory,
+                events=events,
+                now=started,
+            )
+            sandbox = None
+        else:
+            rig = await self._start_browser(rig_id, agent, cfg, events)
+            sandbox = rig.chromium_sandbox
+        self.rigs[(agent, surface)] = rig
+        self.ended.pop((agent, surface), None)
+        sites = navigable_sites(cfg.allowed_domains, rig.pinned, dict(rig.egress.left_out))  # type: ignore[union-attr]
+        self.audit.record(
+            "rig_started",
+            agent,
+            {
+                "rig": rig_id,
+                "surface": surface,
+                "sites": list(rig.pinned),
+                "chromium_sandbox": sandbox,
+                "ms": int((self.clock() - started) * 1000),
+            },
+        )
+        await events.log("info", "rig_ready", {"rig": rig_id, "surface": surface})
+        await events.progress(surface, f"rig {rig_id} is ready; it may open: {sites}")
+        return rig
+
+    async def _start_browser(
+        self, rig_id: str, agent: str, cfg: ComputerUseConfig, events: CallEvents
+    ) -> BrowserRig:
+        rigs_cfg, kiosk_cfg = self.config.container.rigs, self.config.container.kiosk
         stack = contextlib.AsyncExitStack()
         try:
             await events.progress("egress", f"setting up egress for rig {rig_id}")
@@ -233,22 +281,6 @@ class RigManager:
             with anyio.move_on_after(5):
                 await page.close()
         await rig.page()
-        self.rigs[(agent, "browser")] = rig
-        self.ended.pop((agent, "browser"), None)
-        sites = navigable_sites(cfg.allowed_domains, rig.pinned, dict(egress.left_out))
-        self.audit.record(
-            "rig_started",
-            agent,
-            {
-                "rig": rig_id,
-                "surface": "browser",
-                "sites": list(rig.pinned),
-                "chromium_sandbox": rig.chromium_sandbox,
-                "ms": int((self.clock() - started) * 1000),
-            },
-        )
-        await events.log("info", "rig_ready", {"rig": rig_id, "surface": "browser"})
-        await events.progress("browser", f"rig {rig_id} is ready; it may open: {sites}")
         return rig
 
     # ------------------------------------------------------------------ list / close
@@ -310,12 +342,13 @@ class RigManager:
         )
 
     async def _end_if_broken(self, agent: str) -> str:
-        rig = self.rigs.get((agent, "browser"))
-        if rig is None or rig.bridge.closed_reason is None:
-            return ""
-        why = f"its channel failed ({rig.bridge.closed_reason})"
-        await self.end((agent, "browser"), why)
-        return f" Your rig {rig.id} ended: {why}; the next browser_use call starts a new one."
+        for key, rig in list(self.rigs.items()):
+            if key[0] == agent and rig.broken is not None:
+                why = f"its channel failed ({rig.broken})"
+                await self.end(key, why)
+                tool = TOOL_OF[key[1]]
+                return f" Your rig {rig.id} ended: {why}; the next {tool} call starts a new one."
+        return ""
 
     async def expire(self) -> list[tuple[str, str]]:
         """End every rig past its lifetime or idle timeout, or whose agent lost the tool."""
@@ -324,10 +357,10 @@ class RigManager:
         for key, rig in list(self.rigs.items()):
             view, _ = load_agent_and_view(self.home, key[0])
             why = rig.clock.expiry(now)
-            if why is None and not decide(BY_NAME["browser_use"], view).visible:
+            if why is None and not decide(BY_NAME[TOOL_OF[key[1]]], view).visible:
                 why = "its access was revoked"
-            if why is None and rig.bridge.closed_reason is not None:
-                why = f"its channel failed ({rig.bridge.closed_reason})"
+            if why is None and rig.broken is not None:
+                why = f"its channel failed ({rig.broken})"
             if why is not None:
                 await self.end(key, why)
                 ended.append(key)

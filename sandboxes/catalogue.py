@@ -153,7 +153,6 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         r.DesktopUseParams,
         "desktop_use",
         _RIG_CLASSES,
-        available=False,
     ),
     ToolSpec(
         "rig_list",
