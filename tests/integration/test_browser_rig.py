@@ -129,3 +129,34 @@ async def test_rig_close_and_idle_expiry_remove_the_container(
     assert await rigs.expire() == [("ann", "browser")]
     await wait_until(lambda: containers() == [], limit=10)
     assert "idle for 5 s" in rigs.ended[("ann", "browser")]
+
+
+async def test_the_desktop_rig_listens_on_no_port_and_serves_vnc_on_its_socket_only(
+    corral_home: CorralHome, runtime: Runtime, docker_client: docker.DockerClient
+) -> None:
+    text = render_new_agent("dee").replace("desktop_use = false", "desktop_use = true")
+    corral_home.agent_file("dee").parent.mkdir(parents=True, exist_ok=True)
+    corral_home.agent_file("dee").write_text(text)
+    manager = RigManager(
+        corral_home, load_config(corral_home.config_file), runtime.backend, runtime.audit, no_egress
+    )
+    try:
+        result = await manager.handle("dee", "computer_use", {"verb": "screenshot"})
+        assert not result["is_error"], text(result)
+        rig = manager.rigs[("dee", "desktop")]
+        cid = rig.channel.id  # type: ignore[union-attr]
+        assert await exec_output(runtime.backend, cid, ["python3", "-c", LISTENING]) == b""
+        vnc = await rig.channel.request("vnc", 10)  # type: ignore[union-attr]
+        assert vnc["running"] and vnc["ready"] and vnc["socket"] == "/tmp/corral-vnc.sock"
+        attrs = docker_client.containers.get(cid).attrs
+        assert attrs["HostConfig"]["NetworkMode"] == "none"
+        assert attrs["HostConfig"]["ReadonlyRootfs"] and attrs["Config"]["User"] == "1000:1000"
+        assert attrs["Mounts"] == [] and not attrs["HostConfig"].get("PortBindings")
+    finally:
+        await manager.close_all()
+    assert (
+        docker_client.containers.list(
+            all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-desktop"]}
+        )
+        == []
+    )
