@@ -133,3 +133,17 @@ async def test_every_desktop_verb_through_mcp(
         ]
         await mcp.client.call_tool("rig_close", {})
     assert desktops(docker_client) == []
+
+
+async def test_every_invalid_desktop_verb_and_argument_is_named(gateway: CorralHome) -> None:
+    async with connect(gateway, "stdio") as mcp:
+        cases = [
+            ({"verb": "navigate"}, "verb: computer_use has no verb 'navigate'"),
+            ({"verb": "move", "x": 1920, "y": 0}, "x: must be from 0 to 1919 (got 1920)"),
+            ({"verb": "drag", "x": 1, "y": 1, "to_x": 2}, "to_y: required (verb drag)"),
+            ({"verb": "key", "key": "alt+F4"}, "key: key 'alt+F4' is not allowed"),
+            ({"verb": "resize", "window": "x", "width": 50, "height": 100}, "width: must be"),
+        ]
+        for args, expected in cases:
+            result = await mcp.client.call_tool("computer_use", args)
+            assert result.is_error and expected in text_of(result), (args, text_of(result))
