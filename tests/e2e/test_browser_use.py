@@ -351,3 +351,17 @@ async def test_every_invalid_verb_and_argument_is_named(gateway: CorralHome) -> 
         for args, expected in cases:
             result = await mcp.client.call_tool("browser_use", args)
             assert result.is_error and expected in text_of(result), (args, text_of(result))
+
+
+async def test_a_deny_listed_page_is_masked_whole_and_others_are_not(gateway: CorralHome) -> None:
+    write_rig_agent(gateway, "alice", allowed_domains=[SITE], deny_list=[f"https://{SITE}/two"])
+    async with connect(gateway, "stdio") as mcp:
+        await use(mcp, "navigate", url=f"https://{SITE}/")
+        shown = await use(mcp, "screenshot")
+        assert (shown.structured_content or {}).get("masked") is False, text_of(shown)
+        await use(mcp, "navigate", url=f"https://{SITE}/two")
+        hidden = await use(mcp, "screenshot")
+        assert (hidden.structured_content or {}).get("masked") is True
+        assert "The whole screenshot is masked" in text_of(hidden)
+        assert image_of(hidden).getextrema() == ((0, 0), (0, 0), (0, 0))  # all black
+        await mcp.client.call_tool("rig_close", {})

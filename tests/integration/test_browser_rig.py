@@ -160,3 +160,20 @@ async def test_the_desktop_rig_listens_on_no_port_and_serves_vnc_on_its_socket_o
         )
         == []
     )
+
+
+async def test_a_rig_whose_agent_loses_browser_use_is_removed_at_the_next_check(
+    corral_home: CorralHome, rigs: RigManager, docker_client: docker.DockerClient
+) -> None:
+    await call(rigs, "tabs")
+    assert await rigs.expire() == []
+    corral_home.agent_file("ann").write_text(render_new_agent("ann"))  # browser_use off
+
+    assert await rigs.expire() == [("ann", "browser")]
+    assert "revoked" in rigs.ended[("ann", "browser")]
+    assert (
+        docker_client.containers.list(
+            all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-browser"]}
+        )
+        == []
+    )
