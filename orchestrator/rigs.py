@@ -123,7 +123,7 @@ class RigManager:
             if rig is None:
                 rig = await self._start(agent, surface, cfg, events)
             counted = rig.counts(verb)
-            self._follow(rig, cfg)
+            await self._follow(rig, cfg)
             try:
                 rig.clock.check_budget(
                     f"{TOOL_OF[surface]} {verb.verb}",
@@ -142,10 +142,20 @@ class RigManager:
             self.audit.record("rig_action", agent, details)
             return result
 
-    def _follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
-        """The agent's current allowlist and deny list apply from the next call."""
+    async def _follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
+        """The agent's current allowlist and deny list apply from the next call; a host
+        removed from the allowlist also loses its route through the proxy now (as for
+        kiosk sessions). A host added since the start is not pinned: close the rig."""
         rig.allowed_domains = tuple(cfg.allowed_domains)
         rig.deny_list = tuple(cfg.deny_list)
+        kept = tuple(h for h in rig.pinned if h in rig.allowed_domains)
+        if kept != rig.pinned and rig.egress is not None:
+            removed = sorted(set(rig.pinned) - set(kept))
+            await rig.egress.restrict(kept)
+            rig.pinned = kept
+            self.audit.record(
+                "rig_allowlist_narrowed", rig.agent, {"rig": rig.id, "removed": removed}
+            )
 
     # ------------------------------------------------------------------ start
     async def _driver(self) -> Playwright:
@@ -355,7 +365,7 @@ class RigManager:
         ended = []
         now = self.clock()
         for key, rig in list(self.rigs.items()):
-            view, _ = load_agent_and_view(self.home, key[0])
+            view, agent_cfg = load_agent_and_view(self.home, key[0])
             why = rig.clock.expiry(now)
             if why is None and not decide(BY_NAME[TOOL_OF[key[1]]], view).visible:
                 why = "its access was revoked"
@@ -364,6 +374,8 @@ class RigManager:
             if why is not None:
                 await self.end(key, why)
                 ended.append(key)
+            elif agent_cfg is not None:  # a host removed from the allowlist loses its route
+                await self._follow(rig, agent_cfg.capabilities.computer_use_config)
         return ended
 
     async def expire_forever(self, interval: float = 1.0) -> None:

@@ -365,3 +365,21 @@ async def test_a_deny_listed_page_is_masked_whole_and_others_are_not(gateway: Co
         assert "The whole screenshot is masked" in text_of(hidden)
         assert image_of(hidden).getextrema() == ((0, 0), (0, 0), (0, 0))  # all black
         await mcp.client.call_tool("rig_close", {})
+
+
+async def test_a_host_removed_from_the_allowlist_loses_its_route_at_once(
+    gateway: CorralHome,
+) -> None:
+    async with connect(gateway, "stdio") as mcp:
+        await use(mcp, "navigate", url=f"https://{SITE}/")
+        write_rig_agent(gateway, "alice", allowed_domains=[])  # SITE removed
+        refused = await use(mcp, "navigate", url=f"https://{SITE}/two")
+        assert refused.is_error and "navigation refused" in text_of(refused)
+        await use(mcp, "click", role="link", name="Second page")  # the page tries by itself
+
+        async def settled() -> bool:
+            return f"(current): https://{SITE}/ |" not in fenced(await use(mcp, "tabs"))
+
+        await wait_until(settled, limit=15)
+        assert "Page two" not in fenced(await use(mcp, "extract", mode="text"))
+        await mcp.client.call_tool("rig_close", {})
