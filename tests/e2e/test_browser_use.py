@@ -99,6 +99,9 @@ def write_rig_agent(home: CorralHome, name: str, *, read_only: bool = False, **c
     path.write_text(text)
 
 
+GATEWAY_PIDS: dict[Path, int] = {}
+
+
 @pytest.fixture
 async def gateway(
     corral_home: CorralHome, rig_sites: tuple[str, str, str]
@@ -128,6 +131,7 @@ async def gateway(
 
     try:
         await wait_until(healthy, limit=30)
+        GATEWAY_PIDS[corral_home.root] = proc.pid
         yield corral_home
     finally:
         if proc.poll() is None:
@@ -383,3 +387,31 @@ async def test_a_host_removed_from_the_allowlist_loses_its_route_at_once(
         await wait_until(settled, limit=15)
         assert "Page two" not in fenced(await use(mcp, "extract", mode="text"))
         await mcp.client.call_tool("rig_close", {})
+
+
+async def test_killing_the_gateway_leaves_no_rig_container_and_reap_removes_its_network(
+    gateway: CorralHome, docker_client: docker.DockerClient
+) -> None:
+    import os
+
+    pid = GATEWAY_PIDS[gateway.root]
+    owned = {"label": [f"corral.owner.pid={pid}"]}
+    async with connect(gateway, "stdio") as mcp:
+        assert not (await use(mcp, "navigate", url=f"https://{SITE}/")).is_error
+        kinds = {
+            c.labels.get("corral.kind")
+            for c in docker_client.containers.list(ignore_removed=True, all=True, filters=owned)
+        }
+        assert "rig-browser" in kinds
+        os.kill(pid, signal.SIGKILL)
+        await wait_until(
+            lambda: not docker_client.containers.list(ignore_removed=True, all=True, filters=owned)
+        )
+        down = await use(mcp, "tabs")
+        assert down.is_error and "corral gateway is not running" in text_of(down)
+    owned_nets = {"label": f"corral.owner.pid={pid}"}
+    reap = subprocess.run(
+        [corral_bin(), "reap"], env=env_with_home(gateway), capture_output=True, timeout=60
+    )
+    assert reap.returncode == 0, reap.stderr
+    assert docker_client.networks.list(filters=owned_nets) == []
