@@ -42,7 +42,7 @@ from orchestrator.errors import NotAvailable
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.wire import gateway_base_url
-from sandboxes.catalogue import BY_NAME, ToolSpec
+from sandboxes.catalogue import BY_NAME, NETWORK_EGRESS, RIG_TOOLS, ToolSpec
 from sandboxes.events import CallEvents
 from sandboxes.params import validate
 from sandboxes.visibility import decide, permission_refusal, visible_names, visible_tools
@@ -204,7 +204,7 @@ class CorralMCP:
                 f"{spec.name} is not available in this version of corral: its schema and gate "
                 "are in place, and it cannot run yet. See docs/tools.md for what runs today."
             )
-        if spec.name.startswith("computer_"):
+        if spec.name.startswith("computer_") or spec.name in RIG_TOOLS:
             # The gateway owns sessions and performs every check; re-read its address per call.
             gateway = load_config(self.home.config_file).gateway
             return await forward(
@@ -222,13 +222,23 @@ class CorralMCP:
         raise NotAvailable(f"{spec.name} has no handler in this version of corral")
 
 
+ACTION_CLASSES_META = "corral/actionClasses"
+
+
 def _tool(spec: ToolSpec) -> types.Tool:
+    """The tool as listed: its action classes (SPEC S4.3) in `_meta` under
+    `corral/actionClasses`, and summed up in the standard annotations."""
     read_only = not spec.action_classes
     return types.Tool(
         name=spec.name,
         description=spec.description,
         input_schema=spec.input_schema(),
-        annotations=types.ToolAnnotations(read_only_hint=read_only, open_world_hint=False),
+        annotations=types.ToolAnnotations(
+            read_only_hint=read_only,
+            destructive_hint=spec.name == "rig_close" if not read_only else None,
+            open_world_hint=NETWORK_EGRESS in spec.action_classes,
+        ),
+        _meta={ACTION_CLASSES_META: list(spec.action_classes)},
     )
 
 

@@ -8,7 +8,15 @@ from orchestrator.grants import read_grants
 from orchestrator.home import CorralHome
 from sandboxes.visibility import AgentView
 
-FAMILIES = ("computer_use", "codrive", "os_native", "browser_use", "mobile_use", "ios_use")
+FAMILIES = (
+    "computer_use",
+    "codrive",
+    "os_native",
+    "browser_use",
+    "desktop_use",
+    "mobile_use",
+    "ios_use",
+)
 
 
 def view_from_config(agent: AgentConfig, grants: frozenset[str]) -> AgentView:

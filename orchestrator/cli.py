@@ -198,8 +198,13 @@ def images_build(rebuild: bool, pull_base: bool, mirror: str) -> None:
                 mirror=mirror,
             )
             base = client.images.get(config.container.sandbox.base_image)
-            kiosk = config.container.kiosk
-            for rig, tag in (("kiosk", kiosk.image), ("proxy", kiosk.proxy_image)):
+            kiosk, rigs = config.container.kiosk, config.container.rigs
+            for rig, tag in (
+                ("kiosk", kiosk.image),
+                ("proxy", kiosk.proxy_image),
+                ("browser", rigs.browser_image),
+                ("desktop", rigs.desktop_image),
+            ):
                 if rig_dockerfile(rig).exists():
                     build_recipe(
                         client,

@@ -123,6 +123,18 @@ class KioskConfig(_Model):
     _image = field_validator("image", "proxy_image")(_check_image)
 
 
+class RigsConfig(_Model):
+    """`[container.rigs]`: the rig images (docs/rigs.md). A rig's limits, allowlist and
+    deny list are the agent's [capabilities.computer_use_config], as for kiosk sessions."""
+
+    browser_image: str = "corral-browser:latest"
+    desktop_image: str = "corral-desktop:latest"
+    # Rigs one agent may hold at once (one per surface), and rigs on this host at once.
+    max_rigs_per_host: Annotated[int, Field(ge=1, le=64)] = 8
+
+    _image = field_validator("browser_image", "desktop_image")(_check_image)
+
+
 class ContainerConfig(_Model):
     """`[container]`: which backend supervises containers."""
 
@@ -132,6 +144,7 @@ class ContainerConfig(_Model):
     )
     sandbox: SandboxConfig = SandboxConfig()
     kiosk: KioskConfig = KioskConfig()
+    rigs: RigsConfig = RigsConfig()
 
 
 class GatewayConfig(_Model):
@@ -177,6 +190,7 @@ class Capabilities(_Model):
     codrive: bool = False
     os_native: bool = False
     browser_use: bool = False
+    desktop_use: bool = False  # the desktop rig's computer_use tool (not the kiosk family)
     mobile_use: bool = False
     ios_use: bool = False
     read_only: bool = False
@@ -281,6 +295,7 @@ computer_use = false
 codrive = false
 os_native = false
 browser_use = false
+desktop_use = false
 mobile_use = false
 ios_use = false
 read_only = false

@@ -22,6 +22,8 @@
     ├── SeatError                  orchestrator.errors take over / hand back not possible now
     ├── AdminError                 orchestrator.errors the gateway refused an operator's CLI
     │                                                  request, or is not running
+    ├── RigError                   orchestrator.errors a rig did not start or answer as it
+    │                                                  should (its page, its channel)
     └── SigningError               orchestrator.errors the signed loopback channel
         ├── SignatureRefused       orchestrator.errors a request's signature refused (401)
         └── NonceCacheFull         orchestrator.errors too many fresh nonces (503)
@@ -67,6 +69,7 @@ __all__ = [
     "OperatorError",
     "ParamError",
     "RfbProtocolError",
+    "RigError",
     "SandboxBusy",
     "SandboxUnavailable",
     "SeatError",
@@ -146,6 +149,10 @@ class OperatorError(CorralError):
 class SeatError(CorralError):
     """Take over, hand back or stop cannot be done now (no such session, another person
     holds the desktop, ...)."""
+
+
+class RigError(CorralError):
+    """A rig (browser_use, computer_use) could not start, or an action on it failed."""
 
 
 class AdminError(CorralError):

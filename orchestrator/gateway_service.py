@@ -1,4 +1,4 @@
-"""`corral gateway`: the long-lived process that owns kiosk sessions (SPEC S0, S2).
+"""`corral gateway`: the long-lived process that owns kiosk sessions and rigs (SPEC S0, S2, S4).
 
 Reaps orphans at start, serves the signed internal API, ends idle and expired
 sessions, and removes every session container when it stops.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 from starlette.routing import BaseRoute
@@ -20,6 +21,8 @@ from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
 from orchestrator.runtime import open_runtime
 from orchestrator.sessions import EgressFactory, SessionManager, no_egress
+from sandboxes.catalogue import RIG_TOOLS
+from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.ports import Egress
 from sandboxes.rfb import ClientMessage
 
@@ -109,23 +112,36 @@ async def run_gateway(
             runtime.audit,
             egress_factory(runtime.backend, config),
         )
+        from orchestrator.rigs import RigManager
+
+        rigs = RigManager(
+            home, config, runtime.backend, runtime.audit, egress_factory(runtime.backend, config)
+        )
+
+        async def handle(
+            agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
+        ) -> dict[str, Any]:
+            if tool in RIG_TOOLS:
+                return await rigs.handle(agent, tool, arguments, events)
+            return await manager.handle(agent, tool, arguments, events)
+
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(manager.expire_forever)
+                tg.start_soon(rigs.expire_forever)
                 tg.start_soon(manager.oversight.thumbnails_forever)
                 routes = people_routes(home, manager)
 
                 async def serve() -> None:
                     try:
-                        await serve_gateway(
-                            home, listen_host, listen_port, manager.handle, ready, routes
-                        )
+                        await serve_gateway(home, listen_host, listen_port, handle, ready, routes)
                     finally:
                         tg.cancel_scope.cancel()
 
                 tg.start_soon(serve)
         finally:
             with anyio.CancelScope(shield=True):
+                await rigs.close_all()
                 await manager.close_all()
 
 

@@ -140,6 +140,21 @@ def _stream_build(client: docker.DockerClient, **kwargs: Any) -> Iterator[str]:
             yield text
 
 
+# Folders of another rig image a recipe's context also carries (under the same name),
+# so one image can reuse another's modules without a copy in the repository: the
+# desktop rig runs the kiosk agent's X, input and VNC modules.
+SHARED_CONTEXT: dict[str, tuple[str, ...]] = {"desktop": ("kiosk/kiosk_agent",)}
+
+
+def _folder_files(folder: Path, prefix: str = "") -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for entry in sorted(folder.rglob("*")):
+        parts = entry.relative_to(folder).parts
+        if entry.is_file() and not any(p.startswith(".") or p == "__pycache__" for p in parts):
+            files[prefix + "/".join(parts)] = entry.read_bytes()
+    return files
+
+
 def recipe_files(dockerfile: Path) -> dict[str, bytes]:
     """The build context of a recipe: `Dockerfile.sandbox` alone, or every regular file under a
     rig_images/<name>/ folder, subfolders included (its Dockerfile and what it COPYs, such as
@@ -147,11 +162,10 @@ def recipe_files(dockerfile: Path) -> dict[str, bytes]:
     if dockerfile.name != "Dockerfile":
         return {"Dockerfile": dockerfile.read_bytes()}
     folder = dockerfile.parent
-    files: dict[str, bytes] = {}
-    for entry in sorted(folder.rglob("*")):
-        parts = entry.relative_to(folder).parts
-        if entry.is_file() and not any(p.startswith(".") or p == "__pycache__" for p in parts):
-            files["/".join(parts)] = entry.read_bytes()
+    files = _folder_files(folder)
+    for shared in SHARED_CONTEXT.get(folder.name, ()):
+        source = folder.parent / shared
+        files.update(_folder_files(source, prefix=source.name + "/"))
     return files
 
 

@@ -11,17 +11,37 @@ import base64
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from orchestrator.errors import KioskError
-from orchestrator.kiosk_session import KioskSession, answer, text_block
+from orchestrator.kiosk import KioskChannel
+from orchestrator.kiosk_session import answer, text_block
 from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
 
 logger = logging.getLogger("corral.sessions")
 
 SCREENSHOT_DEADLINE = 5.0
+
+
+class Screened(Protocol):
+    """What is screenshotted: a kiosk session, or a desktop rig (the same agent protocol)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def channel(self) -> KioskChannel: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def deny_list(self) -> tuple[str, ...]: ...
+    @property
+    def used(self) -> int: ...
+    @property
+    def max_actions(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +51,7 @@ class Shot:
     failed: bool  # the kiosk did not answer (its channel may be broken)
 
 
-async def masked_screenshot(session: KioskSession, status: str) -> Shot:
+async def masked_screenshot(session: Screened, status: str) -> Shot:
     try:
         shot = await session.channel.request("screenshot", SCREENSHOT_DEADLINE)
     except KioskError as exc:
@@ -46,7 +66,7 @@ async def masked_screenshot(session: KioskSession, status: str) -> Shot:
     return Shot(_image_answer(session, png, plan, status), png, failed=False)
 
 
-def _black(session: KioskSession, why: str, status: str, *, failed: bool) -> Shot:
+def _black(session: Screened, why: str, status: str, *, failed: bool) -> Shot:
     plan = plan_mask(
         Probe(0, False, (), "", "", error=why),
         session.deny_list,
@@ -72,7 +92,7 @@ def _probe(raw: dict[str, Any]) -> Probe:
     )
 
 
-async def _masked(session: KioskSession, shot: dict[str, Any]) -> tuple[bytes, MaskPlan]:
+async def _masked(session: Screened, shot: dict[str, Any]) -> tuple[bytes, MaskPlan]:
     png = base64.b64decode(shot["png"], validate=True)
     raw_probe = shot.get("probe")
     probe = _probe(raw_probe) if isinstance(raw_probe, dict) else None
@@ -90,7 +110,7 @@ async def _masked(session: KioskSession, shot: dict[str, Any]) -> tuple[bytes, M
     return masked, plan
 
 
-def _image_answer(session: KioskSession, png: bytes, plan: MaskPlan, status: str) -> dict[str, Any]:
+def _image_answer(session: Screened, png: bytes, plan: MaskPlan, status: str) -> dict[str, Any]:
     text = " ".join(part for part in (plan.describe(), status) if part)
     return answer(
         {"type": "image", "data": base64.b64encode(png).decode(), "mimeType": "image/png"},

@@ -29,7 +29,7 @@ from orchestrator.kiosk_session import KioskSession, answer, text_block
 from orchestrator.oversight import Oversight, step_of
 from orchestrator.screenshots import masked_screenshot
 from sandboxes.approval_rules import describe_rules
-from sandboxes.catalogue import BY_NAME
+from sandboxes.catalogue import BY_NAME, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.isolation import kiosk_spec
 from sandboxes.params import (
@@ -89,7 +89,7 @@ class SessionManager:
         """The gateway's computer-use handler: every check, then the action. `events` hears
         the call's phases and corral's events for the caller (session ready, lost ...)."""
         spec = BY_NAME.get(tool)
-        if spec is None or not tool.startswith("computer_"):
+        if spec is None or not tool.startswith("computer_") or tool in RIG_TOOLS:
             return answer(text_block(f"Unknown tool: {tool}"), is_error=True)
         view, agent_cfg = load_agent_and_view(self.home, agent)  # one read per call
         decision = decide(spec, view)

@@ -226,6 +226,10 @@ def validate(model: type[BaseModel], arguments: Mapping[str, Any] | None) -> Bas
     """Validate raw arguments against `model`; raise ParamError naming what is wrong."""
     if model is ExecuteProgramParams:
         return parse_params(arguments or {})
+    parse_verbs = getattr(model, "parse_verbs", None)
+    if parse_verbs is not None:  # a rig tool: `verb` plus that verb's arguments
+        parsed: BaseModel = parse_verbs(arguments)
+        return parsed
     try:
         return model.model_validate(dict(arguments or {}))
     except ValidationError as exc:

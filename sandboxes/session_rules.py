@@ -31,14 +31,15 @@ class SessionClock:
         life = self.max_lifetime - (now - self.started)
         return max(0, int(idle)), max(0, int(life))
 
-    def check_budget(self, tool: str) -> None:
+    def check_budget(self, tool: str, *, counted: bool | None = None, stop_with: str = "") -> None:
         """Refuse a counted tool once the budget is spent (before any other check, so a
-        spent session says so whatever the arguments)."""
-        if tool in COUNTED and self.used >= self.max_actions:
+        spent session says so whatever the arguments). `counted` overrides COUNTED (a rig
+        verb); `stop_with` names the tool that ends it (default: computer_session_stop)."""
+        if (tool in COUNTED if counted is None else counted) and self.used >= self.max_actions:
+            stop = stop_with or "Stop the session (computer_session_stop)"
             raise SessionRefused(
                 f"action refused: this session's {self.max_actions} actions are used up. "
-                "Stop the session (computer_session_stop) and start a new one if the task "
-                "allows it."
+                f"{stop} and start a new one if the task allows it."
             )
 
     def spend(self, now: float) -> None:

@@ -95,11 +95,13 @@ def decide(spec: ToolSpec, view: AgentView) -> Decision:
         )
     if view.allowed_tools and not any_matches(view.allowed_tools, tool):
         return Decision(False, f"{tool} is not in agent {view.name}'s [capabilities] allowed_tools")
-    if spec.capability is not None and spec.capability not in view.capabilities:
+    needed = spec.capabilities
+    if needed and not any(flag in view.capabilities for flag in needed):
+        flags = " and ".join(needed) + (" are all" if len(needed) > 1 else " is")
         reason = (
             f"agent.toml could not be used ({view.file_problem}), so every optional family is off"
             if view.file_problem
-            else f"[capabilities] {spec.capability} is off"
+            else f"[capabilities] {flags} off"
         )
         return Decision(False, f"{tool} is not enabled for agent {view.name}: {reason}")
     if view.read_only and spec.action_classes:

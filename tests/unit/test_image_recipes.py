@@ -33,3 +33,13 @@ def test_the_sandbox_recipe_is_its_dockerfile_alone() -> None:
     dockerfile = Path(__file__).resolve().parents[2] / "Dockerfile.sandbox"
 
     assert list(recipe_files(dockerfile)) == ["Dockerfile"]
+
+
+def test_the_desktop_recipe_carries_the_kiosk_agents_modules_without_a_copy() -> None:
+    files = recipe_files(rig_dockerfile("desktop"))
+
+    assert "desktop_agent.py" in files and "Dockerfile" in files
+    for module in ("xinput.py", "screen.py", "xserver.py", "vnc.py", "common.py"):
+        kiosk = (rig_dockerfile("kiosk").parent / "kiosk_agent" / module).read_bytes()
+        assert files[f"kiosk_agent/{module}"] == kiosk
+    assert not (rig_dockerfile("desktop").parent / "kiosk_agent").exists()

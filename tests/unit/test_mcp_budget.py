@@ -13,6 +13,11 @@ from sandboxes.catalogue import (
     BY_NAME,
     CATALOGUE,
     DESCRIPTION_BUDGET_BYTES,
+    ENCLOSURE_CONTROL,
+    NETWORK_EGRESS,
+    PROCESS_SPAWN,
+    RIG_FLAGS,
+    RIG_TOOLS,
     ToolSpec,
     description_sizes,
 )
@@ -107,7 +112,11 @@ def test_no_two_tools_share_a_name() -> None:
 
 
 def test_the_computer_tools_are_exactly_the_eight_of_s2_1_gated_by_computer_use() -> None:
-    computer = {spec.name for spec in CATALOGUE if spec.name.startswith("computer_")}
+    computer = {
+        spec.name
+        for spec in CATALOGUE
+        if spec.name.startswith("computer_") and spec.name != "computer_use"  # the desktop rig
+    }
 
     assert computer == COMPUTER_TOOLS
     assert {spec.name for spec in CATALOGUE if spec.capability == "computer_use"} == computer
@@ -130,12 +139,35 @@ def test_execute_program_is_always_offered_and_refusable_by_its_permission_flag(
 
 
 def test_the_catalogue_holds_execute_program_the_computer_and_the_codrive_tools() -> None:
-    assert set(BY_NAME) == COMPUTER_TOOLS | {"execute_program", "codrive_run", "codrive_status"}
+    assert set(BY_NAME) == COMPUTER_TOOLS | RIG_TOOLS | {
+        "execute_program",
+        "codrive_run",
+        "codrive_status",
+    }
 
 
 def test_only_execute_program_has_no_capability_family() -> None:
     assert [spec.name for spec in CATALOGUE if spec.capability is None] == ["execute_program"]
 
 
-def test_only_codrive_status_declares_no_action_class() -> None:
-    assert [spec.name for spec in CATALOGUE if not spec.action_classes] == ["codrive_status"]
+def test_only_rig_list_and_codrive_status_declare_no_action_class() -> None:
+    assert [spec.name for spec in CATALOGUE if not spec.action_classes] == [
+        "rig_list",
+        "codrive_status",
+    ]
+
+
+def test_the_rig_tools_declare_the_action_classes_of_s4_3() -> None:
+    driving = {ENCLOSURE_CONTROL, NETWORK_EGRESS, PROCESS_SPAWN}
+
+    assert set(BY_NAME["browser_use"].action_classes) == driving
+    assert set(BY_NAME["computer_use"].action_classes) == driving
+    assert BY_NAME["rig_close"].action_classes == (ENCLOSURE_CONTROL,)
+    assert BY_NAME["rig_list"].action_classes == ()
+
+
+def test_the_rig_flags_gate_the_rig_tools_as_s4_1a_says() -> None:
+    assert BY_NAME["browser_use"].capabilities == ("browser_use",)
+    assert BY_NAME["computer_use"].capabilities == ("desktop_use",)
+    for name in ("rig_list", "rig_close"):
+        assert set(BY_NAME[name].capabilities) == set(RIG_FLAGS)

@@ -33,6 +33,10 @@ MINIMAL_ARGS: dict[str, dict[str, Any]] = {
     "computer_session_stop": {},
     "codrive_run": CODRIVE,
     "codrive_status": {},
+    "browser_use": {"verb": "screenshot"},
+    "computer_use": {"verb": "screenshot"},
+    "rig_list": {},
+    "rig_close": {},
 }
 
 
@@ -448,7 +452,10 @@ def test_an_unknown_parameter_is_refused_by_every_tool(tool: str) -> None:
     assert message.startswith("bogus: unknown parameter")
 
 
-@pytest.mark.parametrize("tool", ["computer_screenshot", "codrive_status", "computer_session_stop"])
+@pytest.mark.parametrize(
+    "tool",
+    ["computer_screenshot", "codrive_status", "computer_session_stop", "rig_list", "rig_close"],
+)
 def test_tools_without_required_parameters_accept_no_arguments_at_all(tool: str) -> None:
     validate(BY_NAME[tool].params, None)
 

@@ -28,7 +28,8 @@ PROPERTY = settings(database=None, deadline=None, max_examples=200)
 
 CODRIVE_TOOLS = frozenset({"codrive_run", "codrive_status"})
 ALL_TOOLS = frozenset(spec.name for spec in CATALOGUE)
-EVERYTHING_ON = frozenset({"computer_use", "codrive"})
+EVERYTHING_ON = frozenset({"computer_use", "codrive", "browser_use", "desktop_use"})
+RIG_TOOLS = frozenset({"browser_use", "computer_use", "rig_list", "rig_close"})
 
 
 def view(**changes: object) -> AgentView:
@@ -183,7 +184,11 @@ def test_denied_tools_beats_allowed_tools() -> None:
         denied_tools=("computer_click",),
     )
 
-    assert visible_names(agent) == (COMPUTER_TOOLS - {"computer_click"}) | {"execute_program"}
+    # computer_* also names the desktop rig's computer_use (SPEC S4.1a keeps that name)
+    assert visible_names(agent) == (COMPUTER_TOOLS - {"computer_click"}) | {
+        "execute_program",
+        "computer_use",
+    }
     decision = decide(BY_NAME["computer_click"], agent)
     assert not decision.visible
     assert "computer_click" in decision.message
@@ -239,8 +244,10 @@ def test_allowed_tools_naming_only_other_servers_hides_every_corral_tool() -> No
 def test_read_only_hides_every_tool_that_declares_an_action_class() -> None:
     agent = view(capabilities=EVERYTHING_ON, read_only=True)
 
-    assert visible_names(agent) == {"codrive_status"}
-    for name in sorted(COMPUTER_TOOLS | {"execute_program", "codrive_run"}):
+    assert visible_names(agent) == {"codrive_status", "rig_list"}
+    for name in sorted(
+        COMPUTER_TOOLS | RIG_TOOLS - {"rig_list"} | {"execute_program", "codrive_run"}
+    ):
         decision = decide(BY_NAME[name], agent)
         assert not decision.visible, name
         assert name in decision.message

@@ -1,0 +1,406 @@
+"""Rigs (SPEC S4.1-S4.2): the gateway's handler for browser_use, computer_use, rig_list
+and rig_close.
+
+One rig per agent and surface: repeated calls share it, agents never do. Like kiosk
+sessions, each rig has an action budget, an idle timeout and a lifetime (the agent's
+[capabilities.computer_use_config]), its own egress (the same proxy and rules), labelled
+containers reaped with the rest, and it is removed at once by rig_close. The gateway
+checks the gate itself: the MCP front only forwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from playwright.async_api import Playwright, async_playwright
+
+from orchestrator.agent_view import load_agent_and_view
+from orchestrator.audit import AuditLog
+from orchestrator.browser_rig import BrowserRig
+from orchestrator.cdp_bridge import CdpBridge, handshake
+from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.desktop_rig import DesktopRig, start_desktop
+from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
+from orchestrator.home import CorralHome
+from orchestrator.kiosk import load_seccomp
+from orchestrator.kiosk_session import answer, text_block
+from orchestrator.sessions import EgressFactory, navigable_sites
+from sandboxes.catalogue import BY_NAME, RIG_TOOLS
+from sandboxes.events import NO_EVENTS, CallEvents
+from sandboxes.isolation import kiosk_spec
+from sandboxes.params import validate
+from sandboxes.ports import ContainerBackend
+from sandboxes.rig_params import RigCloseParams, VerbUnion
+from sandboxes.session_rules import SessionClock
+from sandboxes.visibility import decide
+
+logger = logging.getLogger("corral.rigs")
+
+START_DEADLINE = 60.0
+CONNECT_MS = 30_000
+Clock = Callable[[], float]
+Rig = BrowserRig | DesktopRig
+SURFACES = {"browser_use": "browser", "computer_use": "desktop"}
+TOOL_OF = {surface: tool for tool, surface in SURFACES.items()}
+
+
+class RigManager:
+    def __init__(
+        self,
+        home: CorralHome,
+        config: CorralConfig,
+        backend: ContainerBackend,
+        audit: AuditLog,
+        egress_factory: EgressFactory,
+        *,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.backend = backend
+        self.audit = audit
+        self.egress_factory = egress_factory
+        self.clock = clock
+        self.rigs: dict[tuple[str, str], Rig] = {}  # (agent, surface) -> rig
+        self.ended: dict[tuple[str, str], str] = {}  # why the last rig of each ended
+        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self._playwright: Playwright | None = None
+        self._playwright_cm: Any = None
+        self._playwright_lock = anyio.Lock()
+
+    # ------------------------------------------------------------------ handler
+    async def handle(
+        self, agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
+    ) -> dict[str, Any]:
+        spec = BY_NAME.get(tool)
+        if spec is None or tool not in RIG_TOOLS:
+            return answer(text_block(f"Unknown tool: {tool}"), is_error=True)
+        view, agent_cfg = load_agent_and_view(self.home, agent)
+        decision = decide(spec, view)
+        if not decision.visible or agent_cfg is None:
+            self.audit.record("rig_refused", agent, {"tool": tool})
+            return answer(text_block(decision.message), is_error=True)
+        try:
+            params = validate(spec.params, arguments)
+            if not spec.available:
+                raise NotAvailable(
+                    f"{tool} is not available in this version of corral: its schema and gate "
+                    "are in place, and it cannot run yet (docs/rigs.md)."
+                )
+            cfg = agent_cfg.capabilities.computer_use_config
+            if tool == "rig_list":
+                return self.rig_list(agent)
+            if tool == "rig_close":
+                assert isinstance(params, RigCloseParams)
+                return await self.rig_close(agent, params.rig_id)
+            assert isinstance(params, VerbUnion)
+            return await self._drive(agent, SURFACES[tool], params, cfg, events)
+        except ParamError as exc:
+            return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
+        except CorralError as exc:
+            ended = await self._end_if_broken(agent)
+            return answer(text_block(f"{exc}{ended}"), is_error=True)
+
+    async def _drive(
+        self,
+        agent: str,
+        surface: str,
+        params: VerbUnion,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
+    ) -> dict[str, Any]:
+        verb = params.verb
+        key = (agent, surface)
+        lock = self._locks.setdefault(key, anyio.Lock())
+        async with lock:  # one start per agent and surface; verbs of one rig in order
+            rig = self.rigs.get(key)
+            if rig is None:
+                rig = await self._start(agent, surface, cfg, events)
+            counted = rig.counts(verb)
+            await self._follow(rig, cfg)
+            try:
+                rig.clock.check_budget(
+                    f"{TOOL_OF[surface]} {verb.verb}",
+                    counted=counted,
+                    stop_with="Close it with rig_close",
+                )
+            except SessionRefused:
+                self.audit.record("rig_action_refused", agent, {"rig": rig.id, "why": "budget"})
+                raise
+            if counted:
+                rig.clock.spend(self.clock())
+            details: dict[str, Any] = {"rig": rig.id, "verb": verb.verb}
+            if verb.verb in ("fill", "clipboard_set", "type"):
+                details["chars"] = len(verb.text)  # type: ignore[attr-defined]  # never the text
+            result = await rig.run(verb, rig.clock.status_line(self.clock()))
+            self.audit.record("rig_action", agent, details)
+            return result
+
+    async def _follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
+        """The agent's current allowlist and deny list apply from the next call; a host
+        removed from the allowlist also loses its route through the proxy now (as for
+        kiosk sessions). A host added since the start is not pinned: close the rig."""
+        rig.allowed_domains = tuple(cfg.allowed_domains)
+        rig.deny_list = tuple(cfg.deny_list)
+        kept = tuple(h for h in rig.pinned if h in rig.allowed_domains)
+        if kept != rig.pinned and rig.egress is not None:
+            removed = sorted(set(rig.pinned) - set(kept))
+            await rig.egress.restrict(kept)
+            rig.pinned = kept
+            self.audit.record(
+                "rig_allowlist_narrowed", rig.agent, {"rig": rig.id, "removed": removed}
+            )
+
+    # ------------------------------------------------------------------ start
+    async def _driver(self) -> Playwright:
+        async with self._playwright_lock:
+            if self._playwright is None:
+                self._playwright_cm = async_playwright()
+                self._playwright = await self._playwright_cm.start()
+            return self._playwright
+
+    async def _start(
+        self, agent: str, surface: str, cfg: ComputerUseConfig, events: CallEvents
+    ) -> Rig:
+        if len(self.rigs) >= self.config.container.rigs.max_rigs_per_host:
+            raise SessionRefused(
+                f"this host already runs {len(self.rigs)} rigs ([container.rigs] "
+                "max_rigs_per_host); try again when one is closed"
+            )
+        rig_id = "r" + uuid.uuid4().hex[:9]
+        started = self.clock()
+        rig: Rig
+        if surface == "desktop":
+            rig = await start_desktop(
+                rig_id=rig_id,
+                agent=agent,
+                cfg=cfg,
+                config=self.config,
+                backend=self.backend,
+                egress_factory=self.egress_factory,
+                events=events,
+                now=started,
+            )
+            sandbox = None
+        else:
+            rig = await self._start_browser(rig_id, agent, cfg, events)
+            sandbox = rig.chromium_sandbox
+        self.rigs[(agent, surface)] = rig
+        self.ended.pop((agent, surface), None)
+        sites = navigable_sites(cfg.allowed_domains, rig.pinned, dict(rig.egress.left_out))  # type: ignore[union-attr]
+        self.audit.record(
+            "rig_started",
+            agent,
+            {
+                "rig": rig_id,
+                "surface": surface,
+                "sites": list(rig.pinned),
+                "chromium_sandbox": sandbox,
+                "ms": int((self.clock() - started) * 1000),
+            },
+        )
+        await events.log("info", "rig_ready", {"rig": rig_id, "surface": surface})
+        await events.progress(surface, f"rig {rig_id} is ready; it may open: {sites}")
+        return rig
+
+    async def _start_browser(
+        self, rig_id: str, agent: str, cfg: ComputerUseConfig, events: CallEvents
+    ) -> BrowserRig:
+        rigs_cfg, kiosk_cfg = self.config.container.rigs, self.config.container.kiosk
+        stack = contextlib.AsyncExitStack()
+        try:
+            await events.progress("egress", f"setting up egress for rig {rig_id}")
+            egress = await stack.enter_async_context(
+                self.egress_factory(
+                    session_id=rig_id,
+                    agent=agent,
+                    allowed=tuple(cfg.allowed_domains),
+                    overrides=dict(kiosk_cfg.resolve_overrides),
+                )
+            )
+            await events.progress("container", "starting the browser rig")
+            container = await self.backend.open_attached(
+                kiosk_spec(
+                    image=rigs_cfg.browser_image,
+                    labels=self.backend.labels(kind="rig-browser", agent=agent, session=rig_id),
+                    network=egress.network_name,
+                    seccomp=load_seccomp(),
+                    dns=egress.dns_servers,
+                )
+            )
+            stack.push_async_callback(container.close)
+            ca_pem = None
+            if kiosk_cfg.extra_ca_file:
+                ca_pem = await anyio.to_thread.run_sync(_read_text, kiosk_cfg.extra_ca_file)
+            ready, pending = await handshake(
+                container,
+                {"proxy": egress.proxy_url, "ca_pem": ca_pem, "width": 1280, "height": 800},
+                START_DEADLINE,
+            )
+            bridge = CdpBridge(container, pending)
+            await bridge.start()
+            stack.push_async_callback(bridge.close)
+            playwright = await self._driver()
+            browser = await playwright.chromium.connect_over_cdp(bridge.url, timeout=CONNECT_MS)
+            stack.push_async_callback(_close_quietly, browser)
+            context = browser.contexts[0] if browser.contexts else await browser.new_context()
+            await context.grant_permissions(["clipboard-read", "clipboard-write"])
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+            raise
+        rig = BrowserRig(
+            id=rig_id,
+            agent=agent,
+            width=1280,
+            height=800,
+            clock=SessionClock(
+                max_actions=cfg.max_actions,
+                idle_timeout=cfg.idle_timeout_seconds,
+                max_lifetime=cfg.max_lifetime_seconds,
+                started=self.clock(),
+                last_action=self.clock(),
+            ),
+            allowed_domains=tuple(cfg.allowed_domains),
+            deny_list=tuple(cfg.deny_list),
+            stack=stack,
+            container=container,
+            bridge=bridge,
+            browser=browser,
+            context=context,
+            pinned=tuple(sorted(egress.pins)),
+            egress=egress,
+            chromium_sandbox=bool(ready.get("chromium_sandbox", False)),
+            started_at=time.time(),
+        )
+        context.on("page", rig.watch)
+        # Start from one blank tab of the rig's size (Chromium may have opened others).
+        # Chromium's own UI surfaces (chrome://*.top-chrome/, shown as chrome-error pages
+        # because the policy blocks chrome://) are pages to Playwright, not tabs: ignore
+        # them; close its first blank tab; start from a tab of our own, of the rig's size.
+        rig.ignored.update(p for p in context.pages if p.url != "about:blank")
+        blank = [p for p in context.pages if p.url == "about:blank"]
+        await context.new_page()
+        for page in blank:
+            with anyio.move_on_after(5):
+                await page.close()
+        await rig.page()
+        return rig
+
+    # ------------------------------------------------------------------ list / close
+    def rig_list(self, agent: str) -> dict[str, Any]:
+        now = self.clock()
+        rows = []
+        for (owner, surface), rig in sorted(self.rigs.items()):
+            if owner != agent:
+                continue
+            idle, life = rig.clock.time_left(now)
+            rows.append(
+                {
+                    "rig_id": rig.id,
+                    "surface": surface,
+                    "state": rig.state,
+                    "screen": f"{rig.width}x{rig.height}",
+                    "controller": rig.controller,
+                    "actions_used": rig.clock.used,
+                    "max_actions": rig.clock.max_actions,
+                    "idle_seconds_left": idle,
+                    "lifetime_seconds_left": life,
+                }
+            )
+        if not rows:
+            return answer(text_block("You have no rig."), rigs=[])
+        lines = [
+            f"{row['rig_id']}: {row['surface']}, {row['state']}, {row['screen']}, "
+            f"controlled by {'the AI' if row['controller'] == 'ai' else 'a person'}, "
+            f"{row['actions_used']}/{row['max_actions']} actions, "
+            f"{row['lifetime_seconds_left']} s of lifetime left"
+            for row in rows
+        ]
+        return answer(text_block("\n".join(lines)), rigs=rows)
+
+    async def rig_close(self, agent: str, rig_id: str | None) -> dict[str, Any]:
+        mine = [key for key, rig in self.rigs.items() if key[0] == agent]
+        if rig_id is not None:
+            mine = [key for key in mine if self.rigs[key].id == rig_id]
+            if not mine:
+                raise SessionRefused(f"rig_id: no rig {rig_id} of yours is running (rig_list)")
+        if not mine:
+            return answer(text_block("You have no rig to close."), closed=[])
+        closed = [self.rigs[key].id for key in mine]
+        for key in mine:
+            await self.end(key, "closed by the agent")
+        return answer(
+            text_block(f"Closed {', '.join(closed)}: containers, network and profile removed."),
+            closed=closed,
+        )
+
+    async def end(self, key: tuple[str, str], why: str) -> None:
+        rig = self.rigs.pop(key, None)
+        if rig is None:
+            return
+        self.ended[key] = why
+        await rig.close()
+        self.audit.record(
+            "rig_ended", key[0], {"rig": rig.id, "why": why, "actions": rig.clock.used}
+        )
+
+    async def _end_if_broken(self, agent: str) -> str:
+        for key, rig in list(self.rigs.items()):
+            if key[0] == agent and rig.broken is not None:
+                why = f"its channel failed ({rig.broken})"
+                await self.end(key, why)
+                tool = TOOL_OF[key[1]]
+                return f" Your rig {rig.id} ended: {why}; the next {tool} call starts a new one."
+        return ""
+
+    async def expire(self) -> list[tuple[str, str]]:
+        """End every rig past its lifetime or idle timeout, or whose agent lost the tool."""
+        ended = []
+        now = self.clock()
+        for key, rig in list(self.rigs.items()):
+            view, agent_cfg = load_agent_and_view(self.home, key[0])
+            why = rig.clock.expiry(now)
+            if why is None and not decide(BY_NAME[TOOL_OF[key[1]]], view).visible:
+                why = "its access was revoked"
+            if why is None and rig.broken is not None:
+                why = f"its channel failed ({rig.broken})"
+            if why is not None:
+                await self.end(key, why)
+                ended.append(key)
+            elif agent_cfg is not None:  # a host removed from the allowlist loses its route
+                await self._follow(rig, agent_cfg.capabilities.computer_use_config)
+        return ended
+
+    async def expire_forever(self, interval: float = 1.0) -> None:
+        while True:
+            await anyio.sleep(interval)
+            await self.expire()
+
+    async def close_all(self, why: str = "the gateway stopped") -> None:
+        with anyio.CancelScope(shield=True):
+            for key in list(self.rigs):
+                await self.end(key, why)
+            if self._playwright_cm is not None:
+                with contextlib.suppress(Exception):
+                    await self._playwright_cm.__aexit__(None, None, None)
+                self._playwright = self._playwright_cm = None
+
+
+async def _close_quietly(browser: Any) -> None:
+    with contextlib.suppress(Exception), anyio.move_on_after(5):
+        await browser.close()
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+__all__ = ["RigError", "RigManager"]

@@ -1,0 +1,343 @@
+"""The desktop rig's agent: the one long-lived process inside a desktop rig container.
+
+Protocol: the kiosk agent's (docs/kiosk-internals.md §2): one JSON request per line on
+stdin (`{"id": 7, "op": "click", ...}`), one answer per line on stdout (`{"id": 7, "ok":
+true, ...}` or `{"ok": false, "error": ...}`); logs go to stderr. Ops (docs/rigs.md):
+start, screenshot, move, click, drag, scroll, type, key, resize, windows,
+clipboard_get, clipboard_set, vnc.
+
+It owns Xvfb (:99), a session D-Bus (the accessibility bus is activated through it),
+openbox, x11vnc on a unix socket only, and the apps: Mousepad at start, the others from
+openbox's right-click menu. Input is XTest; screenshots are Xlib + Pillow: the kiosk
+agent's modules (`/opt/corral/kiosk_agent`, put in the image by `corral images build`),
+imported, not copied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, "/opt/corral")
+
+from kiosk_agent.common import OpError, log
+from kiosk_agent.screen import Screen
+from kiosk_agent.vnc import Vnc
+from kiosk_agent.xinput import XInput
+from kiosk_agent.xserver import DISPLAY, start_dbus, start_xvfb
+from Xlib import X, Xatom
+from Xlib.ext import xtest
+
+START_DEADLINE_S = 30.0
+CLIPBOARD_S = 5.0
+FIRST_APP = ["mousepad"]
+PASSWORD_ROLE = "password text"
+
+
+class Desktop:
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.vnc = Vnc()
+        self.started = False
+        self.env: dict[str, str] = {}
+        self.width = self.height = 0
+
+    # ------------------------------------------------------------------ start
+    def op_start(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.started:
+            raise OpError("already started")
+        t0 = time.monotonic()
+        deadline = t0 + START_DEADLINE_S
+        self.width, self.height = int(req.get("width") or 1280), int(req.get("height") or 800)
+        tmp = tempfile.mkdtemp(prefix="desktop-")
+        home = os.environ.get("HOME") or "/home/sandbox"
+        os.environ.update(HOME=home, XDG_RUNTIME_DIR=tmp)
+        with open(os.path.join(home, ".corral-proxy"), "w") as fh:
+            fh.write(str(req.get("proxy") or ""))
+        self.d = start_xvfb(self.procs, self.width, self.height, verbose=False, deadline=deadline)
+        self.screen = Screen(self.d, self.width, self.height)
+        self.input = XInput(self.d, self.width, self.height)
+        self.vnc.start(DISPLAY)
+        bus = start_dbus(self.procs, verbose=False, deadline=deadline)
+        self.env = dict(
+            os.environ,
+            DISPLAY=DISPLAY,
+            DBUS_SESSION_BUS_ADDRESS=bus,
+            ACCESSIBILITY_ENABLED="1",
+            NO_AT_BRIDGE="0",
+            GTK_A11Y="atspi",
+        )
+        os.environ.update(DISPLAY=DISPLAY, DBUS_SESSION_BUS_ADDRESS=bus)
+        self._spawn(["openbox", "--sm-disable"])
+        self._spawn(FIRST_APP)
+        while time.monotonic() < deadline and not self._titles():
+            time.sleep(0.02)  # polling for the first window, not a sleep-sync
+        self.started = True
+        self.vnc.wait_ready(min(deadline, time.monotonic() + 5))
+        return {"windows": self._titles(), "vnc": self.vnc.status(), "ms": _ms(t0)}
+
+    def _spawn(self, argv: list[str]) -> None:
+        self.procs.append(
+            subprocess.Popen(
+                argv,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
+
+    def _require(self) -> None:
+        if not self.started:
+            raise OpError("the desktop is not started")
+
+    # ------------------------------------------------------------------ windows
+    def _clients(self) -> list[tuple[Any, str]]:
+        """Top-level client windows with a title (below openbox's frames)."""
+        root = self.d.screen().root
+        net_list = self.d.intern_atom("_NET_CLIENT_LIST")
+        prop = root.get_full_property(net_list, X.AnyPropertyType)
+        out = []
+        for wid in prop.value if prop else []:
+            window = self.d.create_resource_object("window", wid)
+            out.append((window, self._title(window)))
+        return out
+
+    def _title(self, window: Any) -> str:
+        utf8 = self.d.intern_atom("UTF8_STRING")
+        name = window.get_full_property(self.d.intern_atom("_NET_WM_NAME"), utf8)
+        if name is not None and name.value:
+            value = name.value
+            return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+        legacy = window.get_full_property(Xatom.WM_NAME, X.AnyPropertyType)
+        value = legacy.value if legacy is not None else b""
+        return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+    def _titles(self) -> list[str]:
+        try:
+            return [title for _, title in self._clients()]
+        except Exception:
+            return []
+
+    def op_windows(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        return {"windows": self._titles()}
+
+    def op_resize(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        wanted = str(req.get("window") or "")
+        width, height = int(req["width"]), int(req["height"])
+        matches = [(w, t) for w, t in self._clients() if wanted.lower() in t.lower()]
+        if not matches:
+            raise OpError(f"no window whose title contains {wanted!r}")
+        window, title = matches[0]
+        window.configure(width=width, height=height)
+        self.d.sync()
+        return {"title": title, "matches": len(matches)}
+
+    # ------------------------------------------------------------------ input
+    def op_move(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        x, y = self.input._xy(req)
+        xtest.fake_input(self.d, X.MotionNotify, x=x, y=y)
+        self.d.flush()
+        return {}
+
+    def op_click(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        self.input.click(req)
+        return {}
+
+    def op_drag(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        x, y = self.input._xy(req)
+        to_x, to_y = self.input._xy({"x": req.get("to_x"), "y": req.get("to_y")})
+        xtest.fake_input(self.d, X.MotionNotify, x=x, y=y)
+        xtest.fake_input(self.d, X.ButtonPress, 1)
+        steps = 10
+        for i in range(1, steps + 1):
+            xtest.fake_input(
+                self.d,
+                X.MotionNotify,
+                x=x + (to_x - x) * i // steps,
+                y=y + (to_y - y) * i // steps,
+            )
+        xtest.fake_input(self.d, X.ButtonRelease, 1)
+        self.d.flush()
+        return {}
+
+    def op_scroll(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        x, y = self.input._xy(req)
+        button = {"up": 4, "down": 5, "left": 6, "right": 7}.get(str(req.get("direction")))
+        if button is None:
+            raise OpError("direction must be up, down, left or right")
+        amount = int(req.get("amount") or 3)
+        xtest.fake_input(self.d, X.MotionNotify, x=x, y=y)
+        for _ in range(max(1, min(amount, 20))):
+            xtest.fake_input(self.d, X.ButtonPress, button)
+            xtest.fake_input(self.d, X.ButtonRelease, button)
+        self.d.flush()
+        return {}
+
+    def op_type(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        rest = self.input.type_text(req)
+        while rest:
+            rest = self.input.type_text({"text": rest})
+        return {}
+
+    def op_key(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        self.input.key(req)
+        return {}
+
+    # ------------------------------------------------------------------ clipboard
+    def op_clipboard_set(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        text = str(req.get("text") or "")
+        # xclip forks and owns the selection until another client takes it
+        subprocess.run(
+            ["xclip", "-selection", "clipboard", "-i"],
+            input=text.encode(),
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=CLIPBOARD_S,
+            check=True,
+        )
+        return {}
+
+    def op_clipboard_get(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        done = subprocess.run(
+            ["xclip", "-selection", "clipboard", "-o"],
+            env=self.env,
+            capture_output=True,
+            timeout=CLIPBOARD_S,
+            check=False,
+        )
+        return {"text": done.stdout.decode(errors="replace") if done.returncode == 0 else ""}
+
+    # ------------------------------------------------------------------ screenshot
+    def op_screenshot(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._require()
+        before, error = self._password_rects()
+        image = self.screen.grab()
+        after, error_after = self._password_rects()
+        rects = sorted({tuple(r) for r in before + after})
+        png = self.screen.encode_png(image, rects)
+        import base64
+
+        return {
+            "png": base64.b64encode(png).decode(),
+            "width": self.width,
+            "height": self.height,
+            "painted": [list(r) for r in rects],
+            "probe": {
+                "windows": 1,
+                "focused_ok": True,
+                "password_rects": [list(r) for r in rects],
+                "url": "",
+                "title": "",
+                "error": error or error_after,
+            },
+        }
+
+    def _password_rects(self) -> tuple[list[list[int]], str | None]:
+        """Password fields of every application, through AT-SPI (role "password text",
+        showing), in screen pixels; an error string when AT-SPI could not answer."""
+        try:
+            import gi
+
+            gi.require_version("Atspi", "2.0")
+            from gi.repository import Atspi
+        except Exception as exc:
+            return [], f"AT-SPI is unavailable: {exc}"
+        rects: list[list[int]] = []
+        try:
+            desktop = Atspi.get_desktop(0)
+            stack = [desktop.get_child_at_index(i) for i in range(desktop.get_child_count())]
+            seen = 0
+            while stack and seen < 5000:
+                node = stack.pop()
+                seen += 1
+                if node is None:
+                    continue
+                states = node.get_state_set()
+                if (
+                    not states.contains(Atspi.StateType.SHOWING)
+                    and node.get_role_name() != "application"
+                ):
+                    continue
+                if node.get_role() == Atspi.Role.PASSWORD_TEXT:
+                    box = node.get_extents(Atspi.CoordType.SCREEN)
+                    rects.append([box.x - 2, box.y - 2, box.width + 4, box.height + 4])
+                    continue
+                stack.extend(
+                    node.get_child_at_index(i) for i in range(min(node.get_child_count(), 500))
+                )
+        except Exception as exc:
+            return rects, f"AT-SPI failed: {exc}"
+        return rects, None
+
+    def op_vnc(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req.get("restart") and self.started and not self.vnc.status().get("running"):
+            self.vnc.start(DISPLAY)
+        return self.vnc.status()
+
+    def shutdown(self) -> None:
+        self.vnc.stop()
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.kill()
+
+
+def _ms(t0: float) -> float:
+    return round((time.monotonic() - t0) * 1000, 1)
+
+
+def write(obj: dict[str, Any]) -> None:
+    sys.stdout.buffer.write(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def main() -> int:
+    desktop = Desktop()
+    ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        name[3:]: getattr(desktop, name) for name in dir(desktop) if name.startswith("op_")
+    }
+    signal.signal(signal.SIGTERM, lambda *_: (desktop.shutdown(), os._exit(0)))
+    log("desktop agent ready")
+    try:
+        for raw in sys.stdin.buffer:
+            if not raw.strip():
+                continue
+            req_id: Any = None
+            try:
+                req = json.loads(raw)
+                req_id = req.get("id")
+                handler = ops.get(str(req.get("op")))
+                if handler is None:
+                    raise OpError(f"unknown op {req.get('op')!r}")
+                write({"id": req_id, "ok": True, **handler(req)})
+            except OpError as exc:
+                write({"id": req_id, "ok": False, "error": str(exc)})
+            except Exception as exc:
+                log("op failed:", repr(exc))
+                write({"id": req_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        desktop.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

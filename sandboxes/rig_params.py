@@ -1,0 +1,351 @@
+"""Parameters of the rig tools (SPEC S4.1, S4.1a): a `verb` plus that verb's arguments.
+
+Each verb is one pydantic model with a `verb` Literal; a tool's parameters are the
+discriminated union of its verbs (`VerbUnion`). Validation first checks the verb (an
+unknown or missing one is named with the verbs allowed), then that verb's model, so
+every error names the verb and the parameter. Elements of a page are addressed by a
+`ref` from the last `extract a11y` snapshot, or by ARIA `role` + accessible `name`;
+never by CSS or XPath written by the model (a selector language reaches into other
+engines: `xpath=`, `_react=`, `internal:` ..., which is more than an agent needs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, RootModel, ValidationError, model_validator
+
+from sandboxes.errors import ParamError
+from sandboxes.keys import KeyVerdict, check_key
+from sandboxes.params import TYPE_MAX_CHARS, Int, Params, describe_errors
+from sandboxes.urls import URL_MAX_BYTES
+
+ENGINES_REFUSED = {
+    "firefox": "Playwright's Firefox build cannot be installed from this host's package "
+    "sources (only Debian's Chromium can); use engine 'chromium'",
+    "webkit": "Playwright's WebKit build cannot be installed from this host's package "
+    "sources (only Debian's Chromium can); use engine 'chromium'",
+}
+REF_PATTERN = r"^(?:f[0-9]{1,4})?e[0-9]{1,7}$"
+ROLE_PATTERN = r"^[a-z]{2,24}$"
+CLIPBOARD_MAX_CHARS = 10_000
+
+Ref = Annotated[
+    str | None,
+    Field(pattern=REF_PATTERN, description="Element ref from the last extract a11y, e.g. e12."),
+]
+Role = Annotated[
+    str | None,
+    Field(pattern=ROLE_PATTERN, description="ARIA role (button, link, textbox ...) with name."),
+]
+Name = Annotated[
+    str | None,
+    Field(min_length=1, max_length=256, description="Exact accessible name, with role."),
+]
+
+
+class _Verb(Params):
+    verb: str
+
+
+class _Target(_Verb):
+    """An element: `ref`, or `role` + `name`; exactly one way."""
+
+    ref: Ref = None
+    role: Role = None
+    name: Name = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> _Target:
+        if self.ref is not None and (self.role is not None or self.name is not None):
+            raise ValueError("ref: give either ref or role + name, not both")
+        if self.ref is None and (self.role is None or self.name is None):
+            raise ValueError("ref: required (or role and name together)")
+        return self
+
+
+class _Engine(_Verb):
+    engine: Annotated[str, Field(description="Browser engine: chromium.")] = "chromium"
+
+    @model_validator(mode="after")
+    def _chromium_only(self) -> _Engine:
+        if self.engine in ENGINES_REFUSED:
+            raise ValueError(f"engine: {self.engine!r} is refused: {ENGINES_REFUSED[self.engine]}")
+        if self.engine != "chromium":
+            raise ValueError(f"engine: must be 'chromium' (got {self.engine!r})")
+        return self
+
+
+# ------------------------------------------------------------------ browser_use verbs
+
+
+class _BrowserTarget(_Target, _Engine):
+    pass
+
+
+class BrowserNavigate(_Engine):
+    verb: Literal["navigate"]
+    url: Annotated[
+        str,
+        Field(min_length=1, description="navigate: https URL on an allowed host (<= 2000 bytes)."),
+    ]
+
+    @model_validator(mode="after")
+    def _url_bytes(self) -> BrowserNavigate:
+        if len(self.url.encode()) > URL_MAX_BYTES:
+            raise ValueError(f"url: at most {URL_MAX_BYTES} bytes (got {len(self.url.encode())})")
+        return self
+
+
+class BrowserClick(_BrowserTarget):
+    verb: Literal["click"]
+    double: Annotated[bool, Field(description="click: double-click.")] = False
+
+
+class BrowserFill(_BrowserTarget):
+    verb: Literal["fill"]
+    text: Annotated[
+        str,
+        Field(max_length=TYPE_MAX_CHARS, description="fill/type/clipboard_set: the text."),
+    ]
+
+
+class BrowserPress(_Engine):
+    verb: Literal["press"]
+    key: Annotated[
+        str,
+        Field(min_length=1, max_length=64, description="press/key: an allowed key or chord."),
+    ]
+
+    @model_validator(mode="after")
+    def _allowed_key(self) -> BrowserPress:
+        verdict = check_key(self.key)
+        if not verdict.allowed:
+            raise ValueError(f"key: {verdict.message.replace('computer_type', 'fill')}")
+        return self
+
+    @property
+    def verdict(self) -> KeyVerdict:
+        return check_key(self.key)
+
+
+class BrowserSelect(_BrowserTarget):
+    verb: Literal["select"]
+    option: Annotated[
+        str, Field(min_length=1, max_length=256, description="select: the option's label.")
+    ]
+
+
+class BrowserExtract(_Engine):
+    verb: Literal["extract"]
+    mode: Annotated[
+        Literal["a11y", "text", "console"],
+        Field(description="extract: a11y (snapshot with refs), text or console."),
+    ] = "a11y"
+
+
+class BrowserClipboardGet(_Engine):
+    verb: Literal["clipboard_get"]
+
+
+class BrowserClipboardSet(_Engine):
+    verb: Literal["clipboard_set"]
+    text: Annotated[str, Field(max_length=CLIPBOARD_MAX_CHARS)]
+
+
+class BrowserScreenshot(_Engine):
+    verb: Literal["screenshot"]
+
+
+class BrowserBack(_Engine):
+    verb: Literal["back"]
+
+
+class BrowserTabs(_Engine):
+    verb: Literal["tabs"]
+    select: Annotated[
+        Int | None, Field(ge=0, le=19, description="tabs: switch to this tab index.")
+    ] = None
+    close: Annotated[Int | None, Field(ge=0, le=19, description="tabs: close this tab.")] = None
+
+    @model_validator(mode="after")
+    def _one_change(self) -> BrowserTabs:
+        if self.select is not None and self.close is not None:
+            raise ValueError("select: give select or close, not both")
+        return self
+
+
+# ------------------------------------------------------------------ computer_use (desktop)
+
+X = Annotated[Int, Field(ge=0, le=1919, description="Pixels from the left edge.")]
+Y = Annotated[Int, Field(ge=0, le=1199, description="Pixels from the top edge.")]
+
+
+class DesktopMove(_Verb):
+    verb: Literal["move"]
+    x: X
+    y: Y
+
+
+class DesktopClick(_Verb):
+    verb: Literal["click"]
+    x: X
+    y: Y
+    button: Literal["left", "right", "middle"] = "left"
+    double: bool = False
+
+
+class DesktopDrag(_Verb):
+    verb: Literal["drag"]
+    x: X
+    y: Y
+    to_x: Annotated[Int, Field(ge=0, le=1919, description="drag: end point x.")]
+    to_y: Annotated[Int, Field(ge=0, le=1199, description="drag: end point y.")]
+
+
+class DesktopScroll(_Verb):
+    verb: Literal["scroll"]
+    x: X
+    y: Y
+    direction: Literal["up", "down", "left", "right"] = "down"
+    amount: Annotated[Int, Field(ge=1, le=20, description="scroll: wheel steps, 1-20.")] = 3
+
+
+class DesktopType(_Verb):
+    verb: Literal["type"]
+    text: Annotated[str, Field(min_length=1, max_length=TYPE_MAX_CHARS)]
+
+
+class DesktopKey(_Verb):
+    verb: Literal["key"]
+    key: Annotated[str, Field(min_length=1, max_length=64)]
+
+    @model_validator(mode="after")
+    def _allowed_key(self) -> DesktopKey:
+        verdict = check_key(self.key)
+        if not verdict.allowed:
+            raise ValueError(f"key: {verdict.message.replace('computer_type', 'verb type')}")
+        return self
+
+
+class DesktopResize(_Verb):
+    verb: Literal["resize"]
+    window: Annotated[str, Field(min_length=1, max_length=256, description="resize: title.")]
+    width: Annotated[Int, Field(ge=100, le=1920, description="resize: width, 100-1920.")]
+    height: Annotated[Int, Field(ge=100, le=1200, description="resize: height, 100-1200.")]
+
+
+class DesktopClipboardGet(_Verb):
+    verb: Literal["clipboard_get"]
+
+
+class DesktopClipboardSet(_Verb):
+    verb: Literal["clipboard_set"]
+    text: Annotated[str, Field(max_length=CLIPBOARD_MAX_CHARS)]
+
+
+class DesktopScreenshot(_Verb):
+    verb: Literal["screenshot"]
+
+
+# ------------------------------------------------------------------ the unions
+
+
+class VerbUnion(RootModel[Any]):
+    """A tool's parameters: one of `VERBS`, chosen by `verb`. `parse` validates; the
+    advertised schema is an object (MCP needs one) with `verb` and every verb's fields."""
+
+    TOOL: ClassVar[str] = ""
+    VERBS: ClassVar[Mapping[str, type[_Verb]]] = {}
+
+    @classmethod
+    def parse_verbs(cls, arguments: Mapping[str, Any] | None) -> VerbUnion:
+        args = dict(arguments or {})
+        allowed = ", ".join(cls.VERBS)
+        verb = args.get("verb")
+        if verb is None:
+            raise ParamError(f"verb: required, one of {allowed}")
+        if not isinstance(verb, str) or verb not in cls.VERBS:
+            shown = repr(verb) if len(repr(verb)) <= 40 else "a long value"
+            raise ParamError(f"verb: {cls.TOOL} has no verb {shown}; verbs: {allowed}")
+        model = cls.VERBS[verb]
+        try:
+            return cls(model.model_validate(args))
+        except ValidationError as exc:
+            raise ParamError(f"{describe_errors(exc, model)} (verb {verb})") from exc
+
+    @property
+    def verb(self) -> _Verb:
+        value: _Verb = self.root
+        return value
+
+    @classmethod
+    def object_schema(cls) -> dict[str, Any]:
+        properties: dict[str, Any] = {
+            "verb": {"type": "string", "enum": list(cls.VERBS), "description": "What to do."}
+        }
+        defs: dict[str, Any] = {}
+        for model in cls.VERBS.values():
+            schema = model.model_json_schema()
+            defs.update(schema.pop("$defs", {}))
+            for name, prop in schema.get("properties", {}).items():
+                if name == "verb" or name in properties:
+                    continue
+                prop.pop("title", None)
+                properties[name] = prop
+        schema = {
+            "type": "object",
+            "properties": properties,
+            "required": ["verb"],
+            "additionalProperties": False,
+        }
+        if defs:
+            schema["$defs"] = defs
+        return schema
+
+
+class BrowserUseParams(VerbUnion):
+    TOOL = "browser_use"
+    VERBS = {
+        m.model_fields["verb"].annotation.__args__[0]: m  # type: ignore[union-attr]
+        for m in (
+            BrowserNavigate,
+            BrowserClick,
+            BrowserFill,
+            BrowserPress,
+            BrowserSelect,
+            BrowserExtract,
+            BrowserClipboardGet,
+            BrowserClipboardSet,
+            BrowserScreenshot,
+            BrowserBack,
+            BrowserTabs,
+        )
+    }
+
+
+class DesktopUseParams(VerbUnion):
+    TOOL = "computer_use"
+    VERBS = {
+        m.model_fields["verb"].annotation.__args__[0]: m  # type: ignore[union-attr]
+        for m in (
+            DesktopMove,
+            DesktopClick,
+            DesktopDrag,
+            DesktopScroll,
+            DesktopType,
+            DesktopKey,
+            DesktopResize,
+            DesktopClipboardGet,
+            DesktopClipboardSet,
+            DesktopScreenshot,
+        )
+    }
+
+
+class RigCloseParams(Params):
+    rig_id: Annotated[
+        str | None,
+        Field(max_length=64, description="Rig to destroy; default: every rig of yours."),
+    ] = None

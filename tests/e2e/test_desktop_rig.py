@@ -1,0 +1,149 @@
+"""SPEC S4 end to end for the desktop rig (`computer_use`): a real MCP client -> corral mcp
+-> signed loopback -> corral gateway -> the desktop rig container (Xvfb, openbox, Mousepad).
+Effects are read back through the tools (the clipboard, window titles), polled."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import docker
+import httpx
+import mcp_types as types
+import pytest
+
+from orchestrator.config import render_new_agent
+from orchestrator.home import CorralHome
+from sandboxes.fence import unfence
+from tests.e2e.conftest import connect, free_port, wait_until
+from tests.e2e.test_computer_use import image_of, text_of
+from tests.helpers import corral_bin, env_with_home
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+@pytest.fixture
+async def gateway(corral_home: CorralHome) -> AsyncIterator[CorralHome]:
+    port = free_port()
+    corral_home.config_file.write_text(f"[gateway]\nport = {port}\n")
+    path = corral_home.agent_file("alice")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_new_agent("alice").replace("desktop_use = false", "desktop_use = true"))
+    proc = subprocess.Popen(
+        [corral_bin(), "gateway"],
+        env=env_with_home(corral_home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    async def healthy() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"gateway exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
+        try:
+            async with httpx.AsyncClient() as client:
+                return (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        await wait_until(healthy, limit=30)
+        yield corral_home
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+async def use(mcp: Any, verb: str, **arguments: Any) -> types.CallToolResult:
+    result: types.CallToolResult = await mcp.client.call_tool(
+        "computer_use", {"verb": verb, **arguments}
+    )
+    assert not result.is_error, (verb, text_of(result))
+    return result
+
+
+def fenced(result: types.CallToolResult) -> str:
+    text = text_of(result)
+    return unfence(text[text.index("The text between the two UNTRUSTED-DATA markers") :])[1]
+
+
+def desktops(client: docker.DockerClient) -> list[Any]:
+    return client.containers.list(
+        all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-desktop"]}
+    )
+
+
+async def test_every_desktop_verb_through_mcp(
+    gateway: CorralHome, docker_client: docker.DockerClient
+) -> None:
+    async with connect(gateway, "stdio") as mcp:
+        assert {"computer_use", "rig_list", "rig_close"} <= await mcp.tool_names()
+        shot = await use(mcp, "screenshot")
+        assert image_of(shot).size == (1280, 800)
+        assert (shot.structured_content or {}).get("masked") is False, text_of(shot)
+        (container,) = desktops(docker_client)
+        assert container.attrs["HostConfig"]["NetworkMode"] == "none"
+
+        resized = await use(mcp, "resize", window="Mousepad", width=900, height=600)
+        assert "Mousepad" in fenced(resized)
+        await use(mcp, "move", x=400, y=300)
+        await use(mcp, "click", x=400, y=300)
+        await use(mcp, "type", text="hello rig")
+        await use(mcp, "scroll", x=400, y=300, direction="down", amount=2)
+        await use(mcp, "drag", x=500, y=400, to_x=520, to_y=420)  # inside the text area
+
+        async def clipboard_is(expected: str) -> bool:
+            return fenced(await use(mcp, "clipboard_get")) == expected  # a free read
+
+        async def copy_all(expected: str) -> None:
+            """Select all and copy until the clipboard holds `expected` (each round waits
+            up to 3 s: GTK answers the key and the clipboard request asynchronously)."""
+            for _ in range(5):
+                await use(mcp, "key", key="ctrl+a")
+                await use(mcp, "key", key="ctrl+c")
+                with anyio.move_on_after(3):
+                    while not await clipboard_is(expected):
+                        await anyio.sleep(0.05)
+                    return
+            raise AssertionError(f"the document never copied as {expected!r}")
+
+        await copy_all("hello rig")
+        await use(mcp, "clipboard_set", text="pasted")
+        await wait_until(lambda: clipboard_is("pasted"), limit=20)
+        await use(mcp, "key", key="ctrl+a")
+        await use(mcp, "key", key="ctrl+v")  # replaces "hello rig" with the clipboard's text
+        # The paste lands when Mousepad has fetched the clipboard (asynchronously); had it
+        # failed, the document would copy as "hello rig!".
+        await use(mcp, "key", key="End")
+        await use(mcp, "type", text="!")
+        await copy_all("pasted!")
+
+        rows = ((await mcp.client.call_tool("rig_list", {})).structured_content or {})["rigs"]
+        assert [(r["surface"], r["state"], r["screen"], r["controller"]) for r in rows] == [
+            ("desktop", "ready", "1280x800", "ai")
+        ]
+        await mcp.client.call_tool("rig_close", {})
+    assert desktops(docker_client) == []
+
+
+async def test_every_invalid_desktop_verb_and_argument_is_named(gateway: CorralHome) -> None:
+    async with connect(gateway, "stdio") as mcp:
+        cases = [
+            ({"verb": "navigate"}, "verb: computer_use has no verb 'navigate'"),
+            ({"verb": "move", "x": 1920, "y": 0}, "x: must be from 0 to 1919 (got 1920)"),
+            ({"verb": "drag", "x": 1, "y": 1, "to_x": 2}, "to_y: required (verb drag)"),
+            ({"verb": "key", "key": "alt+F4"}, "key: key 'alt+F4' is not allowed"),
+            ({"verb": "resize", "window": "x", "width": 50, "height": 100}, "width: must be"),
+        ]
+        for args, expected in cases:
+            result = await mcp.client.call_tool("computer_use", args)
+            assert result.is_error and expected in text_of(result), (args, text_of(result))
