@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import shutil
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -214,6 +215,11 @@ class DockerBackend:
     def start(self, spec: ContainerSpec) -> DockerRun:
         return DockerRun(self, spec)
 
+    async def image_id(self, image: str) -> str:
+        """The id of the image `image` names now (one engine call)."""
+        found = await self.call(lambda: self.client.images.get(image), image=image)
+        return str(found.id)
+
     async def list_managed(self, label_filters: Mapping[str, str]) -> list[ManagedContainer]:
         labels = [f"{LABEL_MANAGED}=true"] + [f"{k}={v}" for k, v in label_filters.items()]
 
@@ -295,8 +301,15 @@ class DockerRun:
         self._container: Container | None = None
         self._stream: Any = None
         self.id = ""
+        self.image_id = ""
 
     async def __aenter__(self) -> DockerRun:
+        await self.open()
+        return self
+
+    async def open(self) -> None:
+        """Create, attach and start (what entering does). A spec with stdin open is also
+        attached on stdin: a warm pool container, which waits for its line there."""
         backend = self._backend
         await backend.ensure_watchdog()
         kwargs = create_kwargs(self._spec)
@@ -306,20 +319,37 @@ class DockerRun:
             )
             assert self._container is not None
             self.id = self._container.id or ""
+            self.image_id = str(self._container.attrs.get("Image", ""))
             # Attach before start so no byte of output is missed; the log driver is "none".
             # attach_socket hands us the socket itself, so we can shut it down and close it.
+            streams = {"stdin": int(self._spec.stdin_open), "stdout": 1, "stderr": 1, "stream": 1}
             self._stream = await backend.call(
-                partial(
-                    backend.client.api.attach_socket,
-                    self.id,
-                    params={"stdout": 1, "stderr": 1, "stream": 1},
-                )
+                partial(backend.client.api.attach_socket, self.id, params=streams)
             )
             await backend.call(self._container.start)
         except BaseException:
             await self._cleanup()
             raise
-        return self
+
+    async def send(self, data: bytes) -> None:
+        """Write `data` to the container's stdin (attached only if the spec opened it)."""
+        if self._stream is None:
+            raise OSError("the container's stream is closed")
+        raw = getattr(self._stream, "_sock", self._stream)
+        await anyio.to_thread.run_sync(raw.sendall, data)
+
+    def ended(self) -> bool:
+        """Whether the attach stream has anything to read, without reading it. A warm
+        container writes nothing before its line comes: readable means it ended (EOF) or
+        is not the blocked shell it should be. No engine call."""
+        if self._stream is None:
+            return True
+        raw = getattr(self._stream, "_sock", self._stream)
+        try:
+            readable, _, _ = select.select([raw], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
     async def __aexit__(
         self,
