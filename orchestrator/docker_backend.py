@@ -215,6 +215,11 @@ class DockerBackend:
     def start(self, spec: ContainerSpec) -> DockerRun:
         return DockerRun(self, spec)
 
+    async def is_running(self, container_id: str) -> bool:
+        """Whether the container exists and runs (one engine call)."""
+        state = await self.call(self.client.api.inspect_container, container_id)
+        return bool(state.get("State", {}).get("Running"))
+
     async def image_id(self, image: str) -> str:
         """The id of the image `image` names now (one engine call)."""
         found = await self.call(lambda: self.client.images.get(image), image=image)

@@ -63,6 +63,7 @@ class WarmContainer:
     run_: DockerRun
     workspace: str
     session: str
+    pool: WarmPool
     _done: bool = field(default=False)
 
     @property
@@ -71,11 +72,17 @@ class WarmContainer:
 
     @contextlib.asynccontextmanager
     async def run(self, language: str, hard_cap_seconds: int) -> AsyncIterator[DockerRun]:
+        """Start the script. Left normally (the script's container has exited: the caller
+        waited for it), the stopped container is removed in the background, off the
+        caller's time; left by an error or a cancellation, it is removed before this
+        returns, as a cold run's is."""
+        await self.run_.send(warm_signal(language, hard_cap_seconds))
         try:
-            await self.run_.send(warm_signal(language, hard_cap_seconds))
             yield self.run_
-        finally:
+        except BaseException:
             await self.discard()
+            raise
+        self.pool._remove_later(self)
 
     async def discard(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -117,10 +124,10 @@ class WarmPool:
             if entry.run_.ended():
                 self._drop(entry)
                 continue
-            try:
-                current = await self.backend.image_id(self.settings.image)
-            except CorralError:
-                current = None
+            current, running = await self._look(entry)
+            if not running:
+                self._drop(entry)
+                continue
             if current != entry.run_.image_id:
                 self._drop(entry)
                 while self._ready:
@@ -129,10 +136,34 @@ class WarmPool:
             return entry
         return None
 
+    async def _look(self, entry: WarmContainer) -> tuple[str | None, bool]:
+        """The configured image's id now (None: unknown) and whether `entry` still runs,
+        asked of the engine side by side (two short calls, one round trip's time)."""
+        found: dict[str, object] = {}
+
+        async def image() -> None:
+            with contextlib.suppress(CorralError):
+                found["image"] = await self.backend.image_id(self.settings.image)
+
+        async def state() -> None:
+            with contextlib.suppress(CorralError):
+                found["running"] = await self.backend.is_running(entry.id)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(image)
+            tg.start_soon(state)
+        image_id = found.get("image")
+        return (image_id if isinstance(image_id, str) else None), found.get("running") is True
+
     def _drop(self, entry: WarmContainer) -> None:
         self.discarded += 1
-        if self._tg is not None:
-            self._tg.start_soon(entry.discard)
+        self._remove_later(entry)
+
+    def _remove_later(self, entry: WarmContainer) -> None:
+        """Remove `entry` in the pool's task group: `close` waits for it (shielded)."""
+        if self._tg is None:
+            raise RuntimeError("the warm pool is closed")
+        self._tg.start_soon(entry.discard)
 
     async def _create(self) -> WarmContainer:
         workspace = await anyio.to_thread.run_sync(_make_workspace, self.settings.work_dir)
@@ -155,7 +186,7 @@ class WarmPool:
                 await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
             raise
         self.created += 1
-        return WarmContainer(run, workspace, session)
+        return WarmContainer(run, workspace, session, self)
 
     async def _refill(self) -> None:
         while True:

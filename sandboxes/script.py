@@ -321,9 +321,10 @@ async def _run_pooled(
                     session=session,
                     warm=claimed is not None,
                 )
-            finally:
+            except BaseException:
                 if claimed is not None:
-                    await claimed.discard()  # already gone unless the run never started
+                    await claimed.discard()  # already done if its run had started
+                raise
     except SandboxBusy as exc:
         ctx.audit.record("script_busy", ctx.agent, {"reason": str(exc)})
         raise
