@@ -282,6 +282,8 @@ def remove_and_wait(client: docker.DockerClient, container_id: str) -> None:
     except docker.errors.APIError as exc:
         if exc.status_code != 409:
             raise
+    else:
+        return  # a forced remove answers once the container is gone
     with contextlib.suppress(docker.errors.NotFound):
         client.api.wait(container_id, condition="removed", timeout=30)
 
