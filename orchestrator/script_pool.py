@@ -82,7 +82,8 @@ class WarmContainer:
         except BaseException:
             await self.discard()
             raise
-        self.pool._remove_later(self)
+        if not self.pool._remove_later(self):
+            await self.discard()  # the pool closed while this ran: remove it here
 
     async def discard(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -122,16 +123,16 @@ class WarmPool:
         while self._ready:
             entry = self._ready.popleft()
             if entry.run_.ended():
-                self._drop(entry)
+                await self._drop(entry)
                 continue
             current, running = await self._look(entry)
             if not running:
-                self._drop(entry)
+                await self._drop(entry)
                 continue
             if current != entry.run_.image_id:
-                self._drop(entry)
+                await self._drop(entry)
                 while self._ready:
-                    self._drop(self._ready.popleft())
+                    await self._drop(self._ready.popleft())
                 return None
             return entry
         return None
@@ -155,15 +156,18 @@ class WarmPool:
         image_id = found.get("image")
         return (image_id if isinstance(image_id, str) else None), found.get("running") is True
 
-    def _drop(self, entry: WarmContainer) -> None:
+    async def _drop(self, entry: WarmContainer) -> None:
         self.discarded += 1
-        self._remove_later(entry)
+        if not self._remove_later(entry):
+            await entry.discard()
 
-    def _remove_later(self, entry: WarmContainer) -> None:
-        """Remove `entry` in the pool's task group: `close` waits for it (shielded)."""
+    def _remove_later(self, entry: WarmContainer) -> bool:
+        """Remove `entry` in the pool's task group, which `close` waits for (the removal is
+        shielded); False if the pool is closed (the caller removes it then)."""
         if self._tg is None:
-            raise RuntimeError("the warm pool is closed")
+            return False
         self._tg.start_soon(entry.discard)
+        return True
 
     async def _create(self) -> WarmContainer:
         workspace = await anyio.to_thread.run_sync(_make_workspace, self.settings.work_dir)
