@@ -86,12 +86,17 @@ class WarmContainer:
             await self.discard()  # the pool closed while this ran: remove it here
 
     async def discard(self) -> None:
+        """Remove the container and its workspace (idempotent, shielded). An engine that
+        fails the removal is logged, not raised: the pool's task group must live on, and
+        the owner's watchdog or `corral reap` removes what is left."""
         with anyio.CancelScope(shield=True):
             if self._done:
                 return
             self._done = True
             try:
                 await self.run_._cleanup()
+            except CorralError as exc:
+                logger.warning("warm pool: could not remove %s: %s", self.id[:12], exc)
             finally:
                 await anyio.to_thread.run_sync(shutil.rmtree, self.workspace, True)
 
@@ -197,7 +202,7 @@ class WarmPool:
             while len(self._ready) < self.settings.size:
                 try:
                     entry = await self._create()
-                except CorralError as exc:
+                except (CorralError, OSError) as exc:
                     logger.warning("warm pool: could not create a container: %s", exc)
                     self._wake = anyio.Event()
                     with anyio.move_on_after(RETRY_SECONDS):

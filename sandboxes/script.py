@@ -239,10 +239,9 @@ async def execute_program(
     before this returns (none after). `hard_cap_seconds` exists so a test can prove the
     hard cap fires on its own; callers leave it at 600.
     """
-    pool = ctx.pool if isinstance(ctx.sandbox, ScriptSettings) else None
-    if pool is not None and isinstance(ctx.sandbox, ScriptSettings):
+    if ctx.pool is not None and isinstance(ctx.sandbox, ScriptSettings):
         pooled = await _run_pooled(
-            params, ctx, ctx.sandbox, pool, on_output, hard_cap_seconds, events
+            params, ctx, ctx.sandbox, ctx.pool, on_output, hard_cap_seconds, events
         )
         if isinstance(pooled, ScriptResult):
             return pooled
