@@ -130,7 +130,11 @@ class WarmPool:
             if entry.run_.ended():
                 await self._drop(entry)
                 continue
-            current, running = await self._look(entry)
+            try:
+                current, running = await self._look(entry)
+            except BaseException:  # the call was cancelled: the entry is no one's now
+                await self._drop(entry)
+                raise
             if not running:
                 await self._drop(entry)
                 continue
