@@ -1,19 +1,25 @@
-"""Benchmark: wall time of a `print(1)` script through corral, raw `docker run`, and the host.
+"""Benchmark: wall time of a `print(1)` script through corral (warm pool and cold), raw
+`docker run`, and the host.
 
 Run from the repository root:
 
     .venv/bin/python bench/execute_program.py [--runs 30] [--write docs/benchmarks.md]
 
-Three paths, interleaved: WARMUP uncounted rounds, then --runs timed rounds, each round
-running every path once in rotating order (so drift in the machine's speed hits all three):
+Four paths, interleaved: WARMUP uncounted rounds, then --runs timed rounds, each round
+running every path once in rotating order (so drift in the machine's speed hits them all):
 
-1. corral: `sandboxes.script.execute_program` with a runtime from `open_runtime`,
-   all calls in one process and one event loop (what a gateway process pays per call);
-2. raw docker: `docker run --rm` through the CLI with the same isolation flags;
-3. host: `python3 -c 'print(1)'`, no container at all.
+1. corral warm: `sandboxes.script.execute_program` with a runtime from
+   `open_runtime(..., warm=True)` (what a `corral mcp` server has: a warm pool of 2);
+2. corral cold: the same with no pool (what `corral run` and `warm = 0` pay);
+3. raw docker: `docker run --rm` through the CLI with the same isolation flags;
+4. host: `python3 -c 'print(1)'`, no container at all.
 
-Every run's output must be "1", and no container labelled corral.managed=true may be
-left at the end; either failure stops the benchmark with a non-zero exit.
+Before every timed call the warm pool is let settle (full, and the last call's container
+removed), so its background work never overlaps a timed call of any path.
+
+Every run's output must be "1", and no corral.managed=true container of this benchmark
+(owned by its process, or one of its raw docker runs) may be left at the end; either
+failure stops the benchmark with a non-zero exit.
 """
 
 from __future__ import annotations
@@ -45,8 +51,8 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.home import CorralHome
-from orchestrator.runtime import open_runtime
-from sandboxes.script import ScriptContext, execute_program
+from orchestrator.runtime import Runtime, open_runtime
+from sandboxes.script import execute_program
 from sandboxes.script_policy import parse_params
 
 CODE = "print(1)"
@@ -113,15 +119,22 @@ def check_output(path: str, run: int, exit_code: int | None, output: str, stderr
 
 
 def managed_containers() -> list[str]:
-    out = docker_cli(
-        "ps",
-        "-a",
-        "--filter",
-        f"label={MANAGED_LABEL}",
-        "--format",
-        "{{.ID}} {{.Names}} {{.Status}}",
-    )
-    return [line for line in out.splitlines() if line.strip()]
+    """corral containers of this benchmark: owned by this process, or its raw docker runs.
+    (The engine may be shared: another live corral's containers are not ours to count.)"""
+    found: list[str] = []
+    for label in (f"corral.owner.pid={os.getpid()}", "corral.kind=bench"):
+        out = docker_cli(
+            "ps",
+            "-a",
+            "--filter",
+            f"label={MANAGED_LABEL}",
+            "--filter",
+            f"label={label}",
+            "--format",
+            "{{.ID}} {{.Names}} {{.Status}}",
+        )
+        found += [line for line in out.splitlines() if line.strip()]
+    return found
 
 
 def describe_machine() -> Machine:
@@ -135,10 +148,11 @@ def describe_machine() -> Machine:
 
 # --- the three paths ------------------------------------------------------------------
 
-CORRAL = "corral execute_program"
+WARM = "corral execute_program, warm pool"
+CORRAL = "corral execute_program, cold"
 RAW_DOCKER = "raw docker run --rm"
 HOST = "host python3 -c"
-PATH_NAMES = (CORRAL, RAW_DOCKER, HOST)
+PATH_NAMES = (WARM, CORRAL, RAW_DOCKER, HOST)
 
 # One timed call: takes the run index, returns seconds (output already checked).
 TimedCall = Callable[[int], Awaitable[float]]
@@ -191,19 +205,39 @@ def subprocess_call(name: str, argv: Sequence[str]) -> TimedCall:
     return call
 
 
-def corral_call(ctx: ScriptContext) -> TimedCall:
+def corral_call(name: str, runtime: Runtime) -> TimedCall:
     params = parse_params({"code": CODE})
+    ctx = runtime.script_context("bench")
 
     async def call(run: int) -> float:
         started = time.perf_counter()
         result = await execute_program(params, ctx)
         elapsed = time.perf_counter() - started
         if not result.sandboxed:
-            raise BenchError(f"{CORRAL} run {run}: the script ran unsandboxed")
-        check_output(CORRAL, run, result.exit_code, result.output)
+            raise BenchError(f"{name} run {run}: the script ran unsandboxed")
+        warm = runtime.audit.read()[-1]["details"]["warm"]
+        if warm is not (runtime.pool is not None):
+            raise BenchError(f"{name} run {run}: expected warm={runtime.pool is not None}")
+        check_output(name, run, result.exit_code, result.output)
         return elapsed
 
     return call
+
+
+async def settle(runtime: Runtime) -> None:
+    """Wait (polled, bounded) until the pool is full and holds every container of its
+    owner: no refill or removal is under way."""
+    pool = runtime.pool
+    assert pool is not None
+    mine = {"corral.instance": runtime.owner.instance_id}
+    with anyio.fail_after(60):
+        while True:
+            idle = pool.idle_ids()
+            if len(idle) == pool.settings.size:
+                listed = {c.id for c in await runtime.backend.list_managed(mine)}
+                if listed == idle:
+                    return
+            await anyio.sleep(0.02)
 
 
 async def interleaved_samples(
@@ -211,15 +245,17 @@ async def interleaved_samples(
 ) -> dict[str, list[float]]:
     """WARMUP + `runs` rounds; each round runs every path once, in rotating order."""
     samples: dict[str, list[float]] = {name: [] for name in PATH_NAMES}
-    async with open_runtime(home) as runtime:
+    async with open_runtime(home) as cold, open_runtime(home, warm=True) as warm:
         calls: dict[str, TimedCall] = {
-            CORRAL: corral_call(runtime.script_context("bench")),
+            WARM: corral_call(WARM, warm),
+            CORRAL: corral_call(CORRAL, cold),
             RAW_DOCKER: subprocess_call(RAW_DOCKER, docker_argv(str(raw_workspace))),
             HOST: subprocess_call(HOST, [host_python(), "-c", CODE]),
         }
         for run in range(WARMUP + runs):
             shift = run % len(PATH_NAMES)
             for name in PATH_NAMES[shift:] + PATH_NAMES[:shift]:
+                await settle(warm)
                 elapsed = await calls[name](run)
                 if run >= WARMUP:
                     samples[name].append(elapsed * 1000)
@@ -251,6 +287,7 @@ def ratio(result: PathResult, baseline: PathResult) -> str:
 
 
 def table_rows(results: Sequence[PathResult], baseline: PathResult) -> list[list[str]]:
+    host = results[PATH_NAMES.index(HOST)]
     return [
         [
             r.name,
@@ -259,12 +296,13 @@ def table_rows(results: Sequence[PathResult], baseline: PathResult) -> list[list
             f"{r.p95:.1f}",
             f"{r.minimum:.1f}",
             ratio(r, baseline),
+            ratio(r, host),
         ]
         for r in results
     ]
 
 
-HEADERS = ("path", "runs", "p50 ms", "p95 ms", "min ms", "vs raw docker")
+HEADERS = ("path", "runs", "p50 ms", "p95 ms", "min ms", "vs raw docker", "vs host")
 
 
 def print_report(machine: Machine, results: Sequence[PathResult], baseline: PathResult) -> None:
@@ -280,7 +318,8 @@ def print_report(machine: Machine, results: Sequence[PathResult], baseline: Path
     )
     console.print(table)
     console.print(
-        "[dim]p50/p95: nearest-rank percentiles; 'vs raw docker' is the ratio of p50s.[/dim]"
+        "[dim]p50/p95: nearest-rank percentiles; 'vs raw docker' and 'vs host' are ratios "
+        "of p50s.[/dim]"
     )
 
 
@@ -301,16 +340,25 @@ def markdown_section(
     return f"""{SECTION_START}
 ## execute_program: `{CODE}` wall time
 
-Wall time of one `{CODE}` Python script as the caller sees it, three ways. The paths are
+Wall time of one `{CODE}` Python script as the caller sees it, four ways. The paths are
 interleaved: {WARMUP} warm-up rounds (not counted), then {runs} timed rounds, each round running
 every path once in rotating order, so drift in the machine's speed during the run hits all
-three alike.
+four alike. Before every timed call (of any path) the warm pool is let settle: full, and the
+previous warm call's container removed, so no background work overlaps a timed call.
 
-- **corral execute_program**: `sandboxes.script.execute_program` with a runtime from
-  `orchestrator.runtime.open_runtime`, every call in one process and one event loop, each
-  call timed with `time.perf_counter`. Per call corral checks the engine and image, writes
-  the script to a private workspace, creates, attaches, starts, waits for and removes the
-  container (in-container `timeout` hard cap, stderr merged into stdout), and audits the run.
+- **corral execute_program, warm pool**: `sandboxes.script.execute_program` with a runtime
+  from `orchestrator.runtime.open_runtime(home, warm=True)` and the default
+  `[container.sandbox] warm = 2` (what a `corral mcp` server has), every call in one process
+  and one event loop, each call timed with `time.perf_counter`. Per call corral takes a
+  slot, claims a pre-created container (asking the engine, side by side, whether it still
+  runs and the image's current id), writes the script into its workspace, sends the line
+  that starts it, reads the output, waits for the exit and audits the run; the exited
+  container is removed, and the pool refilled, in the background after the call returns.
+  Each call must be audited `warm: true`.
+- **corral execute_program, cold**: the same with no pool (`corral run`, or `warm = 0`):
+  per call corral checks the engine and image, writes the script to a private workspace,
+  creates, attaches, starts, waits for and removes the container (in-container `timeout`
+  hard cap, stderr merged into stdout), and audits the run.
 - **raw docker run --rm**: the docker CLI (started afresh each run, which is part of the
   time) with the same isolation flags, `{DIR_PLACEHOLDER}` being a directory holding `main.py`:
 
@@ -321,7 +369,8 @@ three alike.
 - **host python3 -c**: `python3 -c '{CODE}'` on the host, no container.
 
 p50 and p95 are nearest-rank percentiles (the ⌈p/100 · n⌉-th smallest of the n samples);
-"vs raw docker" is each path's p50 divided by raw docker's p50.
+"vs raw docker" and "vs host" are each path's p50 divided by raw docker's and by the host's.
+Targets (issue 14): warm ≤ 1.5x host, cold ≤ 1.00x raw docker.
 
 Command (from the repository root):
 

@@ -99,7 +99,7 @@ class CorralMCP:
     @asynccontextmanager
     async def _lifespan(self, _: Server[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
         async with (
-            open_runtime(self.home) as runtime,
+            open_runtime(self.home, warm=True) as runtime,
             gateway_client() as http,
             anyio.create_task_group() as tg,
         ):

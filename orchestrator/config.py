@@ -106,6 +106,8 @@ class SandboxConfig(_Model):
     # Calls that may wait for a slot in one MCP server, and for how long each.
     max_queued: Annotated[int, Field(ge=0, le=1000)] = 32
     queue_timeout_seconds: Annotated[int, Field(ge=0, le=600)] = 60
+    # Script containers each `corral mcp` process keeps created ahead (0: none).
+    warm: Annotated[int, Field(ge=0, le=16)] = 2
 
     _image = field_validator("image", "base_image")(_check_image)
 

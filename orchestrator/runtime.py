@@ -6,7 +6,7 @@ Read from the environment only by the CLI entry point, then passed down.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 
 from orchestrator.audit import AuditLog
@@ -15,8 +15,9 @@ from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
 from orchestrator.owner import Owner
+from orchestrator.script_pool import PoolSettings, WarmPool, open_pool
 from orchestrator.script_slots import ScriptSlots, host_default_max_concurrent
-from sandboxes.script import InvalidSettings, ScriptContext, ScriptSettings
+from sandboxes.script import InvalidSettings, ScriptContext, ScriptSettings, script_user
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class Runtime:
     backend: DockerBackend
     audit: AuditLog
     slots: ScriptSlots | None = None
+    pool: WarmPool | None = None  # only where it pays: `open_runtime(..., warm=True)`
 
     def sandbox_config(self) -> SandboxConfig | ConfigError:
         if isinstance(self.config, ConfigError):
@@ -51,6 +53,7 @@ class Runtime:
             sandbox=settings,
             agent=agent,
             slots=self.slots,
+            pool=self.pool,
         )
 
 
@@ -65,8 +68,28 @@ def slots_for(home: CorralHome, config: CorralConfig) -> ScriptSlots:
     )
 
 
+def pool_for(
+    home: CorralHome, config: CorralConfig | ConfigError, backend: DockerBackend, *, warm: bool
+) -> AbstractAsyncContextManager[WarmPool | None]:
+    """The warm pool (`[container.sandbox] warm`), or none: not asked for, `warm = 0`, or
+    the config is invalid (then every call is refused anyway)."""
+    if not warm or isinstance(config, ConfigError) or config.container.sandbox.warm == 0:
+        return nullcontext(None)
+    sandbox = config.container.sandbox
+    settings = PoolSettings(
+        image=sandbox.image,
+        size=sandbox.warm,
+        work_dir=home.work_dir,
+        user=script_user(),
+        tmp_size_mb=sandbox.tmp_size_mb,
+    )
+    return open_pool(backend, settings)
+
+
 @asynccontextmanager
-async def open_runtime(home: CorralHome) -> AsyncIterator[Runtime]:
+async def open_runtime(home: CorralHome, *, warm: bool = False) -> AsyncIterator[Runtime]:
+    """`warm=True` (a long-lived server: `corral mcp`) keeps a warm pool of script
+    containers while the runtime is open; a one-shot command leaves it off."""
     home.ensure()
     try:
         config: CorralConfig | ConfigError = load_config(home.config_file)
@@ -75,13 +98,15 @@ async def open_runtime(home: CorralHome) -> AsyncIterator[Runtime]:
     docker_host = None if isinstance(config, ConfigError) else config.container.docker_host
     backend = DockerBackend(Owner.current(), docker_host)
     try:
-        yield Runtime(
-            home=home,
-            config=config,
-            owner=backend.owner,
-            backend=backend,
-            audit=AuditLog(home.audit_file),
-            slots=None if isinstance(config, ConfigError) else slots_for(home, config),
-        )
+        async with pool_for(home, config, backend, warm=warm) as pool:
+            yield Runtime(
+                home=home,
+                config=config,
+                owner=backend.owner,
+                backend=backend,
+                audit=AuditLog(home.audit_file),
+                slots=None if isinstance(config, ConfigError) else slots_for(home, config),
+                pool=pool,
+            )
     finally:
         await backend.close()

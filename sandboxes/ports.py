@@ -148,6 +148,33 @@ class ContainerBackend(Protocol):
         """Force-remove and wait until it is gone; a container already gone is not an error."""
 
 
+class WarmScript(Protocol):
+    """A claimed warm pool container (issue 14): created ahead with the S1.2 spec and an
+    empty private workspace, blocked until told which script to run. Used once."""
+
+    workspace: str  # the host directory mounted read-only at /workspace; write the script here
+    session: str  # its `corral.session` label
+
+    def run(
+        self, language: str, hard_cap_seconds: int
+    ) -> AbstractAsyncContextManager[RunningContainer]:
+        """`async with claimed.run(language, cap) as running:` starts the script (its hard
+        cap counted from now); leaving the block removes the container and the workspace,
+        shielded. A claimed container that is never run is removed with `discard`."""
+
+    async def discard(self) -> None:
+        """Remove the container and its workspace without running it (idempotent)."""
+
+
+class ScriptPool(Protocol):
+    """K script containers created ahead, refilled in the background (issue 14)."""
+
+    async def claim(self) -> WarmScript | None:
+        """A live container of the current image, or None (empty, or every idle one was
+        stale): the caller takes the cold path. Never a container that died or whose image
+        id is no longer the configured image's."""
+
+
 class Slots(Protocol):
     """How many scripts may run at once: `async with slots.slot():` holds one, or raises
     SandboxBusy when none comes within the configured bounds."""

@@ -22,7 +22,7 @@ import anyio
 from sandboxes.errors import EngineError, SandboxBusy, SandboxUnavailable, UnavailableCode
 from sandboxes.events import NO_EVENTS, PROGRESS_INTERVAL_SECONDS, CallEvents, OutputTail
 from sandboxes.host_exec import HostRun
-from sandboxes.ports import AuditSink, ContainerBackend, ExitInfo, Slots
+from sandboxes.ports import AuditSink, ContainerBackend, ExitInfo, ScriptPool, Slots, WarmScript
 from sandboxes.script_policy import (
     HARD_CAP_SECONDS,
     SCRIPT_FILES,
@@ -117,6 +117,7 @@ class ScriptContext:
     sandbox: ScriptSettings | InvalidSettings
     agent: str = "cli"
     slots: Slots | None = None  # None: no limit (a caller that runs one script at a time)
+    pool: ScriptPool | None = None  # None: every run is cold (`[container.sandbox] warm = 0`)
 
 
 def _is_wsl() -> bool:
@@ -126,15 +127,24 @@ def _is_wsl() -> bool:
         return False
 
 
+def script_user() -> str:
+    """The uid:gid scripts run as on this host (S1.2), cold or warm."""
+    return sandbox_user(os.getuid(), os.getgid(), is_wsl=_is_wsl())
+
+
 def _write_workspace(work_dir: Path, language: str, code: str) -> Path:
     work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     workspace = Path(tempfile.mkdtemp(prefix="exec-", dir=work_dir))
     # The sandbox user (uid 1000 when we are root) must be able to read the script.
     workspace.chmod(0o755)
+    _write_script(workspace, language, code)
+    return workspace
+
+
+def _write_script(workspace: Path, language: str, code: str) -> None:
     script = workspace / SCRIPT_FILES[language][0]
     script.write_text(code, encoding="utf-8")
     script.chmod(0o644)
-    return workspace
 
 
 async def _drive(
@@ -229,35 +239,157 @@ async def execute_program(
     before this returns (none after). `hard_cap_seconds` exists so a test can prove the
     hard cap fires on its own; callers leave it at 600.
     """
+    if ctx.pool is not None and isinstance(ctx.sandbox, ScriptSettings):
+        pooled = await _run_pooled(
+            params, ctx, ctx.sandbox, ctx.pool, on_output, hard_cap_seconds, events
+        )
+        if isinstance(pooled, ScriptResult):
+            return pooled
+        return await _unavailable(pooled, params, ctx, on_output, hard_cap_seconds, events)
     try:
         sandbox = await _check_sandbox(ctx)
     except SandboxUnavailable as exc:
-        ctx.audit.record(
-            "script_sandbox_unavailable",
-            ctx.agent,
-            {"code_name": exc.code.value, "reason": exc.reason},
-        )
-        await events.log("error", "sandbox_unavailable", {"code": exc.code.value})
-        bypass = (
-            isinstance(ctx.sandbox, ScriptSettings)
-            and ctx.sandbox.when_unavailable == "run_unsandboxed"
-        )
-        if not bypass:
-            raise
-        ctx.audit.record(
-            "script_sandbox_bypassed",
-            ctx.agent,
-            {"unavailable": exc.code.value, "language": params.language},
-        )
-        await events.log("warning", "sandbox_bypassed", {"unavailable": exc.code.value})
-        return await _run_on_host(params, ctx, on_output, hard_cap_seconds, events)
+        return await _unavailable(exc, params, ctx, on_output, hard_cap_seconds, events)
     return await _run_in_container(params, ctx, sandbox, on_output, hard_cap_seconds, events)
+
+
+async def _unavailable(
+    exc: SandboxUnavailable,
+    params: ExecuteProgramParams,
+    ctx: ScriptContext,
+    on_output: OutputSink | None,
+    hard_cap_seconds: int,
+    events: CallEvents,
+) -> ScriptResult:
+    """Audit why the sandbox cannot be used; raise it, or run on the host if so configured."""
+    ctx.audit.record(
+        "script_sandbox_unavailable",
+        ctx.agent,
+        {"code_name": exc.code.value, "reason": exc.reason},
+    )
+    await events.log("error", "sandbox_unavailable", {"code": exc.code.value})
+    bypass = (
+        isinstance(ctx.sandbox, ScriptSettings)
+        and ctx.sandbox.when_unavailable == "run_unsandboxed"
+    )
+    if not bypass:
+        raise exc
+    ctx.audit.record(
+        "script_sandbox_bypassed",
+        ctx.agent,
+        {"unavailable": exc.code.value, "language": params.language},
+    )
+    await events.log("warning", "sandbox_bypassed", {"unavailable": exc.code.value})
+    return await _run_on_host(params, ctx, on_output, hard_cap_seconds, events)
+
+
+async def _run_pooled(
+    params: ExecuteProgramParams,
+    ctx: ScriptContext,
+    sandbox: ScriptSettings,
+    pool: ScriptPool,
+    on_output: OutputSink | None,
+    hard_cap_seconds: int,
+    events: CallEvents,
+) -> ScriptResult | SandboxUnavailable:
+    """With a pool: take a slot, then claim a warm container (a live one of the current
+    image proves the engine and the image, so the per-call check is skipped); on a miss,
+    check and run cold in the same slot. The check's failure is returned, not raised, for
+    the caller to handle outside the slot."""
+    slot = contextlib.nullcontext() if ctx.slots is None else ctx.slots.slot()
+    try:
+        async with slot:
+            claimed = await pool.claim()
+            if claimed is None:
+                try:
+                    await ctx.backend.check(sandbox.image)
+                except SandboxUnavailable as exc:
+                    return exc
+                session, start = _cold_start(params, ctx, sandbox, hard_cap_seconds)
+            else:
+                session, start = _warm_start(params, claimed, hard_cap_seconds)
+            try:
+                return await _run_in_slot(
+                    params,
+                    ctx,
+                    start,
+                    on_output,
+                    hard_cap_seconds,
+                    events,
+                    sandboxed=True,
+                    session=session,
+                    warm=claimed is not None,
+                )
+            except BaseException:
+                if claimed is not None:
+                    await claimed.discard()  # already done if its run had started
+                raise
+    except SandboxBusy as exc:
+        ctx.audit.record("script_busy", ctx.agent, {"reason": str(exc)})
+        raise
+
+
+Start = Callable[[], contextlib.AbstractAsyncContextManager[_Execution]]
+
+
+@contextlib.asynccontextmanager
+async def _fresh_workspace(ctx: ScriptContext, params: ExecuteProgramParams) -> AsyncIterator[Path]:
+    """A private workspace holding the script, removed afterwards (shielded)."""
+    workspace = await anyio.to_thread.run_sync(
+        _write_workspace, ctx.work_dir, params.language, params.code
+    )
+    try:
+        yield workspace
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
+
+
+def _cold_start(
+    params: ExecuteProgramParams, ctx: ScriptContext, sandbox: ScriptSettings, hard_cap: int
+) -> tuple[str, Start]:
+    """A fresh workspace and a container created for this call (the cold path)."""
+    session = uuid.uuid4().hex[:12]
+    user = script_user()
+    labels = ctx.backend.labels(kind="script", agent=ctx.agent, session=session)
+
+    @contextlib.asynccontextmanager
+    async def start() -> AsyncIterator[_Execution]:
+        async with _fresh_workspace(ctx, params) as workspace:
+            spec = build_script_spec(
+                image=sandbox.image,
+                language=params.language,
+                workspace_dir=str(workspace),
+                user=user,
+                labels=labels,
+                tmp_size_mb=sandbox.tmp_size_mb,
+                hard_cap_seconds=hard_cap,
+            )
+            async with ctx.backend.start(spec) as running:
+                yield running
+
+    return session, start
+
+
+def _warm_start(
+    params: ExecuteProgramParams, claimed: WarmScript, hard_cap: int
+) -> tuple[str, Start]:
+    """The claimed container's empty workspace gets the script, then its line starts it."""
+
+    @contextlib.asynccontextmanager
+    async def start() -> AsyncIterator[_Execution]:
+        workspace = Path(claimed.workspace)
+        await anyio.to_thread.run_sync(_write_script, workspace, params.language, params.code)
+        async with claimed.run(params.language, hard_cap) as running:
+            yield running
+
+    return claimed.session, start
 
 
 async def _run(
     params: ExecuteProgramParams,
     ctx: ScriptContext,
-    start: Callable[[Path], contextlib.AbstractAsyncContextManager[_Execution]],
+    start: Start,
     on_output: OutputSink | None,
     hard_cap_seconds: int,
     events: CallEvents,
@@ -265,7 +397,7 @@ async def _run(
     sandboxed: bool,
     session: str,
 ) -> ScriptResult:
-    """Take a slot, write the workspace, drive the execution `start` makes, clean up,
+    """Take a slot, drive the execution `start` makes, clean up,
     report, audit."""
     slot = contextlib.nullcontext() if ctx.slots is None else ctx.slots.slot()
     try:
@@ -288,17 +420,15 @@ async def _run(
 async def _run_in_slot(
     params: ExecuteProgramParams,
     ctx: ScriptContext,
-    start: Callable[[Path], contextlib.AbstractAsyncContextManager[_Execution]],
+    start: Start,
     on_output: OutputSink | None,
     hard_cap_seconds: int,
     events: CallEvents,
     *,
     sandboxed: bool,
     session: str,
+    warm: bool = False,
 ) -> ScriptResult:
-    workspace = await anyio.to_thread.run_sync(
-        _write_workspace, ctx.work_dir, params.language, params.code
-    )
     collector = OutputCollector()
     tail = OutputTail()
     await events.progress(
@@ -308,7 +438,7 @@ async def _run_in_slot(
     started = time.monotonic()
     try:
         with anyio.fail_after(hard_cap_seconds + HOST_BACKSTOP_GRACE):
-            async with start(workspace) as running:
+            async with start() as running:
                 await events.log(
                     "info",
                     "sandbox_started",
@@ -326,9 +456,6 @@ async def _run_in_slot(
             f"the script was not stopped within {hard_cap_seconds} s + "
             f"{HOST_BACKSTOP_GRACE} s; it was force-removed"
         ) from exc
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
     elapsed = time.monotonic() - started
     result = _result(
         params,
@@ -340,7 +467,7 @@ async def _run_in_slot(
         sandboxed,
         host_cap_hit=host_cap.cancelled_caught,
     )
-    _audit_run(ctx, params, result, session)
+    _audit_run(ctx, params, result, session, warm=warm)
     await events.progress("finished", result.summary(), output=tail.take(final=True))
     return result
 
@@ -353,22 +480,7 @@ async def _run_in_container(
     hard_cap_seconds: int,
     events: CallEvents,
 ) -> ScriptResult:
-    session = uuid.uuid4().hex[:12]
-    user = sandbox_user(os.getuid(), os.getgid(), is_wsl=_is_wsl())
-    labels = ctx.backend.labels(kind="script", agent=ctx.agent, session=session)
-
-    def start(workspace: Path) -> contextlib.AbstractAsyncContextManager[_Execution]:
-        spec = build_script_spec(
-            image=sandbox.image,
-            language=params.language,
-            workspace_dir=str(workspace),
-            user=user,
-            labels=labels,
-            tmp_size_mb=sandbox.tmp_size_mb,
-            hard_cap_seconds=hard_cap_seconds,
-        )
-        return ctx.backend.start(spec)
-
+    session, start = _cold_start(params, ctx, sandbox, hard_cap_seconds)
     return await _run(
         params, ctx, start, on_output, hard_cap_seconds, events, sandboxed=True, session=session
     )
@@ -383,15 +495,18 @@ async def _run_on_host(
 ) -> ScriptResult:
     file_name, interpreter = SCRIPT_FILES[params.language]
 
-    def start(workspace: Path) -> contextlib.AbstractAsyncContextManager[_Execution]:
-        argv = ["timeout", "--signal=KILL", str(hard_cap_seconds), *interpreter]
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(workspace),
-            "LANG": "C.UTF-8",
-            "PYTHONUNBUFFERED": "1",
-        }
-        return HostRun([*argv, str(workspace / file_name)], str(workspace), env)
+    @contextlib.asynccontextmanager
+    async def start() -> AsyncIterator[_Execution]:
+        async with _fresh_workspace(ctx, params) as workspace:
+            argv = ["timeout", "--signal=KILL", str(hard_cap_seconds), *interpreter]
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(workspace),
+                "LANG": "C.UTF-8",
+                "PYTHONUNBUFFERED": "1",
+            }
+            async with HostRun([*argv, str(workspace / file_name)], str(workspace), env) as run:
+                yield run
 
     return await _run(
         params, ctx, start, on_output, hard_cap_seconds, events, sandboxed=False, session="host"
@@ -434,7 +549,12 @@ def _result(
 
 
 def _audit_run(
-    ctx: ScriptContext, params: ExecuteProgramParams, result: ScriptResult, session: str
+    ctx: ScriptContext,
+    params: ExecuteProgramParams,
+    result: ScriptResult,
+    session: str,
+    *,
+    warm: bool,
 ) -> None:
     ctx.audit.record(
         "script_executed",
@@ -451,5 +571,6 @@ def _audit_run(
             "truncated": result.truncated,
             "duration_ms": result.duration_ms,
             "sandboxed": result.sandboxed,
+            "warm": warm,
         },
     )

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -122,20 +123,59 @@ def script_command(language: str, hard_cap_seconds: int) -> tuple[str, ...]:
     )
 
 
+def warm_command() -> tuple[str, ...]:
+    """The command of a warm pool container (issue 14): a shell, as the same user under the
+    same limits, that blocks reading one line `LANGUAGE CAP` from its stdin, then `exec`s
+    exactly `script_command(LANGUAGE, CAP)` with stdin from /dev/null (as a cold run's is).
+    The hard cap so counts from the claim, not from the pool's creation, and PID 1 is
+    `timeout` again once the script runs. Anything but a known language and a number ends
+    the container (125) without running anything; stdin closed (the owner died) ends it (0).
+    """
+    branches = []
+    for language in SCRIPT_FILES:
+        argv = script_command(language, 0)
+        assert argv[:2] == ("timeout", "--signal=KILL")
+        rest = shlex.join(argv[3:])
+        branches.append(f'{language}) exec timeout --signal=KILL "$cap" {rest} </dev/null ;;')
+    shim = "\n".join(
+        [
+            "read -r lang cap || exit 0",
+            "case \"$cap\" in ''|*[!0-9]*) exit 125 ;; esac",
+            'case "$lang" in',
+            *branches,
+            "esac",
+            "exit 125",
+        ]
+    )
+    return ("sh", "-c", shim)
+
+
+def warm_signal(language: str, hard_cap_seconds: int) -> bytes:
+    """The line that starts a claimed warm container on `language` (see `warm_command`)."""
+    if language not in SCRIPT_FILES:
+        raise ValueError(f"unknown language {language!r}")
+    return f"{language} {int(hard_cap_seconds)}\n".encode()
+
+
 def build_script_spec(
     *,
     image: str,
-    language: str,
+    language: str | None,
     workspace_dir: str,
     user: str,
     labels: Mapping[str, str],
     tmp_size_mb: int,
     hard_cap_seconds: int = HARD_CAP_SECONDS,
 ) -> ContainerSpec:
-    """Every S1.2 isolation flag at once (the limits themselves: `sandboxes.isolation`)."""
+    """Every S1.2 isolation flag at once (the limits themselves: `sandboxes.isolation`).
+    `language=None` builds a warm pool container: the same spec, but the command waits for
+    `warm_signal` on its stdin (the only other difference: stdin is open)."""
     return locked_down(
         image=image,
-        command=script_command(language, hard_cap_seconds),
+        command=(
+            warm_command() if language is None else script_command(language, hard_cap_seconds)
+        ),
+        stdin_open=language is None,
         labels=labels,
         user=user,
         network=None,

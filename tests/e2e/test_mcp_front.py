@@ -21,7 +21,7 @@ from tests.e2e.conftest import (
     tool_calls,
     wait_until,
 )
-from tests.helpers import COMPUTER_TOOLS
+from tests.helpers import COMPUTER_TOOLS, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -200,6 +200,10 @@ SLOW = "import time\nprint('started', flush=True)\ntime.sleep(120)\n"
 
 
 def _script_containers(client: docker.DockerClient) -> list[object]:
+    """The agent's script containers. Idle warm pool containers are labelled agent
+    `warm-pool` and would hide a claimed one, so the tests that count these run with the
+    pool off (`_cold`); the warm path's cancel and owner death are proven in
+    tests/integration (test_script_lifecycle [warm], test_script_pool)."""
     return client.containers.list(
         ignore_removed=True,
         all=True,
@@ -207,9 +211,14 @@ def _script_containers(client: docker.DockerClient) -> list[object]:
     )
 
 
+def _cold(home: CorralHome) -> None:
+    write_config(home, "[container.sandbox]\nwarm = 0\n")
+
+
 async def test_client_cancel_removes_the_container(
     agent_home: CorralHome, transport: str, docker_client: docker.DockerClient
 ) -> None:
+    _cold(agent_home)
     async with connect(agent_home, transport) as mcp:
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tg:
@@ -224,6 +233,7 @@ async def test_client_cancel_removes_the_container(
 async def test_client_disconnect_mid_run_removes_the_container(
     agent_home: CorralHome, transport: str, docker_client: docker.DockerClient
 ) -> None:
+    _cold(agent_home)
     with anyio.CancelScope() as scope:
         async with connect(agent_home, transport) as mcp, anyio.create_task_group() as tg:
             tg.start_soon(mcp.client.call_tool, "execute_program", {"code": SLOW})

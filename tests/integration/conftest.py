@@ -93,11 +93,47 @@ def sandbox_image(docker_client: docker.DockerClient) -> str:
 
 
 @pytest.fixture
-async def runtime(corral_home: CorralHome, sandbox_image: str) -> AsyncIterator[Runtime]:
-    async with open_runtime(corral_home) as rt:
+def warm() -> int:
+    """`[container.sandbox] warm` for the `runtime` fixture. The S1 test modules override
+    it with both 0 and 2, so every S1 test runs with the pool off and on."""
+    return 0
+
+
+async def pool_full(rt: Runtime) -> None:
+    """Wait (polled, bounded) until the runtime's warm pool holds all its containers."""
+    pool = rt.pool
+    if pool is not None:
+        await wait_until(lambda: len(pool.idle_ids()) == pool.settings.size, limit=60)
+
+
+async def only_idle_pool_left(rt: Runtime) -> None:
+    """Wait (polled, bounded) until the only containers of this runtime are idle warm
+    pool containers: a finished run's container is gone (a warm one is removed just after
+    the call returns), and no other container of this owner exists."""
+    mine = {"corral.instance": rt.owner.instance_id}
+
+    async def others() -> list[str]:
+        idle = rt.pool.idle_ids() if rt.pool is not None else set()
+        return [c.name for c in await rt.backend.list_managed(mine) if c.id not in idle]
+
+    async def none_left() -> bool:
+        return not await others()
+
+    try:
+        await wait_until(none_left, limit=30)
+    except TimeoutError:
+        raise AssertionError(f"containers left behind: {await others()}") from None
+
+
+@pytest.fixture
+async def runtime(corral_home: CorralHome, sandbox_image: str, warm: int) -> AsyncIterator[Runtime]:
+    write_config(corral_home, f"[container.sandbox]\nwarm = {warm}\n")
+    async with open_runtime(corral_home, warm=True) as rt:
+        assert (rt.pool is not None) == (warm > 0)
         yield rt
-        left = await rt.backend.list_managed({"corral.instance": rt.owner.instance_id})
-        assert not left, f"this test left containers behind: {[c.name for c in left]}"
+        await only_idle_pool_left(rt)
+    left = await rt.backend.list_managed({"corral.instance": rt.owner.instance_id})
+    assert not left, f"this test left containers behind: {[c.name for c in left]}"
 
 
 RunScript = Callable[..., Any]
@@ -105,6 +141,9 @@ RunScript = Callable[..., Any]
 
 @pytest.fixture
 def run_script(runtime: Runtime) -> RunScript:
+    """Run one script through `execute_program`; with a pool, only once it is full, and
+    the audit must say the run was warm (so the warm path is what the test proves)."""
+
     async def run(
         code: str,
         *,
@@ -116,9 +155,13 @@ def run_script(runtime: Runtime) -> RunScript:
         params = parse_params(
             {"code": code, "language": language, "timeout_seconds": timeout_seconds}
         )
-        return await execute_program(
+        await pool_full(runtime)
+        result = await execute_program(
             params, runtime.script_context(agent), hard_cap_seconds=hard_cap_seconds
         )
+        executed = [e for e in runtime.audit.read() if e["event"] == "script_executed"]
+        assert executed[-1]["details"]["warm"] is (runtime.pool is not None)
+        return result
 
     return run
 

@@ -21,10 +21,18 @@ from tests.integration.conftest import (
     bridge_gateway,
     control_labels,
     host_addresses,
+    pool_full,
     write_config,
 )
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=[0, 2], ids=["cold", "warm"])
+def warm(request: pytest.FixtureRequest) -> int:
+    """Every isolation claim is proven with the warm pool off and on (issue 14): a warm
+    container is made by the same `build_script_spec`, only its command differs."""
+    return int(request.param)
 
 
 CONNECT_SCRIPT = """
@@ -213,13 +221,16 @@ SETUID_PROBE = (
 
 
 async def test_setuid_binaries_give_no_privilege(
-    corral_home: CorralHome, setuid_image: str, docker_client: docker.DockerClient
+    corral_home: CorralHome, setuid_image: str, docker_client: docker.DockerClient, warm: int
 ) -> None:
-    write_config(corral_home, f'[container.sandbox]\nimage = "{setuid_image}"\n')
-    async with open_runtime(corral_home) as rt:
+    write_config(corral_home, f'[container.sandbox]\nimage = "{setuid_image}"\nwarm = {warm}\n')
+    async with open_runtime(corral_home, warm=True) as rt:
+        await pool_full(rt)
         result = await execute_program(
             parse_params({"code": SETUID_PROBE}), rt.script_context("test")
         )
+    executed = [e for e in rt.audit.read() if e["event"] == "script_executed"]
+    assert executed[-1]["details"]["warm"] is (warm > 0)
     assert result.exit_code == 0, result.output
     assert result.output.strip() == "1000"
     # Control: without no-new-privileges the same exec does become root.

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -26,11 +27,19 @@ from tests.integration.conftest import (
     RunScript,
     corral_bin,
     env_with_home,
+    only_idle_pool_left,
     wait_until,
     write_config,
 )
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=[0, 2], ids=["cold", "warm"])
+def warm(request: pytest.FixtureRequest) -> int:
+    """Every S1 test that runs a script runs with the warm pool off and on (issue 14)."""
+    return int(request.param)
+
 
 SLOW = "import time\nprint('started', flush=True)\ntime.sleep(120)\nprint('never')\n"
 
@@ -44,7 +53,11 @@ async def test_timeout_kills_and_removes_container_and_returns_partial_output(
     assert result.output == "started\n"
     assert 2000 <= result.duration_ms < 20_000
     assert "timed out after 2 s" in result.to_text()
-    assert await runtime.backend.list_managed({"corral.instance": runtime.owner.instance_id}) == []
+    if runtime.pool is None:
+        assert (
+            await runtime.backend.list_managed({"corral.instance": runtime.owner.instance_id}) == []
+        )
+    await only_idle_pool_left(runtime)
 
 
 async def test_hard_cap_fires_on_its_own_when_the_timeout_path_does_not(
@@ -143,14 +156,23 @@ async def test_bash_and_sh_scripts_run_and_report_their_exit_code(run_script: Ru
 
 async def test_cancelling_the_call_removes_the_container(runtime: Runtime) -> None:
     mine = {"corral.instance": runtime.owner.instance_id}
+    running = anyio.Event()
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as tg:
             tg.start_soon(
-                execute_program, parse_params({"code": SLOW}), runtime.script_context("test")
+                partial(
+                    execute_program,
+                    parse_params({"code": SLOW}),
+                    runtime.script_context("test"),
+                    on_output=lambda _: running.set(),
+                )
             )
-            await wait_until(lambda: runtime.backend.list_managed(mine))
+            with anyio.fail_after(30):
+                await running.wait()  # the script runs: its container exists
             scope.cancel()
-    assert await runtime.backend.list_managed(mine) == []
+    if runtime.pool is None:
+        assert await runtime.backend.list_managed(mine) == []
+    await only_idle_pool_left(runtime)
 
 
 async def test_killing_the_calling_process_removes_its_container(
@@ -188,8 +210,10 @@ def _marker_script(marker: Path) -> str:
     )
 
 
-async def _expect_unavailable(home: CorralHome, code: UnavailableCode, marker: Path) -> str:
-    async with open_runtime(home) as rt:
+async def _expect_unavailable(
+    home: CorralHome, code: UnavailableCode, marker: Path, warm: int
+) -> str:
+    async with open_runtime(home, warm=warm > 0) as rt:
         with pytest.raises(SandboxUnavailable) as caught:
             await execute_program(
                 parse_params({"code": _marker_script(marker)}), rt.script_context("agent-x")
@@ -204,7 +228,7 @@ async def _expect_unavailable(home: CorralHome, code: UnavailableCode, marker: P
 
 
 async def test_daemon_not_answering_refuses_to_run_with_the_exact_message(
-    corral_home: CorralHome, tmp_path: Path
+    corral_home: CorralHome, tmp_path: Path, warm: int
 ) -> None:
     dead = tmp_path / "dead.sock"
     sock = socket.socket(socket.AF_UNIX)
@@ -212,7 +236,7 @@ async def test_daemon_not_answering_refuses_to_run_with_the_exact_message(
     sock.close()
     write_config(corral_home, f'[container]\ndocker_host = "unix://{dead}"\n')
     message = await _expect_unavailable(
-        corral_home, UnavailableCode.DAEMON_UNREACHABLE, tmp_path / "marker"
+        corral_home, UnavailableCode.DAEMON_UNREACHABLE, tmp_path / "marker", warm
     )
     assert message == (
         f"Script sandbox unavailable (daemon_unreachable): the Docker engine at unix://{dead} "
@@ -221,11 +245,11 @@ async def test_daemon_not_answering_refuses_to_run_with_the_exact_message(
 
 
 async def test_missing_image_refuses_to_run_and_names_the_build_command(
-    corral_home: CorralHome, tmp_path: Path
+    corral_home: CorralHome, tmp_path: Path, warm: int
 ) -> None:
     write_config(corral_home, '[container.sandbox]\nimage = "corral-test-missing:none"\n')
     message = await _expect_unavailable(
-        corral_home, UnavailableCode.IMAGE_MISSING, tmp_path / "marker"
+        corral_home, UnavailableCode.IMAGE_MISSING, tmp_path / "marker", warm
     )
     assert message.startswith(
         "Script sandbox unavailable (image_missing): the image corral-test-missing:none"
@@ -234,18 +258,18 @@ async def test_missing_image_refuses_to_run_and_names_the_build_command(
 
 
 async def test_invalid_sandbox_config_refuses_to_run(
-    corral_home: CorralHome, tmp_path: Path
+    corral_home: CorralHome, tmp_path: Path, warm: int
 ) -> None:
     write_config(corral_home, '[container.sandbox]\nimage = "Not An Image"\n')
     message = await _expect_unavailable(
-        corral_home, UnavailableCode.INVALID_CONFIG, tmp_path / "marker"
+        corral_home, UnavailableCode.INVALID_CONFIG, tmp_path / "marker", warm
     )
     assert "container.sandbox.image" in message
     assert str(corral_home.config_file) in message
 
 
 async def test_run_unsandboxed_runs_on_the_host_and_audits_every_bypass(
-    corral_home: CorralHome, tmp_path: Path
+    corral_home: CorralHome, tmp_path: Path, warm: int
 ) -> None:
     write_config(
         corral_home,
@@ -253,7 +277,7 @@ async def test_run_unsandboxed_runs_on_the_host_and_audits_every_bypass(
         'script_when_unavailable = "run_unsandboxed"\n',
     )
     marker = tmp_path / "marker"
-    async with open_runtime(corral_home) as rt:
+    async with open_runtime(corral_home, warm=warm > 0) as rt:
         for _ in range(2):
             result = await execute_program(
                 parse_params({"code": _marker_script(marker)}), rt.script_context("agent-y")

@@ -103,6 +103,8 @@ channel = "ops"
         ("max_concurrent = 257", "container.sandbox.max_concurrent", ["less than or equal to 256"]),
         ("max_queued = -1", "container.sandbox.max_queued", ["greater than or equal to 0"]),
         ("max_queued = 1001", "container.sandbox.max_queued", ["less than or equal to 1000"]),
+        ("warm = -1", "container.sandbox.warm", ["greater than or equal to 0"]),
+        ("warm = 17", "container.sandbox.warm", ["less than or equal to 16"]),
         (
             "queue_timeout_seconds = 601",
             "container.sandbox.queue_timeout_seconds",

@@ -1,0 +1,107 @@
+"""The warm pool's container (issue 14): the S1.2 spec of a cold run, only the command
+differs; its shim runs exactly the cold command; `warm = 0` turns the pool off."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import CorralConfig
+from orchestrator.docker_backend import DockerBackend
+from orchestrator.errors import ConfigError
+from orchestrator.home import CorralHome
+from orchestrator.owner import Owner
+from orchestrator.runtime import pool_for
+from sandboxes.ports import ContainerSpec
+from sandboxes.script_policy import (
+    SCRIPT_FILES,
+    build_script_spec,
+    script_command,
+    warm_command,
+    warm_signal,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _spec(language: str | None) -> ContainerSpec:
+    return build_script_spec(
+        image="corral-sandbox:latest",
+        language=language,
+        workspace_dir="/srv/corral/work/warm-abc",
+        user="1000:1000",
+        labels={"corral.managed": "true", "corral.kind": "script"},
+        tmp_size_mb=64,
+    )
+
+
+@pytest.mark.parametrize("language", sorted(SCRIPT_FILES))
+def test_a_warm_container_differs_from_a_cold_one_only_in_its_command_and_open_stdin(
+    language: str,
+) -> None:
+    cold, warm = _spec(language), _spec(None)
+    assert dataclasses.replace(warm, command=cold.command, stdin_open=False) == cold
+    assert warm.command == warm_command() and warm.stdin_open
+
+
+def _shim_runs(tmp_path: Path, line: bytes) -> subprocess.CompletedProcess[bytes]:
+    """Run the shim with a stub `timeout` on PATH that prints the argv it was given."""
+    stub = tmp_path / "timeout"
+    stub.write_text(
+        '#!/bin/sh\nprintf "%s\\n" "$@"\nif read -r rest; then echo "stdin:$rest"; fi\n'
+    )
+    stub.chmod(0o755)
+    return subprocess.run(
+        list(warm_command()),
+        input=line,
+        capture_output=True,
+        timeout=10,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("language", sorted(SCRIPT_FILES))
+def test_the_shim_execs_exactly_the_cold_command_with_the_cap_of_the_claim_and_no_stdin(
+    tmp_path: Path, language: str
+) -> None:
+    done = _shim_runs(tmp_path, warm_signal(language, 17) + b"more input\n")
+    assert done.returncode == 0, done.stderr
+    # What the stub printed is its argv: the cold command after `timeout`, cap 17.
+    assert done.stdout.decode().splitlines() == list(script_command(language, 17)[1:])
+
+
+@pytest.mark.parametrize("line", [b"perl 600\n", b"python\n", b"python 6x0\n", b"python -1\n"])
+def test_the_shim_runs_nothing_on_a_bad_line(tmp_path: Path, line: bytes) -> None:
+    done = _shim_runs(tmp_path, line)
+    assert (done.returncode, done.stdout) == (125, b"")
+
+
+def test_the_shim_exits_quietly_when_its_stdin_closes_unsignalled(tmp_path: Path) -> None:
+    done = _shim_runs(tmp_path, b"")
+    assert (done.returncode, done.stdout) == (0, b"")
+
+
+def test_warm_signal_refuses_an_unknown_language() -> None:
+    with pytest.raises(ValueError):
+        warm_signal("perl", 600)
+    assert shlex.split(warm_signal("python", 600).decode()) == ["python", "600"]
+
+
+@pytest.mark.parametrize(
+    ("warm", "asked", "expected"), [(2, True, True), (0, True, False), (2, False, False)]
+)
+def test_warm_zero_or_a_one_shot_caller_opens_no_pool(
+    corral_home: CorralHome, warm: int, asked: bool, expected: bool
+) -> None:
+    config = CorralConfig.model_validate({"container": {"sandbox": {"warm": warm}}})
+    backend = DockerBackend(Owner.current(), "unix:///nonexistent.sock")
+    opened = pool_for(corral_home, config, backend, warm=asked)
+    assert (not isinstance(opened, contextlib.nullcontext)) is expected
+    invalid = pool_for(corral_home, ConfigError("x", ["bad"]), backend, warm=True)
+    assert isinstance(invalid, contextlib.nullcontext)
