@@ -19,7 +19,7 @@ import anyio
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import RigError
 from orchestrator.kiosk import KioskChannel, load_seccomp
-from orchestrator.kiosk_session import answer, text_block
+from orchestrator.kiosk_session import answer, fresh_clock, text_block
 from orchestrator.screenshots import masked_screenshot
 from sandboxes import rig_params as r
 from sandboxes.events import CallEvents
@@ -184,13 +184,7 @@ async def start_desktop(
         agent=agent,
         width=WIDTH,
         height=HEIGHT,
-        clock=SessionClock(
-            max_actions=cfg.max_actions,
-            idle_timeout=cfg.idle_timeout_seconds,
-            max_lifetime=cfg.max_lifetime_seconds,
-            started=now,
-            last_action=now,
-        ),
+        clock=fresh_clock(cfg, now),
         allowed_domains=tuple(cfg.allowed_domains),
         deny_list=tuple(cfg.deny_list),
         stack=stack,

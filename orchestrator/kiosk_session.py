@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from orchestrator.config import ComputerUseConfig
 from orchestrator.kiosk import KioskChannel
 from sandboxes.ports import Egress
 from sandboxes.session_rules import SessionClock
@@ -49,6 +50,17 @@ class KioskSession:
     @property
     def max_actions(self) -> int:
         return self.clock.max_actions
+
+
+def fresh_clock(cfg: ComputerUseConfig, now: float) -> SessionClock:
+    """A session's (or a rig's) budget and timers, from its agent's computer_use_config."""
+    return SessionClock(
+        max_actions=cfg.max_actions,
+        idle_timeout=cfg.idle_timeout_seconds,
+        max_lifetime=cfg.max_lifetime_seconds,
+        started=now,
+        last_action=now,
+    )
 
 
 def text_block(text: str) -> dict[str, Any]:

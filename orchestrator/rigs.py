@@ -29,7 +29,7 @@ from orchestrator.desktop_rig import DesktopRig, start_desktop
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.kiosk import load_seccomp
-from orchestrator.kiosk_session import answer, text_block
+from orchestrator.kiosk_session import answer, fresh_clock, text_block
 from orchestrator.sessions import EgressFactory, navigable_sites
 from sandboxes.catalogue import BY_NAME, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
@@ -37,7 +37,6 @@ from sandboxes.isolation import kiosk_spec
 from sandboxes.params import validate
 from sandboxes.ports import ContainerBackend
 from sandboxes.rig_params import RigCloseParams, VerbUnion
-from sandboxes.session_rules import SessionClock
 from sandboxes.visibility import decide
 
 logger = logging.getLogger("corral.rigs")
@@ -260,13 +259,7 @@ class RigManager:
             agent=agent,
             width=1280,
             height=800,
-            clock=SessionClock(
-                max_actions=cfg.max_actions,
-                idle_timeout=cfg.idle_timeout_seconds,
-                max_lifetime=cfg.max_lifetime_seconds,
-                started=self.clock(),
-                last_action=self.clock(),
-            ),
+            clock=fresh_clock(cfg, self.clock()),
             allowed_domains=tuple(cfg.allowed_domains),
             deny_list=tuple(cfg.deny_list),
             stack=stack,

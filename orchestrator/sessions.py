@@ -25,7 +25,7 @@ from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.kiosk import KioskChannel, load_seccomp
-from orchestrator.kiosk_session import KioskSession, answer, text_block
+from orchestrator.kiosk_session import KioskSession, answer, fresh_clock, text_block
 from orchestrator.oversight import Oversight, step_of
 from orchestrator.screenshots import masked_screenshot
 from sandboxes.approval_rules import describe_rules
@@ -43,7 +43,6 @@ from sandboxes.params import (
     validate,
 )
 from sandboxes.ports import ContainerBackend, Egress
-from sandboxes.session_rules import SessionClock
 from sandboxes.urls import UrlVerdict, check_url
 from sandboxes.visibility import AgentView, decide
 
@@ -321,13 +320,7 @@ class SessionManager:
             agent=agent,
             width=params.width,
             height=params.height,
-            clock=SessionClock(
-                max_actions=cfg.max_actions,
-                idle_timeout=cfg.idle_timeout_seconds,
-                max_lifetime=cfg.max_lifetime_seconds,
-                started=self.clock(),
-                last_action=self.clock(),
-            ),
+            clock=fresh_clock(cfg, self.clock()),
             allowed_domains=tuple(cfg.allowed_domains),
             deny_list=tuple(cfg.deny_list),
             channel=channel,

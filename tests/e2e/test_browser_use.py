@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import httpx
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -23,7 +22,8 @@ from mcp.shared.exceptions import MCPError
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from sandboxes.fence import unfence
-from tests.e2e.conftest import connect, free_port, wait_until
+from tests.e2e.conftest import connect, wait_until
+from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import image_of, text_of
 from tests.helpers import corral_bin, env_with_home
 from tests.sites import make_certs, start_site
@@ -107,42 +107,14 @@ async def gateway(
     corral_home: CorralHome, rig_sites: tuple[str, str, str]
 ) -> AsyncIterator[CorralHome]:
     ca_file, site_ip, other_ip = rig_sites
-    port = free_port()
-    corral_home.config_file.write_text(
-        f'[gateway]\nport = {port}\n\n[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
+    config = (
+        f'[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
         f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}" }}\n'
     )
     write_rig_agent(corral_home, "alice", allowed_domains=[SITE], deny_list=["bank.corral.test"])
-    proc = subprocess.Popen(
-        [corral_bin(), "gateway"],
-        env=env_with_home(corral_home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-
-    async def healthy() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"gateway exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
-        try:
-            async with httpx.AsyncClient() as client:
-                return (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        await wait_until(healthy, limit=30)
-        GATEWAY_PIDS[corral_home.root] = proc.pid
+    async with running_gateway(corral_home, config) as (_, pid):
+        GATEWAY_PIDS[corral_home.root] = pid
         yield corral_home
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def rigs_of(client: docker.DockerClient, agent: str) -> list[Any]:

@@ -4,63 +4,31 @@ Effects are read back through the tools (the clipboard, window titles), polled."
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import docker
-import httpx
 import mcp_types as types
 import pytest
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from sandboxes.fence import unfence
-from tests.e2e.conftest import connect, free_port, wait_until
+from tests.e2e.conftest import connect, wait_until
+from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import image_of, text_of
-from tests.helpers import corral_bin, env_with_home
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture
 async def gateway(corral_home: CorralHome) -> AsyncIterator[CorralHome]:
-    port = free_port()
-    corral_home.config_file.write_text(f"[gateway]\nport = {port}\n")
     path = corral_home.agent_file("alice")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_new_agent("alice").replace("desktop_use = false", "desktop_use = true"))
-    proc = subprocess.Popen(
-        [corral_bin(), "gateway"],
-        env=env_with_home(corral_home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-
-    async def healthy() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"gateway exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
-        try:
-            async with httpx.AsyncClient() as client:
-                return (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        await wait_until(healthy, limit=30)
+    async with running_gateway(corral_home):
         yield corral_home
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 async def use(mcp: Any, verb: str, **arguments: Any) -> types.CallToolResult:
