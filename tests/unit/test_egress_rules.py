@@ -250,7 +250,9 @@ async def test_an_idle_tunnel_is_closed_and_a_busy_one_is_not(
                 await asyncio.sleep(0.1)  # pacing the traffic, not synchronising
             opened_quiet = loop.time()
             assert await reader.read() == b""  # then silence: the proxy closes it
-            assert loop.time() - opened_quiet >= 0.4
+            # held open for most of IDLE_TIMEOUT after the last byte (its timer and
+            # ours start a few ms apart), not closed at once
+            assert loop.time() - opened_quiet >= 0.3
             writer.close()
             await writer.wait_closed()
     assert "decision=close reason=idle" in capfd.readouterr().err
