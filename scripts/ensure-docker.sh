@@ -3,8 +3,14 @@
 # install Debian's docker.io and start dockerd in the background.
 # Also makes sure debootstrap is there, which `corral images build` needs to
 # make the base image locally (nothing is pulled).
+# When this script starts dockerd itself it gives it scripts/dockerd.json: address pools
+# big enough for many session networks (Docker's defaults allow ~29) and gVisor's runsc
+# registered as a runtime (ptrace platform; its KVM platform hangs in nested VMs). An
+# engine someone else started is left as it is: `corral doctor` says what it lacks.
 # Idempotent: when the engine already answers this takes ~0.1 s.
 set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
 
 log=${CORRAL_DOCKERD_LOG:-/var/log/corral-dockerd.log}
 
@@ -28,6 +34,7 @@ command -v docker >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v runsc >/dev/null 2>&1 || need+=(runsc)
 if [ ${#need[@]} -gt 0 ]; then
   # shellcheck disable=SC2207
   apt_install $(printf '%s\n' "${need[@]}" | sort -u)
@@ -49,7 +56,7 @@ fi
 if ! engine_up; then
   say "starting dockerd in the background (log: $log)"
   mkdir -p "$(dirname "$log")"
-  setsid nohup dockerd >>"$log" 2>&1 < /dev/null &
+  setsid nohup dockerd --config-file "$here/dockerd.json" >>"$log" 2>&1 < /dev/null &
 fi
 for _ in $(seq 1 120); do
   if engine_up; then
