@@ -158,8 +158,11 @@ class RigDesktop:
             self._asked_at = None
             self.rig.needs_person = None
 
-    async def wait_idle(self, app: str) -> None:
-        await self._op("idle", OP_S, app=app, quiet_ms=IDLE_QUIET_MS, max_ms=IDLE_MAX_MS)
+    async def wait_idle(self, app: str) -> str:
+        found = await self._op("idle", OP_S, app=app, quiet_ms=IDLE_QUIET_MS, max_ms=IDLE_MAX_MS)
+        if found.get("idle"):
+            return f"idle after {found.get('ms')} ms"
+        return f"still changing after {IDLE_MAX_MS} ms"
 
 
 def registry_for(desk: RigDesktop) -> Registry:

@@ -72,7 +72,9 @@ class Desktop(Protocol):
         """True once the person handed the desktop back, False after `within` seconds."""
         ...
 
-    async def wait_idle(self, app: str) -> None: ...
+    async def wait_idle(self, app: str) -> str | None:
+        """Wait until the app is idle; what happened ("idle after 320 ms"), if known."""
+        ...
 
 
 @dataclass
@@ -198,7 +200,9 @@ class CodriveRuns:
                 run.results.append(await self._step(run, index, step, desktop, deny_list))
                 run.state = "running"
                 if run.watch_mode:
-                    await desktop.wait_idle(run.app)
+                    note = await desktop.wait_idle(run.app)
+                    if note:
+                        run.results[-1].outcome += f"; then {note}"
             run.state = "finished"
         except StopRun as stop:
             run.state, run.reason = stop.state, stop.reason

@@ -55,6 +55,8 @@ SURFACES = {"browser_use": "browser", "computer_use": "desktop"}
 PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
 FREE_VERBS = frozenset({"screenshot", "clipboard_get"})  # allowed while a person has it
 TOOL_OF = {surface: tool for tool, surface in SURFACES.items()}
+# The tools that keep a surface's rig alive: the desktop is also codrive's shared desktop.
+USERS_OF = {"browser": ("browser_use",), "desktop": ("computer_use", "codrive_run")}
 
 
 class RigManager:
@@ -449,7 +451,9 @@ class RigManager:
         for key, rig in list(self.rigs.items()):
             view, agent_cfg = load_agent_and_view(self.home, key[0])
             why = rig.clock.expiry(now)
-            if why is None and not decide(BY_NAME[TOOL_OF[key[1]]], view).visible:
+            if why is None and not any(
+                decide(BY_NAME[tool], view).visible for tool in USERS_OF[key[1]]
+            ):
                 why = "its access was revoked"
             if why is None and rig.broken is not None:
                 why = f"its channel failed ({rig.broken})"

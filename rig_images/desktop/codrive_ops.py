@@ -5,7 +5,7 @@
   screen pixels, by the ladder's matching rule (exact, case-insensitive, fuzzy).
 - `widget`: an AT-SPI Action (press/activate/click) on a named widget; `read`: its text.
 - `fingerprint` / `settle` / `idle`: the effect check and watch mode: a count of the
-  accessibility events the applications sent plus a hash of the app's window pixels.
+  accessibility events the target application sent plus a hash of its window's pixels.
 - `where`: the application's window title and, for Chromium, the page's URL.
 - `browser`: Chromium's api actions (open_url, reload, back) over its CDP pipe.
 
@@ -91,7 +91,7 @@ class Codrive:
     def __init__(self, desktop: Any) -> None:
         self.desktop = desktop  # the agent's Desktop: display, env, processes
         self.at = Atspi("")
-        self.events = 0
+        self.events: dict[str, int] = {}  # accessibility events seen, per application name
         self._listener: Any = None
         self.started: dict[str, subprocess.Popen[bytes]] = {}
         self.cdp: CDP | None = None
@@ -102,8 +102,12 @@ class Codrive:
         A = self.at._atspi()
         if self._listener is None:
 
-            def seen(_event: Any) -> None:
-                self.events += 1
+            def seen(event: Any) -> None:
+                try:
+                    app = (event.source.get_application().get_name() or "").casefold()
+                except Exception:
+                    app = ""
+                self.events[app] = self.events.get(app, 0) + 1
 
             self._listener = A.EventListener.new(seen)
             for kind in EVENTS:
@@ -308,7 +312,8 @@ class Codrive:
     def _fingerprint(self, app: str) -> str:
         try:
             box = self.at.run(lambda: self._window_box(app), ATSPI_S)
-            events = self.at.run(lambda: (self._mod(), self.events)[1], ATSPI_S)
+            name = APPS[app][1] if app in APPS else app
+            events = self.at.run(lambda: (self._mod(), self.events.get(name, 0))[1], ATSPI_S)
         except OpError:
             box, events = (0, 0, self.desktop.width, self.desktop.height), -1
         x, y, w, h = box
