@@ -87,11 +87,23 @@ def pick(wanted: str, named: list[tuple[str, Any]]) -> tuple[Any | None, str]:
     return None, "not found"
 
 
+def _on_screen(A: Any, node: Any) -> bool:
+    try:
+        box = node.get_extents(A.CoordType.SCREEN)
+    except Exception:  # the element went away
+        return False
+    return bool(box.width > 0 and box.height > 0 and box.x > -10000 and box.y > -10000)
+
+
 class Codrive:
     def __init__(self, desktop: Any) -> None:
         self.desktop = desktop  # the agent's Desktop: display, env, processes
         self.at = Atspi("")
         self.events: dict[str, int] = {}  # accessibility events seen, per application name
+        # Elements added, removed or renamed, per application: a lookup's cached walk of
+        # an application stays valid while its count is unchanged.
+        self.shape: dict[str, int] = {}
+        self._walks: dict[tuple[str, str], tuple[int, list[tuple[str, Any]]]] = {}
         self._listener: Any = None
         self.started: dict[str, subprocess.Popen[bytes]] = {}
         self.cdp: CDP | None = None
@@ -108,6 +120,9 @@ class Codrive:
                 except Exception:
                     app = ""
                 self.events[app] = self.events.get(app, 0) + 1
+                kind = str(event.type or "")
+                if kind.startswith("object:children-changed") or kind.endswith("accessible-name"):
+                    self.shape[app] = self.shape.get(app, 0) + 1
 
             self._listener = A.EventListener.new(seen)
             for kind in EVENTS:
@@ -156,16 +171,34 @@ class Codrive:
         return out
 
     def _find(self, app: str, role: str, name: str) -> tuple[Any | None, str]:
+        """The element, by the matching rule, from a walk of the application's tree that is
+        cached until the application adds, removes or renames an element; a cached element
+        that is no longer on screen forces a fresh walk."""
         A = self._mod()
-        nodes = self._nodes(A, self._app(A, app), role)
-        named = []
-        for node in nodes:
-            box = node.get_extents(A.CoordType.SCREEN)
-            if box.width > 0 and box.height > 0 and box.x > -10000 and box.y > -10000:
-                named.append((node.get_name() or "", node))
-        if not named:
-            return None, f"no showing element with role {role!r}"
-        return pick(name, named)
+        shape = self.shape.get(APPS[app][1] if app in APPS else app, 0)
+        cached = self._walks.get((app, role))
+        for fresh in (cached is None or cached[0] != shape, True):
+            if fresh:
+                named = self._walk(A, app, role)
+                self._walks[(app, role)] = (shape, named)
+            else:
+                assert cached is not None
+                named = cached[1]
+            if not named:
+                return None, f"no showing element with role {role!r}"
+            node, how = pick(name, named)
+            if node is None or _on_screen(A, node):
+                return node, how
+            if fresh:
+                return None, "not on screen"
+        raise AssertionError("unreachable")
+
+    def _walk(self, A: Any, app: str, role: str) -> list[tuple[str, Any]]:
+        return [
+            (node.get_name() or "", node)
+            for node in self._nodes(A, self._app(A, app), role)
+            if _on_screen(A, node)
+        ]
 
     # ------------------------------------------------------------------ ops
     def op_app(self, req: dict[str, Any]) -> dict[str, Any]:
