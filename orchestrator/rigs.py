@@ -47,6 +47,7 @@ from sandboxes.visibility import decide
 logger = logging.getLogger("corral.rigs")
 
 START_DEADLINE = 60.0
+APP_DEADLINE = 45.0  # starting a target app (the agent waits up to 40 s for its window)
 CONNECT_MS = 30_000
 Clock = Callable[[], float]
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], Any]
@@ -357,7 +358,7 @@ class RigManager:
             await self._follow(rig, cfg)
             for _ in range(steps):
                 rig.clock.spend(self.clock())
-            opened = await rig.channel.request("app", 30.0, app=params.target_app)
+            opened = await rig.channel.request("app", APP_DEADLINE, app=params.target_app)
             if opened.get("started"):
                 await events.progress("codrive", f"started {params.target_app}")
         run = await self.codrive.start(

@@ -29,7 +29,7 @@ from kiosk_agent.common import OpError
 from Xlib import X
 
 ATSPI_S = 3.0
-APP_START_S = 20.0
+APP_START_S = 40.0  # Mousepad sometimes takes ~20 s to map its window
 # app id -> (argv, the name the application gives AT-SPI)
 APPS: dict[str, tuple[list[str], str]] = {
     "mousepad": (["mousepad"], "mousepad"),

@@ -61,7 +61,20 @@ async def test_every_desktop_verb_through_mcp(
         (container,) = desktops(docker_client)
         assert container.attrs["HostConfig"]["NetworkMode"] == "none"
 
-        resized = await use(mcp, "resize", window="Mousepad", width=900, height=600)
+        # Mousepad starts with the desktop and may take a while to map its window: poll
+        # about once a second (each try is an action of the budget).
+        resized: types.CallToolResult | None = None
+        with anyio.fail_after(45):
+            while resized is None:
+                result: types.CallToolResult = await mcp.client.call_tool(
+                    "computer_use",
+                    {"verb": "resize", "window": "Mousepad", "width": 900, "height": 600},
+                )
+                if result.is_error:
+                    assert "no window" in text_of(result), text_of(result)
+                    await anyio.sleep(1)
+                else:
+                    resized = result
         assert "Mousepad" in fenced(resized)
         await use(mcp, "move", x=400, y=300)
         await use(mcp, "click", x=400, y=300)
