@@ -1,11 +1,13 @@
-"""Rigs (SPEC S4.1-S4.2): the gateway's handler for browser_use, computer_use, rig_list
-and rig_close.
+"""Rigs (SPEC S4.1-S4.2): the gateway's handler for browser_use, computer_use,
+mobile_use, ios_use, rig_list and rig_close.
 
 One rig per agent and surface: repeated calls share it, agents never do. Like kiosk
 sessions, each rig has an action budget, an idle timeout and a lifetime (the agent's
 [capabilities.computer_use_config]), its own egress (the same proxy and rules), labelled
 containers reaped with the rest, and it is removed at once by rig_close. The gateway
-checks the gate itself: the MCP front only forwards.
+checks the gate itself: the MCP front only forwards. The phone rigs (mobile_use,
+ios_use) have no container: they lease a configured device (`orchestrator.mobile_devices`),
+released when the rig ends.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import anyio
 from playwright.async_api import Playwright, async_playwright
 
 from orchestrator.agent_view import load_agent_and_view
+from orchestrator.android_rig import AndroidRig
 from orchestrator.audit import AuditLog
 from orchestrator.browser_rig import BrowserRig
 from orchestrator.cdp_bridge import CdpBridge, handshake
@@ -28,8 +31,11 @@ from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.desktop_rig import DesktopRig, start_desktop
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
+from orchestrator.ios_rig import IosRig
 from orchestrator.kiosk import load_seccomp
 from orchestrator.kiosk_session import answer, fresh_clock, text_block
+from orchestrator.mobile_devices import MobileDevices
+from orchestrator.mobile_rig import MobileRig
 from orchestrator.sessions import EgressFactory, navigable_sites
 from sandboxes.catalogue import BY_NAME, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
@@ -44,8 +50,13 @@ logger = logging.getLogger("corral.rigs")
 START_DEADLINE = 60.0
 CONNECT_MS = 30_000
 Clock = Callable[[], float]
-Rig = BrowserRig | DesktopRig
-SURFACES = {"browser_use": "browser", "computer_use": "desktop"}
+Rig = BrowserRig | DesktopRig | AndroidRig | IosRig
+SURFACES = {
+    "browser_use": "browser",
+    "computer_use": "desktop",
+    "mobile_use": "android",
+    "ios_use": "ios",
+}
 TOOL_OF = {surface: tool for tool, surface in SURFACES.items()}
 
 
@@ -72,6 +83,7 @@ class RigManager:
         self._playwright: Playwright | None = None
         self._playwright_cm: Any = None
         self._playwright_lock = anyio.Lock()
+        self.mobile = MobileDevices(config)
 
     # ------------------------------------------------------------------ handler
     async def handle(
@@ -99,6 +111,8 @@ class RigManager:
                 assert isinstance(params, RigCloseParams)
                 return await self.rig_close(agent, params.rig_id)
             assert isinstance(params, VerbUnion)
+            if tool == "mobile_use" and params.verb.verb == "devices":
+                return await self.mobile.devices_answer(agent)
             return await self._drive(agent, SURFACES[tool], params, cfg, events)
         except ParamError as exc:
             return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
@@ -135,7 +149,7 @@ class RigManager:
             if counted:
                 rig.clock.spend(self.clock())
             details: dict[str, Any] = {"rig": rig.id, "verb": verb.verb}
-            if verb.verb in ("fill", "clipboard_set", "type"):
+            if verb.verb in ("fill", "clipboard_set", "type", "text"):
                 details["chars"] = len(verb.text)  # type: ignore[attr-defined]  # never the text
             result = await rig.run(verb, rig.clock.status_line(self.clock()))
             self.audit.record("rig_action", agent, details)
@@ -175,6 +189,10 @@ class RigManager:
         rig_id = "r" + uuid.uuid4().hex[:9]
         started = self.clock()
         rig: Rig
+        if surface in ("android", "ios"):
+            start = self.mobile.start_android if surface == "android" else self.mobile.start_ios
+            rig = await start(rig_id, agent, cfg, started)
+            return self._started(agent, surface, rig, started)
         if surface == "desktop":
             rig = await start_desktop(
                 rig_id=rig_id,
@@ -206,6 +224,22 @@ class RigManager:
         )
         await events.log("info", "rig_ready", {"rig": rig_id, "surface": surface})
         await events.progress(surface, f"rig {rig_id} is ready; it may open: {sites}")
+        return rig
+
+    def _started(self, agent: str, surface: str, rig: MobileRig, started: float) -> Rig:
+        assert isinstance(rig, AndroidRig | IosRig)
+        self.rigs[(agent, surface)] = rig
+        self.ended.pop((agent, surface), None)
+        self.audit.record(
+            "rig_started",
+            agent,
+            {
+                "rig": rig.id,
+                "surface": surface,
+                "device": rig.device,
+                "ms": int((self.clock() - started) * 1000),
+            },
+        )
         return rig
 
     async def _start_browser(
@@ -300,6 +334,7 @@ class RigManager:
                     "surface": surface,
                     "state": rig.state,
                     "screen": f"{rig.width}x{rig.height}",
+                    "device": rig.device if isinstance(rig, MobileRig) else None,
                     "controller": rig.controller,
                     "actions_used": rig.clock.used,
                     "max_actions": rig.clock.max_actions,
@@ -330,7 +365,10 @@ class RigManager:
         for key in mine:
             await self.end(key, "closed by the agent")
         return answer(
-            text_block(f"Closed {', '.join(closed)}: containers, network and profile removed."),
+            text_block(
+                f"Closed {', '.join(closed)}: containers, network and profile removed, "
+                "device leases released."
+            ),
             closed=closed,
         )
 
@@ -339,7 +377,11 @@ class RigManager:
         if rig is None:
             return
         self.ended[key] = why
-        await rig.close()
+        try:
+            await rig.close()
+        finally:
+            if isinstance(rig, MobileRig):
+                self.mobile.release(rig)
         self.audit.record(
             "rig_ended", key[0], {"rig": rig.id, "why": why, "actions": rig.clock.used}
         )
@@ -384,6 +426,7 @@ class RigManager:
                 with contextlib.suppress(Exception):
                     await self._playwright_cm.__aexit__(None, None, None)
                 self._playwright = self._playwright_cm = None
+            await self.mobile.close()
 
 
 async def _close_quietly(browser: Any) -> None:
