@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import adbutils
 import anyio
+from adbutils._adb import AdbConnection
 from adbutils.errors import AdbError, AdbTimeout
 from anyio.abc import Process
 
@@ -73,6 +74,31 @@ def free_port() -> int:
         return port
 
 
+class _NoAutoStart(AdbConnection):  # type: ignore[misc]
+    """adbutils starts `adb start-server` on port 5037 when a connect fails; corral's
+    client never does: a server that is not there is an error."""
+
+    def _safe_connect(self) -> socket.socket:
+        sock: socket.socket = self._create_socket()
+        return sock
+
+
+class PrivateAdbClient(adbutils.AdbClient):  # type: ignore[misc]
+    """An adbutils client bound to corral's adb server only."""
+
+    def __init__(self, port: int, seconds: float) -> None:
+        super().__init__(host="127.0.0.1", port=port, socket_timeout=seconds)
+        self.seconds = seconds
+
+    def make_connection(self, timeout: float | None = None) -> AdbConnection:
+        try:
+            conn = _NoAutoStart(self.host, self.port)
+        except TimeoutError as exc:
+            raise AdbTimeout("connect to corral's adb server timed out") from exc
+        conn.conn.settimeout(timeout or self.seconds)
+        return conn
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceState:
     serial: str
@@ -87,10 +113,10 @@ class AdbServer:
         self.adb_path = adb_path or adbutils.adb_path()
         self.port = cfg.adb_port or 0
         self.process: Process | None = None
-        self.client: adbutils.AdbClient | None = None
+        self.client: PrivateAdbClient | None = None
         self._lock = anyio.Lock()
 
-    async def ensure(self) -> adbutils.AdbClient:
+    async def ensure(self) -> PrivateAdbClient:
         async with self._lock:
             if self.client is not None and self.process is not None:
                 if self.process.returncode is None:
@@ -103,10 +129,11 @@ class AdbServer:
 
     async def _start(self) -> None:
         port = self.cfg.adb_port or free_port()
-        env = {**os.environ, "ADB_MDNS": "0", "ADB_MDNS_AUTO_CONNECT": "0"}
+        # No mDNS (it would multicast on every interface) and no emulator port scan.
+        env = {**os.environ, "ADB_MDNS": "0", "ADB_MDNS_AUTO_CONNECT": "0", "ADB_EMU": "0"}
         env.pop("ANDROID_ADB_SERVER_PORT", None)
         self.process = await anyio.open_process(
-            [self.adb_path, "-L", f"tcp:127.0.0.1:{port}", "server", "nodaemon"],
+            [self.adb_path, "-P", str(port), "server", "nodaemon"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -125,9 +152,10 @@ class AdbServer:
                         f"is port {port} free?"
                     )
                 try:
-                    await anyio.to_thread.run_sync(client.server_version)
+                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                    await stream.aclose()
                     break
-                except (AdbError, OSError):
+                except OSError:
                     await anyio.sleep(0.05)  # polling the server's port until it listens
         self.client = client
         logger.info("adb server %s listening on 127.0.0.1:%d", self.adb_path, port)
