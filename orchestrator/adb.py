@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import adbutils
 import anyio
 from adbutils._adb import AdbConnection
-from adbutils.errors import AdbError, AdbTimeout
+from adbutils.errors import AdbConnectionError, AdbError, AdbTimeout
 from anyio.abc import Process
 
 from orchestrator.config import AndroidRigConfig
@@ -79,7 +79,12 @@ class _NoAutoStart(AdbConnection):  # type: ignore[misc]
     client never does: a server that is not there is an error."""
 
     def _safe_connect(self) -> socket.socket:
-        sock: socket.socket = self._create_socket()
+        address = (self._AdbConnection__host, self._AdbConnection__port)
+        try:
+            sock = socket.create_connection(address, timeout=3)
+        except OSError as exc:  # create_connection closes its socket on failure
+            raise AdbConnectionError(f"connect to corral's adb server failed: {exc}") from exc
+        sock.settimeout(None)
         return sock
 
 

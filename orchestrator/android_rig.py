@@ -19,7 +19,7 @@ from orchestrator.adb import AndroidDevice
 from orchestrator.errors import DeviceError
 from orchestrator.mobile_rig import MobileRig, device_output, done
 from sandboxes import mobile_params as m
-from sandboxes.masking import Rect
+from sandboxes.masking import PNG_SIGNATURE, Rect
 from sandboxes.mobile_ui import UiTree, parse_android
 
 DUMP_PATH = "/sdcard/corral_window_dump.xml"
@@ -49,6 +49,15 @@ class AndroidRig(MobileRig):
         await self.adb.shell(["uiautomator", "dump", DUMP_PATH])
         return parse_android(await self.adb.shell(["cat", DUMP_PATH]))
 
+    async def _capture(self) -> bytes:
+        png = await self.adb.exec_out(["screencap", "-p"])
+        if not png.startswith(PNG_SIGNATURE):
+            # an empty or cut answer: a device that went away says so here (DeviceError)
+            state = await self.adb.state()
+            if state != "device":
+                raise DeviceError(f"device {self.device} is {state}", lost=True)
+        return png
+
     async def _secrets(self) -> tuple[Rect, ...]:
         return (await self.dump()).secret_rects
 
@@ -64,8 +73,7 @@ class AndroidRig(MobileRig):
         if isinstance(verb, m.AndroidInspect):
             return self.inspect_answer(await self.dump(), f"{src}'s UI", status)
         if isinstance(verb, m.AndroidScreenshot):
-            capture = lambda: self.adb.exec_out(["screencap", "-p"])  # noqa: E731
-            return await self.masked_screenshot(capture, self._secrets, status)
+            return await self.masked_screenshot(self._capture, self._secrets, status)
         if isinstance(verb, m.AndroidTap):
             x, y, what = self.point(verb)
             await shell(["input", "tap", str(x), str(y)])

@@ -155,8 +155,10 @@ class FakeAdbd:
                     writer.write(packet(A_OKAY, stream.local, stream.remote))
                     stream.inbox.put_nowait(data)
                 elif command == A_CLSE and (stream := streams.pop(arg1, None)) is not None:
+                    # the host closed the stream: close ours too, and say so (as adbd does)
                     stream.inbox.put_nowait(None)
                     stream.okay.set()
+                    writer.write(packet(A_CLSE, stream.local, stream.remote))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
