@@ -21,6 +21,7 @@ import re
 import shlex
 import socket
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -134,8 +135,12 @@ class AdbServer:
 
     async def _start(self) -> None:
         port = self.cfg.adb_port or free_port()
-        # No mDNS (it would multicast on every interface) and no emulator port scan.
+        # No mDNS (it would multicast on every interface) and no emulator port scan. USB
+        # through adb's native Linux backend: with libusb (the default) a host where
+        # libusb cannot start holds every first request for 3 s.
         env = {**os.environ, "ADB_MDNS": "0", "ADB_MDNS_AUTO_CONNECT": "0", "ADB_EMU": "0"}
+        if sys.platform == "linux":
+            env["ADB_LIBUSB"] = "0"
         env.pop("ANDROID_ADB_SERVER_PORT", None)
         self.process = await anyio.open_process(
             [self.adb_path, "-P", str(port), "server", "nodaemon"],
@@ -208,6 +213,7 @@ class AndroidDevice:
     def __init__(self, client: adbutils.AdbClient, serial: str, timeout: float) -> None:
         self.serial = serial
         self.timeout = timeout
+        self.client = client
         self.device = client.device(serial)
 
     async def _call(self, fn: Callable[[], T]) -> T:
@@ -217,7 +223,10 @@ class AndroidDevice:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def state(self) -> str:
-        return await self._call(self.device.get_state)
+        """The device's state in the server's device list ("missing" when not in it).
+        (adbutils' get_state leaves its socket open when the device is gone.)"""
+        infos = await self._call(self.client.list)
+        return next((str(i.state) for i in infos if i.serial == self.serial), "missing")
 
     async def shell(self, argv: list[str]) -> str:
         command = shlex.join(argv)

@@ -28,7 +28,9 @@ OPERATOR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,79}$")
 EVENTS_MEDIA_TYPE = "application/x-ndjson"
 # The kiosk family (computer_*, which includes the desktop rig's computer_use) and the
 # other rig tools: the gateway runs these and nothing else.
-_TOOL_RE = re.compile(r"computer_[a-z][a-z_]{0,62}|browser_use|rig_list|rig_close", re.ASCII)
+_TOOL_RE = re.compile(
+    r"computer_[a-z][a-z_]{0,62}|browser_use|mobile_use|ios_use|rig_list|rig_close", re.ASCII
+)
 
 
 def gateway_base_url(host: str, port: int) -> str:

@@ -1,0 +1,195 @@
+"""SPEC S4.1/S4.4 end to end for the phone rigs: a real MCP client -> corral mcp ->
+signed loopback -> corral gateway -> corral's own adb server -> the fake adbd (ADB wire
+protocol), and -> the fake WebDriverAgent (HTTP) and the fake `xcrun` on PATH. Effects
+are read back from the simulators' state."""
+
+from __future__ import annotations
+
+import json
+import os
+import plistlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from orchestrator.config import render_new_agent
+from orchestrator.home import CorralHome
+from sandboxes.fence import unfence
+from tests.e2e.conftest import connect
+from tests.e2e.gateways import running_gateway
+from tests.e2e.test_computer_use import image_of, text_of
+from tests.simulators import fake_wda
+from tests.simulators.fake_adbd import FakeAdbd
+from tests.simulators.fake_android import INJECTION, PASSWORD_BOX, PASSWORD_RGB, make_apk
+from tests.simulators.fake_wda import SCALE, SECURE, FakeWda
+
+pytestmark = [pytest.mark.anyio, pytest.mark.mobile]
+
+UDID = "0A1B2C3D-0000-4000-8000-00000000ABCD"
+FAKE_BIN = Path(__file__).resolve().parents[1] / "simulators" / "bin"
+
+
+def write_agent(home: CorralHome, name: str, *, read_only: bool = False) -> None:
+    text = render_new_agent(name)
+    text = text.replace("mobile_use = false", "mobile_use = true")
+    text = text.replace("ios_use = false", "ios_use = true")
+    if read_only:
+        text = text.replace("read_only = false", "read_only = true")
+    path = home.agent_file(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def devices(tmp_path: Path) -> Iterator[tuple[FakeAdbd, FakeWda]]:
+    wda = fake_wda.serve(FakeWda())
+    try:
+        with FakeAdbd() as adbd:
+            yield adbd, wda
+    finally:
+        fake_wda.stop(wda)
+
+
+@pytest.fixture
+async def gateway(
+    corral_home: CorralHome,
+    devices: tuple[FakeAdbd, FakeWda],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[CorralHome]:
+    adbd, wda = devices
+    apks, apps = tmp_path / "apks", tmp_path / "apps"
+    apks.mkdir()
+    apps.mkdir()
+    (apks / "shop.apk").write_bytes(make_apk("com.example.shop"))
+    (apps / "Shop.app").mkdir()
+    (apps / "Shop.app" / "Info.plist").write_bytes(
+        plistlib.dumps({"CFBundleIdentifier": "com.example.Shop"})
+    )
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SIMCTL_STATE", str(tmp_path / "simctl.json"))
+    monkeypatch.setenv("FAKE_SIMCTL_UDID", UDID)
+    write_agent(corral_home, "alice")
+    write_agent(corral_home, "reader", read_only=True)
+    config = (
+        f'[rigs.android]\ndevices = ["127.0.0.1:{adbd.port}"]\napk_dir = "{apks}"\n'
+        "timeout_seconds = 5\n\n"
+        f'[rigs.ios]\nwda_url = "{wda.url}"\nsimulator_udid = "{UDID}"\napp_dir = "{apps}"\n'
+        "timeout_seconds = 5\n"
+    )
+    async with running_gateway(corral_home, config):
+        yield corral_home
+
+
+async def call(mcp: Any, tool: str, verb: str, **arguments: Any) -> types.CallToolResult:
+    result: types.CallToolResult = await mcp.client.call_tool(tool, {"verb": verb, **arguments})
+    return result
+
+
+def fenced(result: types.CallToolResult) -> str:
+    text = text_of(result)
+    start = text.index("The text between the two UNTRUSTED-DATA markers")
+    return unfence(text[start:])[1]
+
+
+async def test_mobile_use_drives_the_fake_android_device_through_mcp(
+    gateway: CorralHome, devices: tuple[FakeAdbd, FakeWda]
+) -> None:
+    adbd, _ = devices
+    serial = f"127.0.0.1:{adbd.port}"
+    async with connect(gateway, "stdio") as mcp:
+        assert {"mobile_use", "ios_use", "rig_list", "rig_close"} <= await mcp.tool_names()
+        listed = await call(mcp, "mobile_use", "devices")
+        assert f"{serial}: device, free" in text_of(listed), text_of(listed)
+
+        tree = await call(mcp, "mobile_use", "inspect")
+        assert not tree.is_error, text_of(tree)
+        inside = fenced(tree)
+        assert INJECTION in inside and INJECTION not in text_of(tree).split("<<<")[0]
+        assert '"(secret)"' in inside and "••••" not in text_of(tree)
+
+        assert not (await call(mcp, "mobile_use", "tap", ref="e3")).is_error
+        assert not (await call(mcp, "mobile_use", "text", text="ann")).is_error
+        assert adbd.device.events[-2:] == ["input tap 270 320", "input text ann"]
+
+        shot = await call(mcp, "mobile_use", "screenshot")
+        image = image_of(shot)  # exactly one image
+        x1, y1, x2, y2 = PASSWORD_BOX
+        assert image.getpixel(((x1 + x2) // 2, (y1 + y2) // 2)) == (0, 0, 0)
+        assert image.getpixel((x1 - 20, y1 - 20)) != PASSWORD_RGB
+        assert "1 password field(s) masked" in text_of(shot)
+
+        installed = await call(mcp, "mobile_use", "install", file="shop.apk")
+        assert "Installed shop.apk" in text_of(installed), text_of(installed)
+        assert "com.example.shop" in adbd.device.packages
+        outside = await call(mcp, "mobile_use", "install", file="..apk")
+        assert outside.is_error
+        ran = await call(mcp, "mobile_use", "command", argv=["pm", "list", "packages"])
+        assert "package:com.example.shop" in fenced(ran)
+
+        rigs = (await mcp.client.call_tool("rig_list", {})).structured_content
+        assert rigs is not None
+        assert [(r["surface"], r["device"]) for r in rigs["rigs"]] == [("android", serial)]
+        assert "held by you" in text_of(await call(mcp, "mobile_use", "devices"))
+
+        closed = await mcp.client.call_tool("rig_close", {})
+        assert not closed.is_error
+        assert f"{serial}: device, free" in text_of(await call(mcp, "mobile_use", "devices"))
+
+
+async def test_a_device_lost_mid_call_answers_clearly_and_frees_the_lease(
+    gateway: CorralHome, devices: tuple[FakeAdbd, FakeWda]
+) -> None:
+    adbd, _ = devices
+    async with connect(gateway, "stdio") as mcp:
+        assert not (await call(mcp, "mobile_use", "inspect")).is_error
+        adbd.drop_on = "screencap"
+        lost = await call(mcp, "mobile_use", "screenshot")
+        assert lost.is_error
+        assert f"device 127.0.0.1:{adbd.port}" in text_of(lost)
+        assert "Your rig" in text_of(lost) and "ended" in text_of(lost)
+        rigs = (await mcp.client.call_tool("rig_list", {})).structured_content
+        assert rigs is not None and rigs["rigs"] == []
+        again = await call(mcp, "mobile_use", "inspect")
+        assert again.is_error and "no Android device is free" in text_of(again)
+
+
+async def test_ios_use_drives_the_fake_wda_and_xcrun_through_mcp(
+    gateway: CorralHome, devices: tuple[FakeAdbd, FakeWda], tmp_path: Path
+) -> None:
+    _, wda = devices
+    async with connect(gateway, "stdio") as mcp:
+        tree = await call(mcp, "ios_use", "inspect")
+        assert not tree.is_error, text_of(tree)
+        assert "SecureTextField" in fenced(tree)
+        assert not (await call(mcp, "ios_use", "tap", ref="e5")).is_error
+        assert wda.taps == [(100.0, 300.0)]
+        image = image_of(await call(mcp, "ios_use", "screenshot"))
+        x, y, w, h = (v * SCALE for v in SECURE)
+        assert image.getpixel((x + w // 2, y + h // 2)) == (0, 0, 0)
+        installed = await call(mcp, "ios_use", "install", file="Shop.app")
+        assert "Installed Shop.app" in text_of(installed), text_of(installed)
+        state = json.loads((tmp_path / "simctl.json").read_text())
+        assert state["apps"] == {"com.example.Shop": {"path": str(tmp_path / "apps" / "Shop.app")}}
+        refused = await call(mcp, "ios_use", "simctl", argv=["erase", "all"])
+        assert refused.is_error and "not allowed" in text_of(refused)
+
+        wda.fail_with = (500, "unknown error", "The simulator is locked")
+        failed = await call(mcp, "ios_use", "press_button", button="home")
+        assert failed.is_error and "The simulator is locked" in text_of(failed)
+        wda.fail_with = None
+        assert not (await mcp.client.call_tool("rig_close", {})).is_error
+    assert wda.sessions == set()  # the WDA session was deleted with the rig
+
+
+async def test_read_only_mode_hides_and_refuses_the_phone_rigs(gateway: CorralHome) -> None:
+    async with connect(gateway, "stdio", agent="reader") as mcp:
+        names = await mcp.tool_names()
+        assert "mobile_use" not in names and "ios_use" not in names
+        with pytest.raises(MCPError, match="refused in read-only mode") as caught:
+            await call(mcp, "mobile_use", "inspect")
+        assert "packageInstall" in str(caught.value)
