@@ -9,6 +9,7 @@ import json
 import os
 import plistlib
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,25 +45,29 @@ def write_agent(home: CorralHome, name: str, *, read_only: bool = False) -> None
     path.write_text(text)
 
 
-@pytest.fixture
-def devices(tmp_path: Path) -> Iterator[tuple[FakeAdbd, FakeWda]]:
-    wda = fake_wda.serve(FakeWda())
-    try:
-        with FakeAdbd() as adbd:
-            yield adbd, wda
-    finally:
-        fake_wda.stop(wda)
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
 
 
-@pytest.fixture
-async def gateway(
-    corral_home: CorralHome,
-    devices: tuple[FakeAdbd, FakeWda],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> AsyncIterator[CorralHome]:
-    adbd, wda = devices
-    apks, apps = tmp_path / "apks", tmp_path / "apps"
+@dataclass
+class World:
+    adbd: FakeAdbd  # the device the first lease takes
+    spare: FakeAdbd  # the second configured device
+    wda: FakeWda
+    root: Path
+    home: CorralHome | None = None
+    gateway_pid: int = 0
+
+    @property
+    def serial(self) -> str:
+        return f"127.0.0.1:{self.adbd.port}"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp("mobile")
+    apks, apps = root / "apks", root / "apps"
     apks.mkdir()
     apps.mkdir()
     (apks / "shop.apk").write_bytes(make_apk("com.example.shop"))
@@ -70,19 +75,53 @@ async def gateway(
     (apps / "Shop.app" / "Info.plist").write_bytes(
         plistlib.dumps({"CFBundleIdentifier": "com.example.Shop"})
     )
-    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SIMCTL_STATE", str(tmp_path / "simctl.json"))
-    monkeypatch.setenv("FAKE_SIMCTL_UDID", UDID)
-    write_agent(corral_home, "alice")
-    write_agent(corral_home, "reader", read_only=True)
+    wda = fake_wda.serve(FakeWda())
+    with pytest.MonkeyPatch.context() as env, FakeAdbd() as adbd, FakeAdbd() as spare:
+        env.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}")
+        env.setenv("FAKE_SIMCTL_STATE", str(root / "simctl.json"))
+        env.setenv("FAKE_SIMCTL_UDID", UDID)
+        try:
+            yield World(adbd, spare, wda, root)
+        finally:
+            fake_wda.stop(wda)
+
+
+@pytest.fixture(scope="module")
+async def gateway(world: World) -> AsyncIterator[CorralHome]:
+    """One gateway for the module; when it stops, its adb server must be gone too."""
+    home = CorralHome(root=world.root / "corral-home")
+    home.ensure()
+    write_agent(home, "alice")
+    write_agent(home, "reader", read_only=True)
     config = (
-        f'[rigs.android]\ndevices = ["127.0.0.1:{adbd.port}"]\napk_dir = "{apks}"\n'
-        "timeout_seconds = 5\n\n"
-        f'[rigs.ios]\nwda_url = "{wda.url}"\nsimulator_udid = "{UDID}"\napp_dir = "{apps}"\n'
-        "timeout_seconds = 5\n"
+        f'[rigs.android]\ndevices = ["{world.serial}", "127.0.0.1:{world.spare.port}"]\n'
+        f'apk_dir = "{world.root / "apks"}"\ntimeout_seconds = 5\n\n'
+        f'[rigs.ios]\nwda_url = "{world.wda.url}"\nsimulator_udid = "{UDID}"\n'
+        f'app_dir = "{world.root / "apps"}"\ntimeout_seconds = 5\n'
     )
-    async with running_gateway(corral_home, config):
-        yield corral_home
+    async with running_gateway(home, config) as (_, pid):
+        world.home, world.gateway_pid = home, pid
+        yield home
+        servers = adb_servers_of(pid)
+    assert len(servers) == 1, "the gateway ran one adb server"
+    assert not Path(f"/proc/{servers[0]}").exists(), "its adb server outlived the gateway"
+
+
+def adb_servers_of(pid: int) -> list[int]:
+    """Child processes of `pid` that are an adb server."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and cmdline[0].endswith(b"/adb") and b"server" in cmdline:
+            found.append(int(entry.name))
+    return found
 
 
 async def call(mcp: Any, tool: str, verb: str, **arguments: Any) -> types.CallToolResult:
@@ -97,10 +136,9 @@ def fenced(result: types.CallToolResult) -> str:
 
 
 async def test_mobile_use_drives_the_fake_android_device_through_mcp(
-    gateway: CorralHome, devices: tuple[FakeAdbd, FakeWda]
+    gateway: CorralHome, world: World
 ) -> None:
-    adbd, _ = devices
-    serial = f"127.0.0.1:{adbd.port}"
+    adbd, serial = world.adbd, world.serial
     async with connect(gateway, "stdio") as mcp:
         assert {"mobile_use", "ios_use", "rig_list", "rig_close"} <= await mcp.tool_names()
         listed = await call(mcp, "mobile_use", "devices")
@@ -139,29 +177,40 @@ async def test_mobile_use_drives_the_fake_android_device_through_mcp(
         closed = await mcp.client.call_tool("rig_close", {})
         assert not closed.is_error
         assert f"{serial}: device, free" in text_of(await call(mcp, "mobile_use", "devices"))
+    # corral's adb server is the gateway's child, on a private port, while the gateway runs
+    servers = adb_servers_of(world.gateway_pid)
+    assert len(servers) == 1
+    cmdline = Path(f"/proc/{servers[0]}/cmdline").read_bytes().split(b"\0")
+    assert cmdline[1] == b"-P" and cmdline[2] != b"5037"
 
 
 async def test_a_device_lost_mid_call_answers_clearly_and_frees_the_lease(
-    gateway: CorralHome, devices: tuple[FakeAdbd, FakeWda]
+    gateway: CorralHome, world: World
 ) -> None:
-    adbd, _ = devices
+    """Runs after the test above (it takes the first device away for good)."""
     async with connect(gateway, "stdio") as mcp:
         assert not (await call(mcp, "mobile_use", "inspect")).is_error
-        adbd.drop_on = "screencap"
+        world.adbd.drop_on = "screencap"
         lost = await call(mcp, "mobile_use", "screenshot")
         assert lost.is_error
-        assert f"device 127.0.0.1:{adbd.port}" in text_of(lost)
+        assert f"device {world.serial}" in text_of(lost)
         assert "Your rig" in text_of(lost) and "ended" in text_of(lost)
         rigs = (await mcp.client.call_tool("rig_list", {})).structured_content
         assert rigs is not None and rigs["rigs"] == []
-        again = await call(mcp, "mobile_use", "inspect")
-        assert again.is_error and "no Android device is free" in text_of(again)
+        listed = text_of(await call(mcp, "mobile_use", "devices"))
+        assert f"{world.serial}: " in listed and f"{world.serial}: device" not in listed
+        again = await call(mcp, "mobile_use", "inspect")  # a new rig, on the other device
+        assert not again.is_error, text_of(again)
+        rigs = (await mcp.client.call_tool("rig_list", {})).structured_content
+        assert rigs is not None
+        assert [r["device"] for r in rigs["rigs"]] == [f"127.0.0.1:{world.spare.port}"]
+        assert not (await mcp.client.call_tool("rig_close", {})).is_error
 
 
 async def test_ios_use_drives_the_fake_wda_and_xcrun_through_mcp(
-    gateway: CorralHome, devices: tuple[FakeAdbd, FakeWda], tmp_path: Path
+    gateway: CorralHome, world: World
 ) -> None:
-    _, wda = devices
+    wda, tmp_path = world.wda, world.root
     async with connect(gateway, "stdio") as mcp:
         tree = await call(mcp, "ios_use", "inspect")
         assert not tree.is_error, text_of(tree)
