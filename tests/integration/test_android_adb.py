@@ -18,9 +18,12 @@ from adb_shell.adb_device import AdbDeviceTcp
 from PIL import Image
 
 from orchestrator.adb import AdbServer
-from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.audit import AuditLog
+from orchestrator.config import ComputerUseConfig, CorralConfig, render_new_agent
 from orchestrator.errors import DeviceError, SessionRefused
+from orchestrator.home import CorralHome
 from orchestrator.mobile_devices import MobileDevices
+from orchestrator.rigs import RigManager
 from sandboxes.mobile_params import MobileUseParams
 from tests.simulators.fake_adbd import FakeAdbd
 from tests.simulators.fake_android import LAUNCHER, PASSWORD_BOX, PASSWORD_RGB, make_apk
@@ -228,3 +231,67 @@ def test_adbutils_would_start_a_default_server_and_corral_s_client_does_not() ->
     with pytest.raises(adbutils.AdbError, match="connect to corral's adb server failed"):
         PrivateAdbClient(port, 2).list()
     assert not listening(port)
+
+
+# ------------------------------------------------------------------ the rig manager's leases
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def manager_for(home: CorralHome, serial: str, clock: Clock, **cu: object) -> RigManager:
+    text = render_new_agent("alice").replace("mobile_use = false", "mobile_use = true")
+    extra = "".join(f"{k} = {v}\n" for k, v in cu.items())
+    text = text.replace("max_actions = 50\n", "")
+    text = text.replace(
+        "[capabilities.computer_use_config]\n", f"[capabilities.computer_use_config]\n{extra}"
+    )
+    home.agent_file("alice").parent.mkdir(parents=True, exist_ok=True)
+    home.agent_file("alice").write_text(text)
+    config = config_for(serial)
+    # a phone rig needs no container backend and no egress
+    return RigManager(home, config, None, AuditLog(home.audit_file), None, clock=clock)  # type: ignore[arg-type]
+
+
+async def test_idle_timeout_ends_the_rig_and_releases_the_device(
+    corral_home: CorralHome, fake: FakeAdbd
+) -> None:
+    clock = Clock()
+    rigs = manager_for(
+        corral_home, f"127.0.0.1:{fake.port}", clock, idle_timeout_seconds=5, max_actions=2
+    )
+    try:
+        first = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
+        assert not first["is_error"], first
+        assert rigs.mobile.leases == {f"127.0.0.1:{fake.port}": "alice"}
+        await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
+        over = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
+        assert over["is_error"] and "rig_close" in over["content"][0]["text"]  # the budget
+        clock.now += 6
+        assert await rigs.expire() == [("alice", "android")]
+        assert rigs.mobile.leases == {}
+        events = [e["event"] for e in AuditLog(corral_home.audit_file).read()]
+        assert events.count("rig_started") == 1 and events.count("rig_ended") == 1
+    finally:
+        await rigs.close_all()
+
+
+async def test_revoking_mobile_use_ends_the_rig_and_releases_the_device(
+    corral_home: CorralHome, fake: FakeAdbd
+) -> None:
+    rigs = manager_for(corral_home, f"127.0.0.1:{fake.port}", Clock())
+    try:
+        assert not (await rigs.handle("alice", "mobile_use", {"verb": "inspect"}))["is_error"]
+        path = corral_home.agent_file("alice")
+        path.write_text(path.read_text().replace("mobile_use = true", "mobile_use = false"))
+        assert await rigs.expire() == [("alice", "android")]
+        assert rigs.mobile.leases == {}
+        refused = await rigs.handle("alice", "mobile_use", {"verb": "inspect"})
+        assert refused["is_error"] and "mobile_use" in refused["content"][0]["text"]
+    finally:
+        await rigs.close_all()
