@@ -29,7 +29,7 @@ class IosRig(MobileRig):
     udid: str | None = None
     app_dir: str | None = None
     timeout: float = 30.0
-    scale: float = 1.0
+    scale: float | None = None  # screenshot pixels per point, learnt from a capture
     surface: str = "ios"
 
     @property
@@ -41,7 +41,7 @@ class IosRig(MobileRig):
         return parse_ios(await self.client.source())
 
     async def _secrets(self) -> tuple[Rect, ...]:
-        return scale_rects((await self.dump()).secret_rects, self.scale)
+        return scale_rects((await self.dump()).secret_rects, self.scale or 1.0)
 
     async def _capture(self) -> bytes:
         png = await self.client.screenshot()
@@ -68,7 +68,7 @@ class IosRig(MobileRig):
             return self.inspect_answer(await self.dump(), f"{src}'s UI", status)
         if isinstance(verb, m.IosScreenshot):
             # the scale is learnt from a first capture, then the secrets are measured
-            if self.scale == 1.0:
+            if self.scale is None:
                 await self._capture()
             return await self.masked_screenshot(self._capture, self._secrets, status)
         if isinstance(verb, m.IosTap):

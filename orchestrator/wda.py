@@ -79,7 +79,9 @@ class WdaClient:
         if isinstance(value, dict) and "error" in value:
             message = str(value.get("message", ""))[:300]
             raise DeviceError(
-                f"WebDriverAgent refused {method} {path}: {value['error']}: {message}"
+                f"WebDriverAgent refused {method} {path}: {value['error']}: {message}",
+                # WDA restarted (its sessions are gone): this rig cannot go on
+                lost=value["error"] == "invalid session id",
             )
         if reply.status_code >= 400:
             raise DeviceError(

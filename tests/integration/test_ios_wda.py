@@ -199,3 +199,12 @@ async def test_an_unreachable_wda_leaves_no_lease() -> None:
     with pytest.raises(DeviceError, match="unreachable"):
         await pool.start_ios("r1", "alice", ComputerUseConfig(), 0.0)
     assert pool.leases == {}
+
+
+async def test_a_restarted_wda_that_lost_the_session_ends_the_rig(
+    rig: IosRig, wda: FakeWda
+) -> None:
+    wda.sessions.clear()  # what a WDA restart does
+    with pytest.raises(DeviceError, match="invalid session id") as caught:
+        await rig.run(verb(verb="inspect"), "")
+    assert caught.value.lost and rig.broken is not None
