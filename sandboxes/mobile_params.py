@@ -33,7 +33,7 @@ _REFUSED_SCHEMES = frozenset({"file", "content", "javascript", "data", "intent"}
 # `mobile_use command`: the binaries an agent may run on its device (docs/tools.md).
 # Each argument is quoted by corral; a pipe, `;` or `$(...)` is just text to the binary.
 ADB_COMMANDS = frozenset(
-    {"getprop", "dumpsys", "wm", "settings", "logcat", "pm", "am", "ps", "date", "df"}
+    {"getprop", "dumpsys", "wm", "settings", "logcat", "pm", "ps", "date", "df"}
 )
 # `ios_use simctl`: subcommands that act on the configured simulator (its UDID is put
 # in by corral, after the subcommand); nothing that creates, erases or boots devices.

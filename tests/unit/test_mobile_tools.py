@@ -53,6 +53,7 @@ def test_tap_takes_x_and_y_or_a_ref_never_both() -> None:
         ({"verb": "deep_link", "url": "file:///sdcard/secret"}, "file: scheme is refused"),
         ({"verb": "deep_link", "url": "https://a b"}, "url: must be scheme:rest"),
         ({"verb": "command", "argv": ["sh", "-c", "id"]}, "argv: 'sh' is not allowed"),
+        ({"verb": "command", "argv": ["am", "start", "-d", "file:///x"]}, "'am' is not allowed"),
         ({"verb": "command", "argv": ["logcat"]}, "logcat needs -d"),
         ({"verb": "command", "argv": "getprop"}, "argv"),
         ({"verb": "fly"}, "verb: mobile_use has no verb 'fly'"),
