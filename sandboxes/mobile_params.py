@@ -30,7 +30,7 @@ ARGS_MAX = 32
 _LINK_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,31}:[^\s\x00-\x1f\x7f]+$")
 _REFUSED_SCHEMES = frozenset({"file", "content", "javascript", "data", "intent"})
 
-# `mobile_use command`: the binaries an agent may run on its device (docs/tools.md).
+# `mobile_use command`: the binaries an agent may run on its device (docs/rigs.md).
 # Each argument is quoted by corral; a pipe, `;` or `$(...)` is just text to the binary.
 ADB_COMMANDS = frozenset(
     {"getprop", "dumpsys", "wm", "settings", "logcat", "pm", "ps", "date", "df"}
