@@ -14,11 +14,13 @@ Every call to a device is an argv: corral quotes each word (`shlex.join`) into t
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import logging
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +32,6 @@ import adbutils
 import anyio
 from adbutils._adb import AdbConnection
 from adbutils.errors import AdbConnectionError, AdbError, AdbTimeout
-from anyio.abc import Process
 
 from orchestrator.config import AndroidRigConfig
 from orchestrator.errors import DeviceError
@@ -66,6 +67,21 @@ def map_adb_errors(serial: str) -> Iterator[None]:
         raise DeviceError(
             f"device {serial}: the connection to adb broke ({exc})", lost=True
         ) from exc
+
+
+def _die_with_parent(parent: int, prctl: Any) -> None:  # pragma: no cover (in the child)
+    """PR_SET_PDEATHSIG: SIGTERM when the gateway's thread that started it ends."""
+    prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent:  # the gateway died before the call above
+        os._exit(1)
+
+
+def _pdeathsig() -> Callable[[], None] | None:
+    """The child's parent-death hook on Linux (libc resolved here, before the fork)."""
+    if sys.platform != "linux":
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return functools.partial(_die_with_parent, os.getpid(), prctl)
 
 
 def free_port() -> int:
@@ -118,14 +134,14 @@ class AdbServer:
         self.cfg = cfg
         self.adb_path = adb_path or adbutils.adb_path()
         self.port = cfg.adb_port or 0
-        self.process: Process | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.client: PrivateAdbClient | None = None
         self._lock = anyio.Lock()
 
     async def ensure(self) -> PrivateAdbClient:
         async with self._lock:
             if self.client is not None and self.process is not None:
-                if self.process.returncode is None:
+                if self.process.poll() is None:
                     return self.client
                 logger.warning("adb server exited (%s); starting it again", self.process.returncode)
             await self._start()
@@ -142,13 +158,17 @@ class AdbServer:
         if sys.platform == "linux":
             env["ADB_LIBUSB"] = "0"
         env.pop("ANDROID_ADB_SERVER_PORT", None)
-        self.process = await anyio.open_process(
+        # Started from the event loop's own thread, which lives as long as the gateway:
+        # the parent-death signal (Linux) is tied to the thread that forks, so a gateway
+        # killed with SIGKILL takes its adb server with it.
+        self.process = subprocess.Popen(  # noqa: ASYNC220 (a fork, not a wait)
             [self.adb_path, "-P", str(port), "server", "nodaemon"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_pdeathsig(),
         )
         self.port = port
         client = adbutils.AdbClient(
@@ -156,7 +176,7 @@ class AdbServer:
         )
         with anyio.fail_after(START_DEADLINE):
             while True:
-                if self.process.returncode is not None:
+                if self.process.poll() is not None:
                     raise DeviceError(
                         f"corral's adb server exited at start (code {self.process.returncode}); "
                         f"is port {port} free?"
@@ -197,14 +217,13 @@ class AdbServer:
         if process is None:
             return
         with anyio.CancelScope(shield=True):
-            if process.returncode is None:
+            if process.poll() is None:
                 process.terminate()
-                with anyio.move_on_after(5):
-                    await process.wait()
-                if process.returncode is None:
+                try:
+                    await anyio.to_thread.run_sync(functools.partial(process.wait, timeout=5))
+                except subprocess.TimeoutExpired:
                     process.kill()
-                    await process.wait()
-            await process.aclose()
+                    await anyio.to_thread.run_sync(process.wait)
 
 
 class AndroidDevice:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import plistlib
+import signal
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from sandboxes.fence import unfence
-from tests.e2e.conftest import connect
+from tests.e2e.conftest import connect, wait_until
 from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import image_of, text_of
 from tests.simulators import fake_wda
@@ -242,3 +243,29 @@ async def test_read_only_mode_hides_and_refuses_the_phone_rigs(gateway: CorralHo
         with pytest.raises(MCPError, match="refused in read-only mode") as caught:
             await call(mcp, "mobile_use", "inspect")
         assert "packageInstall" in str(caught.value)
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (a zombie awaiting its new parent's wait counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+async def test_a_gateway_killed_with_sigkill_takes_its_adb_server_along(
+    corral_home: CorralHome,
+) -> None:
+    write_agent(corral_home, "alice")
+    with FakeAdbd() as adbd:
+        config = f'[rigs.android]\ndevices = ["127.0.0.1:{adbd.port}"]\n'
+        async with running_gateway(corral_home, config) as (_, pid):
+            async with connect(corral_home, "stdio") as mcp:
+                assert not (await call(mcp, "mobile_use", "devices")).is_error
+            [server] = adb_servers_of(pid)
+            os.kill(pid, signal.SIGKILL)
+
+            async def ended() -> bool:
+                return gone(server)
+
+            await wait_until(ended, limit=10)
