@@ -49,6 +49,12 @@ def map_adb_errors(serial: str) -> Iterator[None]:
         yield
     except (AdbTimeout, TimeoutError) as exc:
         raise DeviceError(f"device {serial} did not answer in time ({exc})", lost=True) from exc
+    except AdbConnectionError as exc:
+        raise DeviceError(
+            f"device {serial}: corral's adb server does not answer ({exc}); the next call "
+            "starts it again",
+            lost=True,
+        ) from exc
     except AdbError as exc:
         text = str(exc)
         low = text.lower()
@@ -171,9 +177,7 @@ class AdbServer:
             preexec_fn=_pdeathsig(),
         )
         self.port = port
-        client = adbutils.AdbClient(
-            host="127.0.0.1", port=port, socket_timeout=self.cfg.timeout_seconds
-        )
+        client = PrivateAdbClient(port, self.cfg.timeout_seconds)
         with anyio.fail_after(START_DEADLINE):
             while True:
                 if self.process.poll() is not None:

@@ -17,7 +17,7 @@ import pytest
 from adb_shell.adb_device import AdbDeviceTcp
 from PIL import Image
 
-from orchestrator.adb import AdbServer
+from orchestrator.adb import AdbServer, AndroidDevice
 from orchestrator.audit import AuditLog
 from orchestrator.config import ComputerUseConfig, CorralConfig, render_new_agent
 from orchestrator.errors import DeviceError, SessionRefused
@@ -222,6 +222,24 @@ def test_adb_shell_drives_the_fake_as_an_independent_client(fake: FakeAdbd) -> N
         assert png.startswith(b"\x89PNG\r\n\x1a\n")
     finally:
         device.close()
+
+
+async def test_with_its_adb_server_gone_a_call_fails_and_starts_no_other_server(
+    fake: FakeAdbd,
+) -> None:
+    server = AdbServer(config_for(f"127.0.0.1:{fake.port}").rigs.android)
+    try:
+        await server.states()
+        assert server.client is not None and server.process is not None
+        device = AndroidDevice(server.client, f"127.0.0.1:{fake.port}", 5)
+        server.process.kill()
+        await anyio.to_thread.run_sync(server.process.wait)
+        # adbutils' own client would run `adb start-server` (port 5037) here
+        with pytest.raises(DeviceError, match="connect to corral's adb server failed") as caught:
+            await device.shell(["getprop"])
+        assert caught.value.lost
+    finally:
+        await server.close()
 
 
 def test_adbutils_would_start_a_default_server_and_corral_s_client_does_not() -> None:
