@@ -11,9 +11,9 @@ STAMP := $(VENV)/.installed
 VENV1 := .venv-mcp1
 STAMP1 := $(VENV1)/.installed
 
-.PHONY: setup engine images conformance console run test lint typecheck unit bench clean
+.PHONY: setup engine images conformance console wda run test lint typecheck unit bench clean
 
-setup: engine $(STAMP) $(STAMP1) images conformance console
+setup: engine $(STAMP) $(STAMP1) images conformance console wda
 
 engine:
 	@scripts/ensure-docker.sh
@@ -35,6 +35,11 @@ $(STAMP1): Makefile
 # cached in .cache/conformance for tests/e2e/test_conformance.py.
 conformance:
 	@scripts/ensure-conformance.sh
+
+# WebDriverAgent's source (npm appium-webdriveragent, pinned), cached in .cache/wda: the
+# route table the fake WDA of the ios_use tests is checked against.
+wda:
+	@scripts/ensure-wda.sh
 
 # The console's noVNC (npm, cached in .cache/novnc) and Debian's Chromium for its tests.
 console:
@@ -70,6 +75,7 @@ bench: setup
 	$(BIN)/python bench/operator_console.py --write docs/benchmarks.md
 	$(BIN)/python bench/rigs.py --write docs/benchmarks.md
 	$(BIN)/python bench/codrive.py --write docs/benchmarks.md
+	$(BIN)/python bench/mobile.py --write docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) $(VENV1) .cache .mypy_cache .ruff_cache .pytest_cache

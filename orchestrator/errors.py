@@ -23,7 +23,10 @@
     ├── AdminError                 orchestrator.errors the gateway refused an operator's CLI
     │                                                  request, or is not running
     ├── RigError                   orchestrator.errors a rig did not start or answer as it
-    │                                                  should (its page, its channel)
+    │   │                                              should (its page, its channel)
+    │   └── DeviceError            orchestrator.errors a phone or simulator failed a call
+    │                                                  (ADB/WDA errors translated; `lost`:
+    │                                                  the device is gone, the lease ends)
     └── SigningError               orchestrator.errors the signed loopback channel
         ├── SignatureRefused       orchestrator.errors a request's signature refused (401)
         └── NonceCacheFull         orchestrator.errors too many fresh nonces (503)
@@ -58,6 +61,7 @@ __all__ = [
     "ApprovalError",
     "ConfigError",
     "CorralError",
+    "DeviceError",
     "EgressError",
     "EngineError",
     "GatewayStartError",
@@ -153,6 +157,16 @@ class SeatError(CorralError):
 
 class RigError(CorralError):
     """A rig (browser_use, computer_use) could not start, or an action on it failed."""
+
+
+class DeviceError(RigError):
+    """A mobile device (ADB) or simulator (WebDriverAgent, simctl) failed a call. With
+    `lost` true the device is offline, unauthorized or unreachable: the rig ends and its
+    lease is released."""
+
+    def __init__(self, message: str, *, lost: bool = False) -> None:
+        self.lost = lost
+        super().__init__(message)
 
 
 class AdminError(CorralError):

@@ -1,11 +1,13 @@
-"""Rigs (SPEC S4.1-S4.2): the gateway's handler for browser_use, computer_use, rig_list
-and rig_close.
+"""Rigs (SPEC S4.1-S4.2): the gateway's handler for browser_use, computer_use,
+mobile_use, ios_use, rig_list and rig_close.
 
 One rig per agent and surface: repeated calls share it, agents never do. Like kiosk
 sessions, each rig has an action budget, an idle timeout and a lifetime (the agent's
 [capabilities.computer_use_config]), its own egress (the same proxy and rules), labelled
 containers reaped with the rest, and it is removed at once by rig_close. The gateway
-checks the gate itself: the MCP front only forwards.
+checks the gate itself: the MCP front only forwards. The phone rigs (mobile_use,
+ios_use) have no container: they lease a configured device (`orchestrator.mobile_devices`),
+released when the rig ends.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import anyio
 from playwright.async_api import Playwright, async_playwright
 
 from orchestrator.agent_view import load_agent_and_view
+from orchestrator.android_rig import AndroidRig
 from orchestrator.audit import AuditLog
 from orchestrator.browser_rig import BrowserRig
 from orchestrator.cdp_bridge import CdpBridge, handshake
@@ -30,8 +33,11 @@ from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.desktop_rig import DesktopRig, start_desktop
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
+from orchestrator.ios_rig import IosRig
 from orchestrator.kiosk import load_seccomp
 from orchestrator.kiosk_session import answer, fresh_clock, text_block
+from orchestrator.mobile_devices import MobileDevices
+from orchestrator.mobile_rig import MobileRig
 from orchestrator.oversight import Oversight
 from orchestrator.sessions import EgressFactory, navigable_sites
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
@@ -51,13 +57,23 @@ APP_DEADLINE = 45.0  # starting a target app (the agent waits up to 40 s for its
 CONNECT_MS = 30_000
 Clock = Callable[[], float]
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], Any]
-Rig = BrowserRig | DesktopRig
-SURFACES = {"browser_use": "browser", "computer_use": "desktop"}
+Rig = BrowserRig | DesktopRig | AndroidRig | IosRig
+SURFACES = {
+    "browser_use": "browser",
+    "computer_use": "desktop",
+    "mobile_use": "android",
+    "ios_use": "ios",
+}
 PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
 FREE_VERBS = frozenset({"screenshot", "clipboard_get"})  # allowed while a person has it
 TOOL_OF = {surface: tool for tool, surface in SURFACES.items()}
 # The tools that keep a surface's rig alive: the desktop is also codrive's shared desktop.
-USERS_OF = {"browser": ("browser_use",), "desktop": ("computer_use", "codrive_run")}
+USERS_OF = {
+    "browser": ("browser_use",),
+    "desktop": ("computer_use", "codrive_run"),
+    "android": ("mobile_use",),
+    "ios": ("ios_use",),
+}
 
 
 class RigManager:
@@ -83,6 +99,7 @@ class RigManager:
         self._playwright: Playwright | None = None
         self._playwright_cm: Any = None
         self._playwright_lock = anyio.Lock()
+        self.mobile = MobileDevices(config)
         self.oversight: Oversight | None = None
         self.codrive: CodriveRuns | None = None
 
@@ -137,6 +154,8 @@ class RigManager:
             if isinstance(params, CodriveRunParams):
                 return await self.codrive_run(agent, params, cfg, events)
             assert isinstance(params, VerbUnion)
+            if tool == "mobile_use" and params.verb.verb == "devices":
+                return await self.mobile.devices_answer(agent)
             return await self._drive(agent, SURFACES[tool], params, cfg, events)
         except ParamError as exc:
             return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
@@ -176,7 +195,7 @@ class RigManager:
             if counted:
                 rig.clock.spend(self.clock())
             details: dict[str, Any] = {"rig": rig.id, "verb": verb.verb}
-            if verb.verb in ("fill", "clipboard_set", "type"):
+            if verb.verb in ("fill", "clipboard_set", "type", "text"):
                 details["chars"] = len(verb.text)  # type: ignore[attr-defined]  # never the text
             result = await rig.run(verb, rig.clock.status_line(self.clock()))
             self.audit.record("rig_action", agent, details)
@@ -216,6 +235,10 @@ class RigManager:
         rig_id = "r" + uuid.uuid4().hex[:9]
         started = self.clock()
         rig: Rig
+        if surface in ("android", "ios"):
+            start = self.mobile.start_android if surface == "android" else self.mobile.start_ios
+            rig = await start(rig_id, agent, cfg, started)
+            return self._started(agent, surface, rig, started)
         if surface == "desktop":
             rig = await start_desktop(
                 rig_id=rig_id,
@@ -247,6 +270,22 @@ class RigManager:
         )
         await events.log("info", "rig_ready", {"rig": rig_id, "surface": surface})
         await events.progress(surface, f"rig {rig_id} is ready; it may open: {sites}")
+        return rig
+
+    def _started(self, agent: str, surface: str, rig: MobileRig, started: float) -> Rig:
+        assert isinstance(rig, AndroidRig | IosRig)
+        self.rigs[(agent, surface)] = rig
+        self.ended.pop((agent, surface), None)
+        self.audit.record(
+            "rig_started",
+            agent,
+            {
+                "rig": rig.id,
+                "surface": surface,
+                "device": rig.device,
+                "ms": int((self.clock() - started) * 1000),
+            },
+        )
         return rig
 
     async def _start_browser(
@@ -390,6 +429,7 @@ class RigManager:
                     "surface": surface,
                     "state": rig.state,
                     "screen": f"{rig.width}x{rig.height}",
+                    "device": rig.device if isinstance(rig, MobileRig) else None,
                     "controller": rig.controller,
                     "actions_used": rig.clock.used,
                     "max_actions": rig.clock.max_actions,
@@ -420,7 +460,10 @@ class RigManager:
         for key in mine:
             await self.end(key, "closed by the agent")
         return answer(
-            text_block(f"Closed {', '.join(closed)}: containers, network and profile removed."),
+            text_block(
+                f"Closed {', '.join(closed)}: containers, network and profile removed, "
+                "device leases released."
+            ),
             closed=closed,
         )
 
@@ -431,7 +474,11 @@ class RigManager:
         self.ended[key] = why
         if self.oversight is not None:
             self.oversight.approvals.cancel_session(rig.id, f"the rig ended: {why}")
-        await rig.close()
+        try:
+            await rig.close()
+        finally:
+            if isinstance(rig, MobileRig):
+                self.mobile.release(rig)
         self.audit.record(
             "rig_ended", key[0], {"rig": rig.id, "why": why, "actions": rig.clock.used}
         )
@@ -478,6 +525,7 @@ class RigManager:
                 with contextlib.suppress(Exception):
                     await self._playwright_cm.__aexit__(None, None, None)
                 self._playwright = self._playwright_cm = None
+            await self.mobile.close()
 
 
 def _run_answer(run: CodriveRun) -> dict[str, Any]:

@@ -27,9 +27,10 @@ ADMIN_SESSION_ACT_PATH = "/api/internal/admin/sessions/act"
 OPERATOR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,79}$")
 EVENTS_MEDIA_TYPE = "application/x-ndjson"
 # The kiosk family (computer_*, which includes the desktop rig's computer_use) and the
-# other rig tools, and codrive's: the gateway runs these and nothing else.
+# other rig tools (mobile ones included), and codrive's: the gateway runs these and nothing else.
 _TOOL_RE = re.compile(
-    r"computer_[a-z][a-z_]{0,62}|browser_use|rig_list|rig_close|codrive_run|codrive_status",
+    r"computer_[a-z][a-z_]{0,62}|browser_use|mobile_use|ios_use|rig_list|rig_close"
+    r"|codrive_run|codrive_status",
     re.ASCII,
 )
 

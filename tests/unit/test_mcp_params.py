@@ -35,6 +35,8 @@ MINIMAL_ARGS: dict[str, dict[str, Any]] = {
     "codrive_status": {},
     "browser_use": {"verb": "screenshot"},
     "computer_use": {"verb": "screenshot"},
+    "mobile_use": {"verb": "screenshot"},
+    "ios_use": {"verb": "screenshot"},
     "rig_list": {},
     "rig_close": {},
 }

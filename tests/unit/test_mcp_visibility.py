@@ -28,8 +28,12 @@ PROPERTY = settings(database=None, deadline=None, max_examples=200)
 
 CODRIVE_TOOLS = frozenset({"codrive_run", "codrive_status"})
 ALL_TOOLS = frozenset(spec.name for spec in CATALOGUE)
-EVERYTHING_ON = frozenset({"computer_use", "codrive", "browser_use", "desktop_use"})
-RIG_TOOLS = frozenset({"browser_use", "computer_use", "rig_list", "rig_close"})
+EVERYTHING_ON = frozenset(
+    {"computer_use", "codrive", "browser_use", "desktop_use", "mobile_use", "ios_use"}
+)
+RIG_TOOLS = frozenset(
+    {"browser_use", "computer_use", "mobile_use", "ios_use", "rig_list", "rig_close"}
+)
 
 
 def view(**changes: object) -> AgentView:

@@ -195,10 +195,10 @@ def test_the_desktop_use_flag_is_read_from_agent_toml(tmp_path: Path) -> None:
     [
         ({"browser_use"}, {"browser_use", "rig_list", "rig_close"}),
         ({"desktop_use"}, {"computer_use", "rig_list", "rig_close"}),
-        ({"mobile_use"}, {"rig_list", "rig_close"}),
-        ({"ios_use"}, {"rig_list", "rig_close"}),
+        ({"mobile_use"}, {"mobile_use", "rig_list", "rig_close"}),
+        ({"ios_use"}, {"ios_use", "rig_list", "rig_close"}),
         ({"computer_use"}, set()),  # the kiosk family's flag shows no rig tool
-        ({"browser_use", "desktop_use"}, set(RIG_TOOLS)),
+        ({"browser_use", "desktop_use", "mobile_use", "ios_use"}, set(RIG_TOOLS)),
     ],
 )
 def test_each_rig_flag_shows_its_tool_and_rig_list_and_rig_close(

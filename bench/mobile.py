@@ -1,0 +1,189 @@
+"""Benchmark: mobile_use and ios_use tap and screenshot round trips through corral's MCP
+front, against the simulators of tests/simulators/, next to the stock way of doing the
+same on Android: `adb shell input tap` / `adb exec-out screencap -p` spawned per action.
+
+Run from the repository root:
+
+    .venv/bin/python bench/mobile.py [--runs 20] [--write docs/benchmarks.md]
+
+The real path: a throwaway CORRAL_HOME, `corral gateway` as a subprocess (its own adb
+server, private port), `corral mcp --agent bench-mobile` over stdio (the 2.x SDK's
+Client); the fake adbd (ADB wire protocol) and the fake WebDriverAgent (HTTP) run in this
+process. The spawned-adb baseline uses a second adb server of its own (another private
+port) attached to the same fake device. Rounds are interleaved (each round runs every
+path once, in rotating order) after WARMUP uncounted rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import adbutils
+import anyio
+from _common import BenchError, Timings, run_main, write_section
+from computer_use import free_port, running_gateway
+from computer_use_paths import console
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from orchestrator.adb import AdbServer
+from orchestrator.config import AndroidRigConfig, render_new_agent
+from orchestrator.home import CorralHome
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the simulators live in tests/
+from tests.simulators import fake_wda  # noqa: E402
+from tests.simulators.fake_adbd import FakeAdbd  # noqa: E402
+
+AGENT = "bench-mobile"
+WARMUP = 3
+SECTION = "mobile"
+
+
+@dataclass(frozen=True)
+class Row(Timings):
+    name: str
+    samples_ms: tuple[float, ...]
+
+
+def prepare(home: CorralHome, port: int, serial: str, wda_url: str) -> None:
+    home.ensure()
+    home.config_file.write_text(
+        f'[gateway]\nport = {port}\n\n[rigs.android]\ndevices = ["{serial}"]\n\n'
+        f'[rigs.ios]\nwda_url = "{wda_url}"\n'
+    )
+    text = render_new_agent(AGENT).replace("mobile_use = false", "mobile_use = true")
+    text = text.replace("ios_use = false", "ios_use = true")
+    text = text.replace("max_actions = 50\n", "max_actions = 10000\n")
+    path = home.agent_file(AGENT)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(text)
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments)
+    if result.is_error:
+        raise BenchError(f"{tool} {arguments} failed: {result.content}")
+    return result
+
+
+async def timed(action: Callable[[], Awaitable[Any]]) -> float:
+    started = time.perf_counter()
+    await action()
+    return (time.perf_counter() - started) * 1000
+
+
+def spawned(port: int, serial: str, *args: str) -> Callable[[], Awaitable[Any]]:
+    """One `adb -P PORT -s SERIAL ...` process per action, its output read whole."""
+    argv = [adbutils.adb_path(), "-P", str(port), "-s", serial, *args]
+
+    async def run() -> None:
+        done = await anyio.run_process(argv, check=False)
+        if done.returncode != 0 or (args[0] == "exec-out" and not done.stdout):
+            raise BenchError(f"{argv} failed: {done.stderr!r}")
+
+    return run
+
+
+async def measure(client: Client, baseline: int, serial: str, runs: int) -> list[Row]:
+    # first calls start the rigs (lease, adb server, WDA session): not counted
+    await call(client, "mobile_use", verb="screenshot")
+    await call(client, "ios_use", verb="screenshot")
+    paths: dict[str, Callable[[], Awaitable[Any]]] = {
+        "mobile_use tap (MCP)": lambda: call(client, "mobile_use", verb="tap", x=10, y=10),
+        "adb shell input tap, spawned": spawned(
+            baseline, serial, "shell", "input", "tap", "10", "10"
+        ),
+        "mobile_use screenshot (MCP, masked)": lambda: call(
+            client, "mobile_use", verb="screenshot"
+        ),
+        "adb exec-out screencap -p, spawned": spawned(
+            baseline, serial, "exec-out", "screencap", "-p"
+        ),
+        "ios_use tap (MCP)": lambda: call(client, "ios_use", verb="tap", x=10, y=10),
+        "ios_use screenshot (MCP, masked)": lambda: call(client, "ios_use", verb="screenshot"),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    names = list(paths)
+    for index in range(WARMUP + runs):
+        order = names[index % len(names) :] + names[: index % len(names)]
+        for name in order:
+            ms = await timed(paths[name])
+            if index >= WARMUP:
+                samples[name].append(ms)
+    await call(client, "rig_close")
+    return [Row(name, tuple(samples[name])) for name in names]
+
+
+def markdown(rows: Sequence[Row], runs: int) -> str:
+    lines = [
+        f"<!-- bench:{SECTION}:start -->",
+        "## mobile_use / ios_use: tap and screenshot round trips (simulators)",
+        "",
+        f"Command: `.venv/bin/python bench/mobile.py --runs {runs} --write docs/benchmarks.md`."
+        " Against tests/simulators/ (the fake adbd behind a real adb server; the fake "
+        "WebDriverAgent), through corral's MCP front over stdio and the gateway. A "
+        "screenshot through corral reads the UI tree before and after the capture to mask "
+        "secret fields (5 device calls on Android); the spawned-adb rows are one `adb` "
+        "process per action against an adb server of their own, unmasked.",
+        "",
+        "| operation | n | p50 ms | p95 ms | min ms |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.name} | {len(row.samples_ms)} | {row.p50:.0f} | {row.p95:.0f} | "
+            f"{row.minimum:.0f} |"
+        )
+    lines.append(f"<!-- bench:{SECTION}:end -->")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--write", default=None)
+    args = parser.parse_args(argv)
+    wda = fake_wda.serve(fake_wda.FakeWda())
+    try:
+        with tempfile.TemporaryDirectory(prefix="corral-bench-mobile-") as tmp, FakeAdbd() as adbd:
+            serial = f"127.0.0.1:{adbd.port}"
+            home = CorralHome(root=Path(tmp) / "home")
+            port = free_port()
+            prepare(home, port, serial, wda.url)
+            baseline = AdbServer(AndroidRigConfig(devices=[serial]))
+            with running_gateway(home, port, Path(tmp) / "gateway.log"):
+                params = StdioServerParameters(
+                    command=str(REPO / ".venv" / "bin" / "corral"),
+                    args=["mcp", "--agent", AGENT],
+                    env={**os.environ, "CORRAL_HOME": str(home.root)},
+                )
+
+                async def run() -> list[Row]:
+                    await baseline.states()  # its own adb server, attached to the fake
+                    try:
+                        async with Client(params, mode="legacy") as client:
+                            return await measure(client, baseline.port, serial, args.runs)
+                    finally:
+                        await baseline.close()
+
+                rows = anyio.run(run)
+    finally:
+        fake_wda.stop(wda)
+    section = markdown(rows, args.runs)
+    console.print(section, markup=False)
+    if args.write:
+        write_section(Path(args.write), SECTION, section)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, console)

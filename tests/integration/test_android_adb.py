@@ -1,0 +1,315 @@
+"""mobile_use's ADB path against the fake adbd: corral's own adb server (Google's adb
+from the adbutils wheel) attaches the fake with `adb connect`, and every call crosses
+the real smart-socket protocol. `adb-shell` drives the same fake as a second,
+independent client (no adb server), so the fake answers what real clients send."""
+
+from __future__ import annotations
+
+import base64
+import io
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import adbutils
+import anyio
+import pytest
+from adb_shell.adb_device import AdbDeviceTcp
+from PIL import Image
+
+from orchestrator.adb import AdbServer, AndroidDevice
+from orchestrator.audit import AuditLog
+from orchestrator.config import ComputerUseConfig, CorralConfig, render_new_agent
+from orchestrator.errors import DeviceError, SessionRefused
+from orchestrator.home import CorralHome
+from orchestrator.mobile_devices import MobileDevices
+from orchestrator.rigs import RigManager
+from sandboxes.mobile_params import MobileUseParams
+from tests.simulators.fake_adbd import FakeAdbd
+from tests.simulators.fake_android import LAUNCHER, PASSWORD_BOX, PASSWORD_RGB, make_apk
+
+pytestmark = [pytest.mark.anyio, pytest.mark.mobile]
+
+
+def config_for(*serials: str, apk_dir: Path | None = None, timeout: int = 10) -> CorralConfig:
+    android: dict[str, object] = {"devices": list(serials), "timeout_seconds": timeout}
+    if apk_dir is not None:
+        android["apk_dir"] = str(apk_dir)
+    return CorralConfig.model_validate({"rigs": {"android": android}})
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAdbd]:
+    with FakeAdbd() as device:
+        yield device
+
+
+@pytest.fixture
+async def devices(fake: FakeAdbd, tmp_path: Path) -> AsyncIterator[MobileDevices]:
+    (tmp_path / "apks").mkdir()
+    pool = MobileDevices(config_for(f"127.0.0.1:{fake.port}", apk_dir=tmp_path / "apks"))
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+def png_image(data: str) -> Image.Image:
+    return Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB")
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def verb(**args: object) -> object:
+    return MobileUseParams.parse_verbs(args).verb
+
+
+async def test_corral_runs_its_own_adb_server_on_a_private_port_and_stops_it(
+    fake: FakeAdbd,
+) -> None:
+    server = AdbServer(config_for(f"127.0.0.1:{fake.port}").rigs.android)
+    try:
+        states = await server.states()
+        assert [(s.serial, s.state) for s in states] == [(f"127.0.0.1:{fake.port}", "device")]
+        assert server.port != 5037 and listening(server.port)
+        assert fake.connections == 1
+    finally:
+        await server.close()
+    assert not listening(server.port)
+
+
+async def test_argv_words_reach_the_device_as_words_never_as_shell_syntax(
+    devices: MobileDevices, fake: FakeAdbd
+) -> None:
+    rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    word = "x; pm uninstall com.example.notes"
+    result = await rig.run(verb(verb="command", argv=["getprop", word]), "")
+    assert not result["is_error"]
+    assert fake.device.injected == []
+    assert "com.example.notes" in fake.device.packages
+    assert fake.device.commands[-1] == ["getprop", word]
+    # the fake does run a second command when one is really there (the check can fail)
+    assert devices.adb is not None and devices.adb.client is not None
+    raw = devices.adb.client.device(rig.device)
+    await anyio.to_thread.run_sync(lambda: raw.shell("getprop x; getprop y"))
+    assert fake.device.injected == ["getprop y"]
+
+
+async def test_every_android_verb_changes_the_fake_device(
+    devices: MobileDevices, fake: FakeAdbd, tmp_path: Path
+) -> None:
+    (tmp_path / "apks" / "shop.apk").write_bytes(make_apk("com.example.shop"))
+    rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    assert (rig.width, rig.height) == (540, 960)
+    assert devices.leases == {rig.device: "alice"}
+
+    inspected = await rig.run(verb(verb="inspect"), "")
+    text = inspected["content"][0]["text"]
+    assert "UNTRUSTED-DATA" in text and '"Sign in"' in text and "(secret)" in text
+    await rig.run(verb(verb="tap", ref="e5"), "")
+    await rig.run(verb(verb="swipe", x=1, y=2, to_x=3, to_y=4), "")
+    await rig.run(verb(verb="text", text="ann lee"), "")
+    await rig.run(verb(verb="key", key="BACK"), "")
+    assert fake.device.events[-4:] == [
+        "input tap 270 600",
+        "input swipe 1 2 3 4 300",
+        "input text ann%slee",
+        "input keyevent KEYCODE_BACK",
+    ]
+    assert fake.device.typed == "ann lee"
+
+    installed = await rig.run(verb(verb="install", file="shop.apk"), "")
+    assert "Installed shop.apk" in installed["content"][0]["text"]
+    assert "com.example.shop" in fake.device.packages
+    assert "/data/local/tmp/corral-install.apk" not in fake.device.files  # removed again
+    await rig.run(verb(verb="start", package="com.example.shop"), "")
+    assert fake.device.foreground == "com.example.shop"
+    await rig.run(verb(verb="stop", package="com.example.shop"), "")
+    assert fake.device.foreground == LAUNCHER
+    await rig.run(verb(verb="reset", package="com.example.shop"), "")
+    assert "clear com.example.shop" in fake.device.events
+    await rig.run(verb(verb="deep_link", url="shop://item/7?ref=a b".replace(" ", "")), "")
+    assert fake.device.opened_urls == ["shop://item/7?ref=ab"]
+    await rig.run(verb(verb="uninstall", package="com.example.shop"), "")
+    assert "com.example.shop" not in fake.device.packages
+    refused = await rig.run(verb(verb="uninstall", package="com.example.shop"), "")
+    assert "The package manager refused" in refused["content"][0]["text"]
+
+
+async def test_the_screenshot_masks_the_password_field_found_in_the_ui_tree(
+    devices: MobileDevices,
+) -> None:
+    rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    shot = await rig.run(verb(verb="screenshot"), "")
+    images = [b for b in shot["content"] if b["type"] == "image"]
+    assert len(images) == 1
+    image = png_image(images[0]["data"])
+    x1, y1, x2, y2 = PASSWORD_BOX
+    assert image.getpixel(((x1 + x2) // 2, (y1 + y2) // 2)) == (0, 0, 0)
+    assert image.getpixel((5, 5)) == (255, 255, 255)
+    assert image.getpixel((x1 + 10, y1 - 20)) != PASSWORD_RGB
+    assert shot["structured"]["masked_fields"] == 1
+
+
+async def test_install_takes_only_files_inside_the_configured_apk_dir(
+    devices: MobileDevices, tmp_path: Path
+) -> None:
+    (tmp_path / "outside.apk").write_bytes(make_apk("com.evil.app"))
+    (tmp_path / "apks" / "link.apk").symlink_to(tmp_path / "outside.apk")
+    rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    with pytest.raises(DeviceError, match="resolves outside the configured apk_dir"):
+        await rig.run(verb(verb="install", file="link.apk"), "")
+    with pytest.raises(DeviceError, match=r"no missing\.apk in the configured apk_dir"):
+        await rig.run(verb(verb="install", file="missing.apk"), "")
+
+
+async def test_one_agent_holds_a_device_at_a_time(devices: MobileDevices) -> None:
+    rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    with pytest.raises(SessionRefused, match="is held by another agent"):
+        await devices.start_android("r2", "bob", ComputerUseConfig(), 0.0)
+    listed = await devices.devices_answer("bob")
+    assert listed["structured"]["devices"][0]["held_by"] == "another agent"
+    devices.release(rig)
+    again = await devices.start_android("r3", "bob", ComputerUseConfig(), 0.0)
+    assert devices.leases == {again.device: "bob"}
+
+
+async def test_a_device_that_vanishes_mid_call_ends_the_rig_with_a_clear_message(
+    devices: MobileDevices, fake: FakeAdbd
+) -> None:
+    rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    fake.drop_on = "screencap"
+    with pytest.raises(DeviceError) as caught:
+        await rig.run(verb(verb="screenshot"), "")
+    assert caught.value.lost
+    assert rig.device in str(caught.value) and rig.broken is not None
+
+
+async def test_an_unauthorized_device_is_never_leased_and_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    with FakeAdbd(auth_required=True) as locked:
+        pool = MobileDevices(config_for(f"127.0.0.1:{locked.port}"))
+        try:
+
+            async def unauthorized() -> bool:
+                states = await pool.devices_answer("alice")
+                return bool(states["structured"]["devices"][0]["state"] == "unauthorized")
+
+            with anyio.fail_after(15):
+                while not await unauthorized():
+                    await anyio.sleep(0.1)  # polling the adb server's view of the device
+            with pytest.raises(SessionRefused, match=r"unauthorized.*accept the USB debugging"):
+                await pool.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+            assert pool.leases == {}
+            assert 2 in locked.auth_seen  # the adb server really tried its key
+        finally:
+            await pool.close()
+
+
+def test_adb_shell_drives_the_fake_as_an_independent_client(fake: FakeAdbd) -> None:
+    device = AdbDeviceTcp("127.0.0.1", fake.port, default_transport_timeout_s=5.0)
+    assert device.connect(rsa_keys=None, auth_timeout_s=1.0)
+    try:
+        assert device.shell("getprop ro.product.model").strip() == "CorralFake"
+        device.push(io.BytesIO(make_apk("com.example.other")), "/data/local/tmp/other.apk")
+        assert "Success" in device.shell("pm install -r /data/local/tmp/other.apk")
+        assert "com.example.other" in fake.device.packages
+        png = device.exec_out("screencap -p", decode=False)
+        assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    finally:
+        device.close()
+
+
+async def test_with_its_adb_server_gone_a_call_fails_and_starts_no_other_server(
+    fake: FakeAdbd,
+) -> None:
+    server = AdbServer(config_for(f"127.0.0.1:{fake.port}").rigs.android)
+    try:
+        await server.states()
+        assert server.client is not None and server.process is not None
+        device = AndroidDevice(server.client, f"127.0.0.1:{fake.port}", 5)
+        server.process.kill()
+        await anyio.to_thread.run_sync(server.process.wait)
+        # adbutils' own client would run `adb start-server` (port 5037) here
+        with pytest.raises(DeviceError, match="connect to corral's adb server failed") as caught:
+            await device.shell(["getprop"])
+        assert caught.value.lost
+    finally:
+        await server.close()
+
+
+def test_adbutils_would_start_a_default_server_and_corral_s_client_does_not() -> None:
+    from orchestrator.adb import PrivateAdbClient, free_port
+
+    port = free_port()  # nothing listens there
+    with pytest.raises(adbutils.AdbError, match="connect to corral's adb server failed"):
+        PrivateAdbClient(port, 2).list()
+    assert not listening(port)
+
+
+# ------------------------------------------------------------------ the rig manager's leases
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def manager_for(home: CorralHome, serial: str, clock: Clock, **cu: object) -> RigManager:
+    text = render_new_agent("alice").replace("mobile_use = false", "mobile_use = true")
+    extra = "".join(f"{k} = {v}\n" for k, v in cu.items())
+    text = text.replace("max_actions = 50\n", "")
+    text = text.replace(
+        "[capabilities.computer_use_config]\n", f"[capabilities.computer_use_config]\n{extra}"
+    )
+    home.agent_file("alice").parent.mkdir(parents=True, exist_ok=True)
+    home.agent_file("alice").write_text(text)
+    config = config_for(serial)
+    # a phone rig needs no container backend and no egress
+    return RigManager(home, config, None, AuditLog(home.audit_file), None, clock=clock)  # type: ignore[arg-type]
+
+
+async def test_idle_timeout_ends_the_rig_and_releases_the_device(
+    corral_home: CorralHome, fake: FakeAdbd
+) -> None:
+    clock = Clock()
+    rigs = manager_for(
+        corral_home, f"127.0.0.1:{fake.port}", clock, idle_timeout_seconds=5, max_actions=2
+    )
+    try:
+        first = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
+        assert not first["is_error"], first
+        assert rigs.mobile.leases == {f"127.0.0.1:{fake.port}": "alice"}
+        await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
+        over = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
+        assert over["is_error"] and "rig_close" in over["content"][0]["text"]  # the budget
+        clock.now += 6
+        assert await rigs.expire() == [("alice", "android")]
+        assert rigs.mobile.leases == {}
+        events = [e["event"] for e in AuditLog(corral_home.audit_file).read()]
+        assert events.count("rig_started") == 1 and events.count("rig_ended") == 1
+    finally:
+        await rigs.close_all()
+
+
+async def test_revoking_mobile_use_ends_the_rig_and_releases_the_device(
+    corral_home: CorralHome, fake: FakeAdbd
+) -> None:
+    rigs = manager_for(corral_home, f"127.0.0.1:{fake.port}", Clock())
+    try:
+        assert not (await rigs.handle("alice", "mobile_use", {"verb": "inspect"}))["is_error"]
+        path = corral_home.agent_file("alice")
+        path.write_text(path.read_text().replace("mobile_use = true", "mobile_use = false"))
+        assert await rigs.expire() == [("alice", "android")]
+        assert rigs.mobile.leases == {}
+        refused = await rigs.handle("alice", "mobile_use", {"verb": "inspect"})
+        assert refused["is_error"] and "mobile_use" in refused["content"][0]["text"]
+    finally:
+        await rigs.close_all()
