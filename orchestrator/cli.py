@@ -523,6 +523,11 @@ def doctor() -> None:
                     rows.append((f"agent {path.parent.name}", False, str(exc)))
             sandbox = rt.sandbox_config()
             image = "?" if isinstance(sandbox, ConfigError) else sandbox.image
+            if rt.kubernetes is not None:
+                from orchestrator.k8s_doctor import kubernetes_rows
+
+                rows.extend(await kubernetes_rows(rt.kubernetes, image))
+                return
             try:
                 await rt.backend.check(image)
                 info: dict[str, Any] = await anyio.to_thread.run_sync(rt.backend.client.version)
@@ -554,6 +559,8 @@ def reap() -> None:
 
         async with open_runtime(_home()) as rt:
             removed = await reap_orphans(rt.backend)
+            if rt.kubernetes is not None:
+                removed += await reap_orphans(rt.kubernetes)
             networks = await reap_networks(rt.backend)
             return removed + [f"network {name}" for name in networks.networks]
 

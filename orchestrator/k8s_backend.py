@@ -17,7 +17,7 @@ import json
 import os
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +81,7 @@ def resolve_kubeconfig(configured: str | None, environ: Mapping[str, str]) -> st
 def _server_of(kubeconfig: str, context: str | None) -> str:
     """The server URL the kubeconfig names for `context` (for messages), or '?'."""
     try:
-        import yaml
+        import yaml  # type: ignore[import-untyped]  # kr8s's dependency
 
         data = yaml.safe_load(Path(kubeconfig).read_text())
         ctx_name = context or data.get("current-context")
@@ -114,7 +114,7 @@ class KubernetesBackend:
 
     async def api(self) -> Any:
         if self._api is None:
-            if not Path(self.settings.kubeconfig).is_file():
+            if not await anyio.Path(self.settings.kubeconfig).is_file():
                 raise SandboxUnavailable(
                     UnavailableCode.DAEMON_UNREACHABLE,
                     f"no kubeconfig file at {self.settings.kubeconfig} (tried [backend] "
@@ -246,7 +246,7 @@ class KubernetesBackend:
                     if event["type"] == "DELETED":
                         return
 
-    async def watch(self, plural: str, name: str) -> AsyncIterator[dict[str, Any]]:
+    async def watch(self, plural: str, name: str) -> AsyncGenerator[dict[str, Any]]:
         """Events on one object, from now: a GET (404: one synthetic DELETED), then the
         watch from its resourceVersion."""
         try:
@@ -283,7 +283,7 @@ class KubernetesBackend:
 
 def _container_state(pod: Mapping[str, Any]) -> dict[str, Any]:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    mine = next((s for s in statuses if s.get("name") == CONTAINER), {})
+    mine: dict[str, Any] = next((s for s in statuses if s.get("name") == CONTAINER), {})
     return dict(mine.get("state") or {})
 
 

@@ -49,7 +49,7 @@ class ClusterTarget:
 
 
 def _status_message(exc: kr8s.ServerError) -> str:
-    status = exc.status if isinstance(exc.status, dict) else {}
+    status: dict[str, Any] = exc.status if isinstance(exc.status, dict) else {}
     return str(status.get("message") or exc)
 
 
@@ -126,7 +126,7 @@ class ChannelStream:
                 )
             )
         self._stack = stack
-        self.protocol = self._ws.subprotocol or ""
+        self.protocol = (self._ws.subprotocol if self._ws is not None else None) or ""
 
     async def send(self, data: bytes) -> None:
         if self._ws is None:

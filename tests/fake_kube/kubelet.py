@@ -197,9 +197,10 @@ class Kubelet:
                     await listener.send((channel, chunk))
 
     async def _stop(self, run: PodRun) -> None:
-        if run.process is not None and run.process.returncode is None:
-            _kill(run.process)
-            await run.process.wait()
+        if run.process is not None:
+            if run.process.returncode is None:
+                _kill(run.process)
+            await run.process.aclose()
         for listener in run.listeners:
             listener.close()
 

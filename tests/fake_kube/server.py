@@ -151,9 +151,9 @@ class FakeApi:
                     if version <= since:
                         continue
                     since = version
-                    if kind == plural and obj["metadata"].get("namespace") == ns:
-                        if matches(obj, selector, fields):
-                            yield json.dumps({"type": event, "object": obj}).encode() + b"\n"
+                    mine = kind == plural and obj["metadata"].get("namespace") == ns
+                    if mine and matches(obj, selector, fields):
+                        yield json.dumps({"type": event, "object": obj}).encode() + b"\n"
                 await changed.wait()
 
     async def item(self, request: Request) -> Response:
