@@ -278,7 +278,12 @@ class KubernetesBackend:
                         yield json.loads(line)
 
     async def close(self) -> None:
-        self._api = None
+        """Close the client's HTTP session (kr8s keeps the Api object cached; it opens a
+        new session on its next call)."""
+        api, self._api = self._api, None
+        session = getattr(api, "_session", None)
+        if session is not None:
+            await session.aclose()
 
 
 def _container_state(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -74,6 +74,16 @@ class Kubelet:
         self.store.modified("pods", pod)
         return pod
 
+    @staticmethod
+    def _conditions(ready: bool) -> list[dict[str, str]]:
+        flag = "True" if ready else "False"
+        return [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Initialized", "status": "True"},
+            {"type": "ContainersReady", "status": flag},
+            {"type": "Ready", "status": flag},
+        ]
+
     def _container_status(self, pod: dict[str, Any], state: dict[str, Any]) -> list[Any]:
         container = pod["spec"]["containers"][0]
         return [
@@ -97,6 +107,7 @@ class Kubelet:
             name,
             phase="Pending",
             startTime=_now(),
+            conditions=self._conditions(False),
             containerStatuses=self._container_status(pod, waiting),
         )
         if container["image"] not in self.images:
@@ -156,6 +167,7 @@ class Kubelet:
             name,
             phase="Running",
             podIP="10.244.0.9",
+            conditions=self._conditions(True),
             containerStatuses=self._container_status(pod, {"running": {"startedAt": _now()}}),
         )
         deadline_hit = False
@@ -170,6 +182,8 @@ class Kubelet:
                     deadline_hit = True
                     _kill(run.process)
                     await run.process.wait()
+                # As a container runtime does when PID 1 ends: nothing of the pod outlives it.
+                _kill(run.process)
         for listener in run.listeners:
             listener.close()
         code = run.process.returncode
@@ -186,6 +200,7 @@ class Kubelet:
             namespace,
             name,
             phase="Succeeded" if exit_code == 0 and not deadline_hit else "Failed",
+            conditions=self._conditions(False),
             containerStatuses=self._container_status(pod, {"terminated": terminated}),
             **extra,
         )
@@ -212,5 +227,13 @@ class Kubelet:
 
 
 def _kill(process: anyio.abc.Process) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, 9)
+    """SIGKILL every process of the pod: its session (the container's first process starts
+    one; tini moves its child to a process group of its own, not out of the session)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == process.pid:  # field 6: the session id
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(stat.parent.name), 9)

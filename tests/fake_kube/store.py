@@ -173,6 +173,7 @@ def validate(plural: str, namespace: str, obj: Mapping[str, Any]) -> None:
                 raise _invalid(kind, name, f"data[{key}]: Invalid value: a valid config key")
         if sum(len(k.encode()) + len(v.encode()) for k, v in data.items()) > 1024 * 1024:
             raise _invalid(kind, name, "[]: Too long: must have at most 1048576 bytes")
+    _check_enums(kind, name, obj)
     if kind == "Pod":
         if len(name) > 63 or not _DNS_LABEL_RE.fullmatch(name):
             raise _invalid(kind, name, "metadata.name: Invalid value: must be a DNS label")
@@ -188,6 +189,56 @@ def validate(plural: str, namespace: str, obj: Mapping[str, Any]) -> None:
                         "must be less than or equal to the limit",
                     )
         _check_restricted(name, obj)
+
+
+# Enumerations the API server checks in code (the OpenAPI schemas say only "string").
+_POD_ENUMS = {
+    "restartPolicy": {"Always", "OnFailure", "Never"},
+    "dnsPolicy": {"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"},
+}
+_CONTAINER_ENUMS = {
+    "imagePullPolicy": {"Always", "IfNotPresent", "Never"},
+    "terminationMessagePolicy": {"File", "FallbackToLogsOnError"},
+}
+
+
+def _check_enums(kind: str, name: str, obj: Mapping[str, Any]) -> None:
+    spec = obj.get("spec") or {}
+    found: list[tuple[str, Any, set[str]]] = []
+    if kind == "Pod":
+        found += [(f"spec.{k}", spec[k], allowed) for k, allowed in _POD_ENUMS.items() if k in spec]
+        for i, container in enumerate(spec.get("containers") or []):
+            found += [
+                (f"spec.containers[{i}].{k}", container[k], allowed)
+                for k, allowed in _CONTAINER_ENUMS.items()
+                if k in container
+            ]
+            seccomp = (container.get("securityContext") or {}).get("seccompProfile") or {}
+            if "type" in seccomp:
+                found.append(
+                    (
+                        "seccompProfile.type",
+                        seccomp["type"],
+                        {"RuntimeDefault", "Localhost", "Unconfined"},
+                    )
+                )
+    if kind == "NetworkPolicy":
+        for policy_type in spec.get("policyTypes") or []:
+            found.append(("spec.policyTypes", policy_type, {"Ingress", "Egress"}))
+        for direction in ("ingress", "egress"):
+            for rule in spec.get(direction) or []:
+                for port in rule.get("ports") or []:
+                    found.append(
+                        ("ports.protocol", port.get("protocol", "TCP"), {"TCP", "UDP", "SCTP"})
+                    )
+    for path, value, allowed in found:
+        if value not in allowed:
+            raise _invalid(
+                kind,
+                name,
+                f"{path}: Unsupported value: {value!r}: supported values: "
+                + ", ".join(sorted(allowed)),
+            )
 
 
 @dataclass
