@@ -123,7 +123,7 @@ def run(file: Path, timeout_seconds: str, language: str | None, agent: str) -> N
 
     async def go() -> int:
         async with open_runtime(_home()) as rt:
-            await reap_orphans(rt.backend)
+            await reap_orphans(rt.script_backend)
             try:
                 result = await execute(rt)
             except SandboxUnavailable as exc:
@@ -220,6 +220,15 @@ def images_build(rebuild: bool, pull_base: bool, mirror: str) -> None:
         raise SystemExit(1) from exc
     verb = "built" if outcome.built else "cached"
     err.print(f"[green]{outcome.image}: {verb}[/green]")
+
+
+def _add_image_commands() -> None:
+    from orchestrator.image_push import images_push
+
+    images.add_command(images_push)
+
+
+_add_image_commands()
 
 
 # ------------------------------------------------------------------------ agents

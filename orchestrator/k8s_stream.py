@@ -21,6 +21,7 @@ import anyio
 import httpx
 import httpx_ws
 import kr8s
+from wsproto.utilities import LocalProtocolError
 
 from orchestrator.errors import CorralError, EngineError, SandboxUnavailable, UnavailableCode
 
@@ -28,6 +29,13 @@ logger = logging.getLogger("corral.kubernetes")
 
 STDIN, STDOUT, STDERR, ERROR, CLOSE = 0, 1, 2, 3, 255
 PROTOCOLS = ["v5.channel.k8s.io", "v4.channel.k8s.io"]
+# What a write on a stream the server has closed raises (the server may close first).
+_CLOSED = (
+    httpx_ws.HTTPXWSException,
+    LocalProtocolError,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+)
 FIX_REACH = (
     "check `kubeconfig`/`context` under [backend] in config.toml and that the cluster "
     "answers (`kubectl --kubeconfig PATH get ns`)"
@@ -133,13 +141,13 @@ class ChannelStream:
             raise OSError("the stream is closed")
         try:
             await self._ws.send_bytes(bytes([STDIN]) + data)
-        except httpx_ws.HTTPXWSException as exc:
+        except _CLOSED as exc:
             raise OSError(f"the stream is closed: {exc}") from exc
 
     async def close_stdin(self) -> None:
         """v5: the process sees its stdin end. v4 cannot say so (the stream must close)."""
         if self._ws is not None and self.protocol.startswith("v5."):
-            with contextlib.suppress(httpx_ws.HTTPXWSException):
+            with contextlib.suppress(*_CLOSED):
                 await self._ws.send_bytes(bytes([CLOSE, STDIN]))
 
     async def next_frame(self) -> tuple[int, bytes] | None:

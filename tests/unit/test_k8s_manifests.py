@@ -260,9 +260,9 @@ def test_quantities_are_exact() -> None:
 
 
 def test_labels_the_api_would_refuse_are_an_error_not_rewritten() -> None:
-    with pytest.raises(ValueError, match="corral.owner.host"):
+    with pytest.raises(ValueError, match=r"corral\.owner\.host"):
         checked_labels({"corral.owner.host": "x" * 64})
-    with pytest.raises(ValueError, match="corral.agent"):
+    with pytest.raises(ValueError, match=r"corral\.agent"):
         checked_labels({"corral.agent": "-bad"})
     assert checked_labels({"corral.session": ""}) == {"corral.session": ""}
 
