@@ -6,7 +6,7 @@ gated: it waits for one line on stdin, so corral attaches (WebSocket, channel
 protocol) before the script writes a byte, then sends the line; output comes back
 over that attach stream, stdout and stderr in the order the kubelet sends them.
 The exit code and an OOM kill are read from the pod's status; kill and cancel delete
-the pod (grace period 0). Every object carries the `corral.*` labels, so
+the pod (grace period 1 s). Every object carries the `corral.*` labels, so
 `orchestrator.reaper` removes a dead owner's pods, ConfigMaps and policies here as
 it does containers on Docker. Errors are translated in `k8s_stream.map_kube_errors`.
 """
@@ -230,12 +230,16 @@ class KubernetesBackend:
         return found
 
     async def remove(self, container_id: str) -> None:
-        """Delete (grace period 0) and wait until gone; gone already is fine. A bare name
-        is a pod."""
+        """Delete and wait (at most GONE_TIMEOUT) until gone; gone already is fine. A bare
+        name is a pod."""
         kind, _, name = container_id.rpartition("/")
         plural = PLURALS[kind or "pod"]
+        # A pod: grace 1, not 0 (0 is a force delete: the API forgets the pod at once
+        # while its containers may still run); its PID 1 gets SIGKILL a second later at
+        # most, and DELETED comes once the kubelet has confirmed it stopped.
+        grace = 1 if plural == "pods" else 0
         try:
-            await self.request("DELETE", plural, name, gracePeriodSeconds=0)
+            await self.request("DELETE", plural, name, gracePeriodSeconds=grace)
         except EngineError as exc:
             if status_code(exc.__cause__ or exc) == 404:
                 return

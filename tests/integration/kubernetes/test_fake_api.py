@@ -17,7 +17,7 @@ from orchestrator.k8s_backend import KubernetesBackend
 from sandboxes.isolation import locked_down
 from sandboxes.k8s_manifests import pod_manifest
 from tests.fake_kube.server import NAMESPACE, Served
-from tests.kubernetes.conftest import KIOSK_IMAGE
+from tests.integration.kubernetes.conftest import KIOSK_IMAGE
 from tests.unit.test_k8s_manifests import LABELS, script_pod
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.anyio]

@@ -17,7 +17,7 @@ from orchestrator.owner import Owner
 from sandboxes.script import ScriptContext, ScriptResult, ScriptSettings, execute_program
 from sandboxes.script_policy import READ_CAP_BYTES, REPLY_CAP_BYTES, parse_params
 from tests.fake_kube.server import Served
-from tests.kubernetes.conftest import leftovers
+from tests.integration.kubernetes.conftest import leftovers
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.anyio]
 
@@ -142,6 +142,8 @@ async def test_an_image_the_cluster_lacks_refuses_the_run_and_leaves_nothing(
     assert "corral-not-pushed:latest" in caught.value.reason
     assert "corral images push" in caught.value.fix
     assert leftovers(cluster) == []
+    assert isinstance(ctx.audit, Audit)
+    assert [e for e, _ in ctx.audit.events] == ["script_sandbox_unavailable"]
 
 
 async def test_a_namespace_that_does_not_exist_is_named(cluster: Served) -> None:

@@ -15,7 +15,7 @@ from orchestrator.reaper import reap_orphans
 from sandboxes.isolation import locked_down
 from sandboxes.k8s_manifests import DENY_ALL_POLICY, configmap_manifest, pod_manifest
 from tests.fake_kube.server import NAMESPACE, Served
-from tests.kubernetes.conftest import KIOSK_IMAGE
+from tests.integration.kubernetes.conftest import KIOSK_IMAGE
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.anyio]
 
