@@ -16,6 +16,7 @@ from starlette.websockets import WebSocket
 
 from orchestrator.config import CorralConfig, load_config
 from orchestrator.docker_backend import DockerBackend
+from orchestrator.errors import SandboxUnavailable
 from orchestrator.gateway import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
@@ -101,17 +102,35 @@ async def run_gateway(
     listen_host = config.gateway.host if host is None else host
     listen_port = config.gateway.port if port is None else port
     async with open_runtime(home) as runtime:
-        await reap_orphans(runtime.backend)
         from orchestrator.network_reaper import reap_networks
 
-        await reap_networks(runtime.backend)
-        manager = SessionManager(
-            home,
-            config,
-            runtime.backend,
-            runtime.audit,
-            egress_factory(runtime.backend, config),
-        )
+        try:
+            await reap_orphans(runtime.backend)
+            await reap_networks(runtime.backend)
+        except SandboxUnavailable:
+            if runtime.kubernetes is None:
+                raise
+            # On a cluster, a machine without Docker still serves kiosk sessions; only
+            # the rigs (still on Docker) are unavailable.
+        if runtime.kubernetes is not None:  # kiosk sessions as pods (docs/kubernetes.md)
+            from orchestrator.k8s_egress import kube_egress_factory
+
+            await reap_orphans(runtime.kubernetes)
+            manager = SessionManager(
+                home,
+                config,
+                runtime.kubernetes,
+                runtime.audit,
+                kube_egress_factory(runtime.kubernetes, config.container.kiosk.proxy_image),
+            )
+        else:
+            manager = SessionManager(
+                home,
+                config,
+                runtime.backend,
+                runtime.audit,
+                egress_factory(runtime.backend, config),
+            )
         from orchestrator.rigs import RigManager
 
         rigs = RigManager(

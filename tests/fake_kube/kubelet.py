@@ -16,7 +16,7 @@ import contextlib
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,10 +53,12 @@ class PodRun:
 
 
 class Kubelet:
-    def __init__(self, store: Store, root: Path, images: set[str]) -> None:
+    def __init__(
+        self, store: Store, root: Path, images: Mapping[str, Sequence[str] | None]
+    ) -> None:
         self.store = store
         self.root = root
-        self.images = images
+        self.images = images  # what the node has: image -> its CMD (None: none)
         self.runs: dict[tuple[str, str], PodRun] = {}
         self.tasks: anyio.abc.TaskGroup | None = None
 
@@ -151,7 +153,9 @@ class Kubelet:
 
     async def _execute(self, namespace: str, name: str, pod: dict[str, Any], run: PodRun) -> None:
         container = pod["spec"]["containers"][0]
-        argv = self.argv(run, container["command"])
+        command = container.get("command") or self.images[container["image"]]
+        assert command, f"the fake image {container['image']} has no CMD: give a command"
+        argv = self.argv(run, command)
         deadline = pod["spec"].get("activeDeadlineSeconds")
         run.process = await anyio.open_process(
             argv,

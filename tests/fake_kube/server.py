@@ -16,7 +16,7 @@ import json
 import socket
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ def _refused(exc: ApiRefusal) -> JSONResponse:
 
 
 class FakeApi:
-    def __init__(self, root: Path, images: set[str]) -> None:
+    def __init__(self, root: Path, images: Mapping[str, Sequence[str] | None]) -> None:
         self.store = Store(namespaces={"default", NAMESPACE})
         self.kubelet = Kubelet(self.store, root, images)
         self.requests: list[tuple[str, str]] = []  # (method, path), for tests to read
@@ -291,9 +291,10 @@ def write_kubeconfig(path: Path, url: str, namespace: str = NAMESPACE) -> Path:
 
 
 @contextlib.contextmanager
-def serve(root: Path, images: set[str]) -> Iterator[Served]:
+def serve(root: Path, images: Mapping[str, Sequence[str] | None]) -> Iterator[Served]:
     """The fake on 127.0.0.1 (a free port), in a thread with its own event loop. The
-    socket is bound and listening before this returns, so no wait is needed."""
+    socket is bound and listening before this returns, so no wait is needed. `images`:
+    what its node has, each with its CMD (used when a pod gives no command)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)

@@ -5,6 +5,7 @@ Every test checks that it left no pod and no ConfigMap behind."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,11 +15,24 @@ from orchestrator.owner import Owner
 from tests.fake_kube.server import NAMESPACE, Served, serve
 
 KIOSK_IMAGE = "corral-kiosk:latest"
+PROXY_IMAGE = "corral-proxy:latest"
+REPO = Path(__file__).resolve().parents[3]
+# The fake node's images and their CMD. The proxy is the real one (rig_images/proxy),
+# on a free port of this host (its pod's port would be 3128).
+IMAGES = {
+    DEFAULT_SANDBOX_IMAGE: None,
+    KIOSK_IMAGE: None,
+    PROXY_IMAGE: [
+        "sh",
+        "-c",
+        f"CORRAL_LISTEN_PORT=0 exec python3 {REPO}/rig_images/proxy/proxy.py",
+    ],
+}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with serve(tmp_path_factory.mktemp("kube"), {DEFAULT_SANDBOX_IMAGE, KIOSK_IMAGE}) as served:
+    with serve(tmp_path_factory.mktemp("kube"), IMAGES) as served:
         yield served
 
 
