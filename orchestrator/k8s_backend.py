@@ -160,7 +160,9 @@ class KubernetesBackend:
 
     async def check(self, image: str) -> None:
         """The API answers, the namespace exists, and the deny-all policy is in place.
-        Whether a node has `image` shows only when a pod starts (then: image_missing)."""
+        Whether a node has `image` shows only when a pod starts (then: image_missing).
+        Reading the namespace needs a cluster-wide permission corral's Role may lack
+        (docs/kubernetes.md): refused, listing pods in it proves enough."""
         api = await self.api()
         try:
             with map_kube_errors(self.target):
@@ -168,6 +170,10 @@ class KubernetesBackend:
                     "GET", version="v1", url=f"namespaces/{self.settings.namespace}"
                 ):
                     pass
+        except SandboxUnavailable as exc:
+            if exc.code is not UnavailableCode.PERMISSION_DENIED:
+                raise
+            await self.request("GET", "pods", limit="1")
         except EngineError as exc:
             if isinstance(exc.__cause__, kr8s.ServerError) and status_code(exc.__cause__) == 404:
                 raise SandboxUnavailable(

@@ -184,3 +184,37 @@ def test_push_plan_refuses_what_is_not_a_registry(registry: str) -> None:
 
 def test_push_plan_takes_a_bare_host_with_a_port() -> None:
     assert push_plan("myregistry:5000", IMAGES)[0].remote == "myregistry:5000/corral-sandbox:latest"
+
+
+# ------------------------------------------------------------------ docs/kubernetes.md
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "kubernetes.md"
+
+
+def _blocks(language: str) -> list[str]:
+    text = DOC.read_text()
+    return [b.split("```", 1)[0] for b in text.split(f"```{language}\n")[1:]]
+
+
+def test_the_docs_config_block_is_a_valid_config() -> None:
+    import tomllib
+
+    config = parse_config(tomllib.loads(_blocks("toml")[0]), "docs/kubernetes.md")
+    assert isinstance(config.effective_backend(), KubernetesBackendConfig)
+
+
+def test_the_docs_manifests_are_what_the_builders_make_and_valid() -> None:
+    import kubernetes_validate
+    import yaml
+
+    shown = {}
+    for block in _blocks("yaml"):
+        doc = yaml.safe_load(block)
+        if doc.get("kind") in ("Pod", "NetworkPolicy"):
+            kubernetes_validate.validate(doc, "1.37", strict=True)
+            shown[doc["metadata"]["name"]] = doc
+    from sandboxes.k8s_manifests import DENY_ALL_POLICY, deny_all_policy
+
+    assert shown[DENY_ALL_POLICY] == deny_all_policy("corral")
+    pod = next(d for d in shown.values() if d["kind"] == "Pod")
+    assert pod["spec"]["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
