@@ -403,21 +403,22 @@ class KubeRun:
         return None if self._stream is None else await self._stream.receive_stdout()
 
     async def wait(self) -> ExitInfo:
-        """The container's exit from the pod's status; a deleted pod was killed (137)."""
-        async with aclosing(self._backend.watch("pods", self.name)) as events:
-            async for event in events:
-                if event["type"] == "DELETED":
-                    return ExitInfo(exit_code=KILLED, oom_killed=False)
-                pod = event["object"]
-                terminated = _container_state(pod).get("terminated")
-                if terminated is not None:
-                    return ExitInfo(
-                        exit_code=int(terminated.get("exitCode", -1)),
-                        oom_killed=terminated.get("reason") == "OOMKilled",
-                    )
-                if (pod.get("status") or {}).get("reason") == "DeadlineExceeded":
-                    return ExitInfo(exit_code=KILLED, oom_killed=False)
-        return ExitInfo(exit_code=KILLED, oom_killed=False)
+        """The container's exit from the pod's status; a deleted pod was killed (137). A
+        watch the server ends (they time out) is started again from a fresh GET."""
+        while True:
+            async with aclosing(self._backend.watch("pods", self.name)) as events:
+                async for event in events:
+                    if event["type"] == "DELETED":
+                        return ExitInfo(exit_code=KILLED, oom_killed=False)
+                    pod = event["object"]
+                    terminated = _container_state(pod).get("terminated")
+                    if terminated is not None:
+                        return ExitInfo(
+                            exit_code=int(terminated.get("exitCode", -1)),
+                            oom_killed=terminated.get("reason") == "OOMKilled",
+                        )
+                    if (pod.get("status") or {}).get("reason") == "DeadlineExceeded":
+                        return ExitInfo(exit_code=KILLED, oom_killed=False)
 
     async def kill(self) -> None:
         with anyio.CancelScope(shield=True):
