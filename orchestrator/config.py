@@ -176,6 +176,21 @@ class KubernetesBackendConfig(_Model):
     kiosk_image: str | None = None
     proxy_image: str | None = None
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    # The kiosk's Chromium seccomp profile (rig_images/kiosk/seccomp.json) installed on
+    # the nodes, relative to the kubelet's seccomp root; unset: RuntimeDefault.
+    kiosk_seccomp_profile: str | None = None
+
+    @field_validator("kiosk_seccomp_profile")
+    @classmethod
+    def _profile(cls, value: str | None) -> str | None:
+        if value is not None and (
+            value.startswith("/") or ".." in value.split("/") or not value.endswith(".json")
+        ):
+            raise ValueError(
+                "must be a path relative to the kubelet's seccomp root, ending in .json "
+                "(e.g. 'corral/kiosk.json')"
+            )
+        return value
 
     @field_validator("sandbox_image", "kiosk_image", "proxy_image")
     @classmethod

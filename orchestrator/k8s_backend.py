@@ -65,6 +65,9 @@ class KubeSettings:
     context: str | None = None
     pull_policy: PullPolicy = "IfNotPresent"
     images: Mapping[str, str] = field(default_factory=dict)
+    # A spec with its own seccomp profile (the kiosk's) gets this Localhost profile;
+    # None: RuntimeDefault, as every other pod.
+    seccomp_localhost: str | None = None
 
 
 def resolve_kubeconfig(configured: str | None, environ: Mapping[str, str]) -> str:
@@ -354,6 +357,11 @@ class KubeRun:
                 image=backend.cluster_image(spec.image),
                 workspace_configmap=self._configmap,
                 gate=self._gate,
+                seccomp_localhost=(
+                    backend.settings.seccomp_localhost
+                    if any(o.startswith("seccomp=") for o in spec.security_opt)
+                    else None
+                ),
             )
             await backend.request("POST", "pods", body=manifest)
             await self._until_running()

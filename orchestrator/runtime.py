@@ -118,6 +118,7 @@ def kubernetes_for(
         context=chosen.context,
         pull_policy=chosen.image_pull_policy,
         images=config.cluster_images(),
+        seccomp_localhost=chosen.kiosk_seccomp_profile,
     )
     return KubernetesBackend(owner, settings)
 

@@ -81,6 +81,8 @@ def test_kubernetes_backend_keys_parse_with_their_defaults() -> None:
         ({"kind": "kubernetes", "sandbox_image": "Not An Image"}, "sandbox_image"),
         ({"kind": "kubernetes", "namspace": "x"}, "namspace"),
         ({"kind": "nomad"}, "backend"),
+        ({"kind": "kubernetes", "kiosk_seccomp_profile": "/etc/x.json"}, "kiosk_seccomp_profile"),
+        ({"kind": "kubernetes", "kiosk_seccomp_profile": "../x.json"}, "kiosk_seccomp_profile"),
     ],
 )
 def test_a_bad_backend_key_is_named(backend: dict[str, str], key: str) -> None:

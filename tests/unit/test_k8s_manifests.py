@@ -278,3 +278,18 @@ def test_configmap_over_the_api_limit_is_refused_here() -> None:
         configmap_manifest(
             name="cm", namespace="corral", labels={}, files={"main.py": "x" * (1024 * 1024)}
         )
+
+
+def test_a_localhost_seccomp_profile_replaces_runtime_default_everywhere() -> None:
+    spec = kiosk_spec(image="corral-kiosk:latest", labels=LABELS, network="n", seccomp="/x.json")
+    pod = pod_manifest(
+        spec,
+        name="corral-kiosk-s1-1",
+        namespace="corral",
+        pull_policy="Never",
+        seccomp_localhost="corral/kiosk.json",
+    )
+    valid(pod)
+    expected = {"type": "Localhost", "localhostProfile": "corral/kiosk.json"}
+    assert pod["spec"]["securityContext"]["seccompProfile"] == expected
+    assert pod["spec"]["containers"][0]["securityContext"]["seccompProfile"] == expected

@@ -115,3 +115,33 @@ async def test_an_attached_pod_answers_on_its_stdin_channel_and_exec_streams(
 async def test_remove_of_an_object_already_gone_is_not_an_error(backend: KubernetesBackend) -> None:
     await backend.remove("pod/corral-script-never-1")
     await backend.remove("configmap/corral-script-never-1")
+
+
+async def test_a_kiosk_pod_gets_the_nodes_localhost_seccomp_profile_when_configured(
+    cluster: Served,
+) -> None:
+    from orchestrator.k8s_backend import KubeSettings
+    from orchestrator.owner import Owner
+
+    settings = KubeSettings(
+        kubeconfig=str(cluster.kubeconfig),
+        namespace=NAMESPACE,
+        seccomp_localhost="corral/kiosk.json",
+    )
+    kube = KubernetesBackend(Owner.current(), settings)
+    labels = kube.labels(kind="kiosk", agent="cli", session="sec")
+    spec = locked_down(
+        image=KIOSK_IMAGE,
+        labels=labels,
+        command=("sh", "-c", "cat >/dev/null"),
+        stdin_open=True,
+        seccomp="/host/path/seccomp.json",
+    )
+    run = await kube.open_attached(spec)
+    try:
+        stored = cluster.api.store.get("pods", NAMESPACE, run.name)
+    finally:
+        await run.close()
+        await kube.close()
+    profile = stored["spec"]["containers"][0]["securityContext"]["seccompProfile"]
+    assert profile == {"type": "Localhost", "localhostProfile": "corral/kiosk.json"}
