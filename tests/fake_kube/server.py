@@ -46,6 +46,7 @@ class FakeApi:
         self.store = Store(namespaces={"default", NAMESPACE})
         self.kubelet = Kubelet(self.store, root, images)
         self.requests: list[tuple[str, str]] = []  # (method, path), for tests to read
+        self.protocols: tuple[str, ...] = PROTOCOLS  # a test may take v5 away
         api = "/api/v1/namespaces/{ns}/{plural}"
         net = "/apis/networking.k8s.io/v1/namespaces/{ns}/{plural}"
         self.app = Starlette(
@@ -179,7 +180,7 @@ class FakeApi:
         ns, name = websocket.path_params["ns"], websocket.path_params["name"]
         self.requests.append(("WS", websocket.url.path))
         offered = websocket.scope.get("subprotocols", [])
-        chosen = next((p for p in offered if p in PROTOCOLS), None)
+        chosen = next((p for p in offered if p in self.protocols), None)
         run = self.kubelet.runs.get((ns, name))
         if chosen is None or run is None or run.process is None:
             await websocket.close(code=1008)  # refused before the upgrade: HTTP 403

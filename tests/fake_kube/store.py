@@ -21,12 +21,30 @@ from typing import Any
 import anyio
 import kubernetes_validate
 
-from sandboxes.k8s_manifests import label_problem
-
 K8S_VERSION = "1.37.0"
 _SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CONFIG_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+# apimachinery's validation (its own copy here, not corral's): a label key is a
+# qualified name, [prefix/]name, the name at most 63 characters; a value at most 63.
+_QUALIFIED_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def label_problem(key: str, value: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _SUBDOMAIN_RE.fullmatch(prefix)):
+        return f"{key!r}: prefix part must be a DNS-1123 subdomain"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME_RE.fullmatch(name):
+        return f"{key!r}: name part must consist of alphanumeric characters, '-', '_' or '.'"
+    if len(value) > 63 or not _LABEL_VALUE_RE.fullmatch(value):
+        return (
+            f"{value!r}: a valid label must be an empty string or consist of alphanumeric "
+            "characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+        )
+    return None
+
 
 KINDS = {  # plural -> (apiVersion, kind)
     "pods": ("v1", "Pod"),

@@ -167,3 +167,14 @@ async def test_the_deny_all_policy_is_in_place_before_any_script_runs(
     )
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     assert policy["spec"]["egress"] == [] and policy["spec"]["ingress"] == []
+
+
+async def test_a_server_that_speaks_only_v4_runs_scripts_the_same(
+    backend: KubernetesBackend, cluster: Served, tmp_path: Path
+) -> None:
+    cluster.api.protocols = ("v4.channel.k8s.io",)  # no channel-close message in v4
+    try:
+        result = await run(backend, tmp_path, "echo one; echo two >&2; exit 5", language="sh")
+    finally:
+        cluster.api.protocols = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+    assert (result.output, result.exit_code) == ("one\ntwo\n", 5)
