@@ -24,7 +24,7 @@ from orchestrator.runtime import open_runtime
 from orchestrator.sessions import EgressFactory, SessionManager, no_egress
 from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.ports import Egress
+from sandboxes.ports import ContainerBackend, Egress
 from sandboxes.rfb import ClientMessage
 
 
@@ -54,8 +54,12 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
     return make
 
 
-def people_routes(home: CorralHome, manager: SessionManager) -> ExtraRoutes:
-    """The operators' signed API and the console, beside the agents' API."""
+def people_routes(
+    home: CorralHome, manager: SessionManager, rigs_backend: ContainerBackend | None = None
+) -> ExtraRoutes:
+    """The operators' signed API and the console, beside the agents' API. A seat's live
+    view goes through the backend that runs it: a kiosk pod (`pod/...`, Kubernetes)
+    through the SessionManager's, a rig container through `rigs_backend` (Docker)."""
     from orchestrator.admin_api import admin_routes
     from orchestrator.console import console_routes
 
@@ -70,7 +74,11 @@ def people_routes(home: CorralHome, manager: SessionManager) -> ExtraRoutes:
         if session is None:
             await websocket.close(code=1008)
             return
-        stream = await open_vnc(manager.backend, session.channel.id)
+        container = session.channel.id
+        backend = manager.backend
+        if rigs_backend is not None and not container.startswith("pod/"):
+            backend = rigs_backend
+        stream = await open_vnc(backend, container)
         outcome = await bridge_vnc(websocket, stream, on_input)
         manager.audit.record(
             "console_live_view_ended",
@@ -150,7 +158,7 @@ async def run_gateway(
                 tg.start_soon(rigs.expire_forever)
                 tg.start_soon(manager.oversight.thumbnails_forever)
                 rigs.attach_people(manager.oversight, tg.start_soon)
-                routes = people_routes(home, manager)
+                routes = people_routes(home, manager, runtime.backend)
 
                 async def serve() -> None:
                     try:
