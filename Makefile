@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 VENV1 := .venv-mcp1
 STAMP1 := $(VENV1)/.installed
 
-.PHONY: setup engine images conformance console wda run test lint typecheck unit bench clean
+.PHONY: setup engine images conformance console wda run test lint typecheck unit kubernetes bench clean
 
 setup: engine $(STAMP) $(STAMP1) images conformance console wda
 
@@ -67,6 +67,11 @@ test: setup lint typecheck
 
 unit: $(STAMP)
 	$(BIN)/pytest -m unit
+
+# Issue 15: the Kubernetes backend's tests (fake API server; the real-cluster suite
+# runs only with CORRAL_TEST_KUBECONFIG, docs/kubernetes.md).
+kubernetes: $(STAMP)
+	$(BIN)/pytest -m kubernetes
 
 bench: setup
 	$(BIN)/python bench/execute_program.py --write docs/benchmarks.md

@@ -123,7 +123,7 @@ def run(file: Path, timeout_seconds: str, language: str | None, agent: str) -> N
 
     async def go() -> int:
         async with open_runtime(_home()) as rt:
-            await reap_orphans(rt.backend)
+            await reap_orphans(rt.script_backend)
             try:
                 result = await execute(rt)
             except SandboxUnavailable as exc:
@@ -220,6 +220,15 @@ def images_build(rebuild: bool, pull_base: bool, mirror: str) -> None:
         raise SystemExit(1) from exc
     verb = "built" if outcome.built else "cached"
     err.print(f"[green]{outcome.image}: {verb}[/green]")
+
+
+def _add_image_commands() -> None:
+    from orchestrator.image_push import images_push
+
+    images.add_command(images_push)
+
+
+_add_image_commands()
 
 
 # ------------------------------------------------------------------------ agents
@@ -523,6 +532,11 @@ def doctor() -> None:
                     rows.append((f"agent {path.parent.name}", False, str(exc)))
             sandbox = rt.sandbox_config()
             image = "?" if isinstance(sandbox, ConfigError) else sandbox.image
+            if rt.kubernetes is not None:
+                from orchestrator.k8s_doctor import kubernetes_rows
+
+                rows.extend(await kubernetes_rows(rt.kubernetes, image))
+                return
             try:
                 await rt.backend.check(image)
                 info: dict[str, Any] = await anyio.to_thread.run_sync(rt.backend.client.version)
@@ -554,6 +568,8 @@ def reap() -> None:
 
         async with open_runtime(_home()) as rt:
             removed = await reap_orphans(rt.backend)
+            if rt.kubernetes is not None:
+                removed += await reap_orphans(rt.kubernetes)
             networks = await reap_networks(rt.backend)
             return removed + [f"network {name}" for name in networks.networks]
 

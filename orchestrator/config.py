@@ -237,6 +237,60 @@ class MobileRigsConfig(_Model):
     ios: IosRigConfig = IosRigConfig()
 
 
+class DockerBackendConfig(_Model):
+    """`[backend] kind = "docker"` (the default): the local engine."""
+
+    kind: Literal["docker"] = "docker"
+    docker_host: str | None = None
+
+
+def _namespace(value: str) -> str:
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
+        raise ValueError("must be a Kubernetes namespace name (1-63 of a-z, 0-9, '-')")
+    return value
+
+
+class KubernetesBackendConfig(_Model):
+    """`[backend] kind = "kubernetes"`: script sandboxes (and, as far as docs/kubernetes.md
+    says, kiosk sessions) as pods in one namespace of an existing cluster."""
+
+    kind: Literal["kubernetes"]
+    namespace: Annotated[str, AfterValidator(_namespace)] = "corral"
+    # Unset: $KUBECONFIG, then ~/.kube/config (as kubectl).
+    kubeconfig: str | None = None
+    context: str | None = None
+    # The names the cluster pulls; unset: the [container.*] image names.
+    sandbox_image: str | None = None
+    kiosk_image: str | None = None
+    proxy_image: str | None = None
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    # The kiosk's Chromium seccomp profile (rig_images/kiosk/seccomp.json) installed on
+    # the nodes, relative to the kubelet's seccomp root; unset: RuntimeDefault.
+    kiosk_seccomp_profile: str | None = None
+
+    @field_validator("kiosk_seccomp_profile")
+    @classmethod
+    def _profile(cls, value: str | None) -> str | None:
+        if value is not None and (
+            value.startswith("/") or ".." in value.split("/") or not value.endswith(".json")
+        ):
+            raise ValueError(
+                "must be a path relative to the kubelet's seccomp root, ending in .json "
+                "(e.g. 'corral/kiosk.json')"
+            )
+        return value
+
+    @field_validator("sandbox_image", "kiosk_image", "proxy_image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        return None if value is None else _check_image(value)
+
+
+BackendConfig = Annotated[
+    DockerBackendConfig | KubernetesBackendConfig, Field(discriminator="kind")
+]
+
+
 class GatewayConfig(_Model):
     host: Literal["127.0.0.1", "::1", "localhost"] = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)] = 9030
@@ -263,7 +317,29 @@ class CorralConfig(_Model):
     codrive: CodriveConfig = CodriveConfig()
     container: ContainerConfig = ContainerConfig()
     rigs: MobileRigsConfig = MobileRigsConfig()
+    # Unset: Docker at `[container] docker_host` (configs older than issue 15).
+    backend: BackendConfig | None = None
     integrations: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def effective_backend(self) -> DockerBackendConfig | KubernetesBackendConfig:
+        """`[backend]`, or the Docker engine `[container]` names."""
+        if self.backend is None:
+            return DockerBackendConfig(docker_host=self.container.docker_host)
+        if isinstance(self.backend, DockerBackendConfig) and self.backend.docker_host is None:
+            return DockerBackendConfig(docker_host=self.container.docker_host)
+        return self.backend
+
+    def cluster_images(self) -> dict[str, str]:
+        """Local image name -> the name a cluster pulls (only those that differ)."""
+        backend = self.backend
+        if not isinstance(backend, KubernetesBackendConfig):
+            return {}
+        pairs = [
+            (self.container.sandbox.image, backend.sandbox_image),
+            (self.container.kiosk.image, backend.kiosk_image),
+            (self.container.kiosk.proxy_image, backend.proxy_image),
+        ]
+        return {local: remote for local, remote in pairs if remote and remote != local}
 
 
 class ComputerUseConfig(_Model):

@@ -16,6 +16,7 @@ from starlette.websockets import WebSocket
 
 from orchestrator.config import CorralConfig, load_config
 from orchestrator.docker_backend import DockerBackend
+from orchestrator.errors import SandboxUnavailable
 from orchestrator.gateway import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
@@ -23,7 +24,7 @@ from orchestrator.runtime import open_runtime
 from orchestrator.sessions import EgressFactory, SessionManager, no_egress
 from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.ports import Egress
+from sandboxes.ports import ContainerBackend, Egress
 from sandboxes.rfb import ClientMessage
 
 
@@ -53,8 +54,12 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
     return make
 
 
-def people_routes(home: CorralHome, manager: SessionManager) -> ExtraRoutes:
-    """The operators' signed API and the console, beside the agents' API."""
+def people_routes(
+    home: CorralHome, manager: SessionManager, rigs_backend: ContainerBackend | None = None
+) -> ExtraRoutes:
+    """The operators' signed API and the console, beside the agents' API. A seat's live
+    view goes through the backend that runs it: a kiosk pod (`pod/...`, Kubernetes)
+    through the SessionManager's, a rig container through `rigs_backend` (Docker)."""
     from orchestrator.admin_api import admin_routes
     from orchestrator.console import console_routes
 
@@ -69,7 +74,11 @@ def people_routes(home: CorralHome, manager: SessionManager) -> ExtraRoutes:
         if session is None:
             await websocket.close(code=1008)
             return
-        stream = await open_vnc(manager.backend, session.channel.id)
+        container = session.channel.id
+        backend = manager.backend
+        if rigs_backend is not None and not container.startswith("pod/"):
+            backend = rigs_backend
+        stream = await open_vnc(backend, container)
         outcome = await bridge_vnc(websocket, stream, on_input)
         manager.audit.record(
             "console_live_view_ended",
@@ -101,17 +110,35 @@ async def run_gateway(
     listen_host = config.gateway.host if host is None else host
     listen_port = config.gateway.port if port is None else port
     async with open_runtime(home) as runtime:
-        await reap_orphans(runtime.backend)
         from orchestrator.network_reaper import reap_networks
 
-        await reap_networks(runtime.backend)
-        manager = SessionManager(
-            home,
-            config,
-            runtime.backend,
-            runtime.audit,
-            egress_factory(runtime.backend, config),
-        )
+        try:
+            await reap_orphans(runtime.backend)
+            await reap_networks(runtime.backend)
+        except SandboxUnavailable:
+            if runtime.kubernetes is None:
+                raise
+            # On a cluster, a machine without Docker still serves kiosk sessions; only
+            # the rigs (still on Docker) are unavailable.
+        if runtime.kubernetes is not None:  # kiosk sessions as pods (docs/kubernetes.md)
+            from orchestrator.k8s_egress import kube_egress_factory
+
+            await reap_orphans(runtime.kubernetes)
+            manager = SessionManager(
+                home,
+                config,
+                runtime.kubernetes,
+                runtime.audit,
+                kube_egress_factory(runtime.kubernetes, config.container.kiosk.proxy_image),
+            )
+        else:
+            manager = SessionManager(
+                home,
+                config,
+                runtime.backend,
+                runtime.audit,
+                egress_factory(runtime.backend, config),
+            )
         from orchestrator.rigs import RigManager
 
         rigs = RigManager(
@@ -131,7 +158,7 @@ async def run_gateway(
                 tg.start_soon(rigs.expire_forever)
                 tg.start_soon(manager.oversight.thumbnails_forever)
                 rigs.attach_people(manager.oversight, tg.start_soon)
-                routes = people_routes(home, manager)
+                routes = people_routes(home, manager, runtime.backend)
 
                 async def serve() -> None:
                     try:

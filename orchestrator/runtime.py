@@ -5,15 +5,23 @@ Read from the environment only by the CLI entry point, then passed down.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from orchestrator.audit import AuditLog
-from orchestrator.config import CorralConfig, SandboxConfig, load_config
+from orchestrator.config import (
+    CorralConfig,
+    DockerBackendConfig,
+    KubernetesBackendConfig,
+    SandboxConfig,
+    load_config,
+)
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
+from orchestrator.k8s_backend import KubernetesBackend, KubeSettings, resolve_kubeconfig
 from orchestrator.owner import Owner
 from orchestrator.script_pool import PoolSettings, WarmPool, open_pool
 from orchestrator.script_slots import ScriptSlots, host_default_max_concurrent
@@ -29,6 +37,13 @@ class Runtime:
     audit: AuditLog
     slots: ScriptSlots | None = None
     pool: WarmPool | None = None  # only where it pays: `open_runtime(..., warm=True)`
+    # `[backend] kind = "kubernetes"`: scripts run as pods there; sessions and rigs stay
+    # on `backend` (Docker) until they are wired to it (docs/kubernetes.md).
+    kubernetes: KubernetesBackend | None = field(default=None)
+
+    @property
+    def script_backend(self) -> DockerBackend | KubernetesBackend:
+        return self.kubernetes if self.kubernetes is not None else self.backend
 
     def sandbox_config(self) -> SandboxConfig | ConfigError:
         if isinstance(self.config, ConfigError):
@@ -47,7 +62,7 @@ class Runtime:
                 when_unavailable=sandbox.script_when_unavailable,
             )
         return ScriptContext(
-            backend=self.backend,
+            backend=self.script_backend,
             audit=self.audit,
             work_dir=self.home.work_dir,
             sandbox=settings,
@@ -75,6 +90,8 @@ def pool_for(
     the config is invalid (then every call is refused anyway)."""
     if not warm or isinstance(config, ConfigError) or config.container.sandbox.warm == 0:
         return nullcontext(None)
+    if not isinstance(config.effective_backend(), DockerBackendConfig):
+        return nullcontext(None)  # no warm pool of pods (yet): every run is cold
     sandbox = config.container.sandbox
     settings = PoolSettings(
         image=sandbox.image,
@@ -86,8 +103,30 @@ def pool_for(
     return open_pool(backend, settings)
 
 
+def kubernetes_for(
+    config: CorralConfig | ConfigError, owner: Owner, environ: Mapping[str, str]
+) -> KubernetesBackend | None:
+    """The Kubernetes backend `[backend]` asks for, or None."""
+    if isinstance(config, ConfigError):
+        return None
+    chosen = config.effective_backend()
+    if not isinstance(chosen, KubernetesBackendConfig):
+        return None
+    settings = KubeSettings(
+        kubeconfig=resolve_kubeconfig(chosen.kubeconfig, environ),
+        namespace=chosen.namespace,
+        context=chosen.context,
+        pull_policy=chosen.image_pull_policy,
+        images=config.cluster_images(),
+        seccomp_localhost=chosen.kiosk_seccomp_profile,
+    )
+    return KubernetesBackend(owner, settings)
+
+
 @asynccontextmanager
-async def open_runtime(home: CorralHome, *, warm: bool = False) -> AsyncIterator[Runtime]:
+async def open_runtime(
+    home: CorralHome, *, warm: bool = False, environ: Mapping[str, str] | None = None
+) -> AsyncIterator[Runtime]:
     """`warm=True` (a long-lived server: `corral mcp`) keeps a warm pool of script
     containers while the runtime is open; a one-shot command leaves it off."""
     home.ensure()
@@ -95,8 +134,12 @@ async def open_runtime(home: CorralHome, *, warm: bool = False) -> AsyncIterator
         config: CorralConfig | ConfigError = load_config(home.config_file)
     except ConfigError as exc:
         config = exc
-    docker_host = None if isinstance(config, ConfigError) else config.container.docker_host
+    chosen = None if isinstance(config, ConfigError) else config.effective_backend()
+    docker_host = chosen.docker_host if isinstance(chosen, DockerBackendConfig) else None
+    if docker_host is None and not isinstance(config, ConfigError):
+        docker_host = config.container.docker_host
     backend = DockerBackend(Owner.current(), docker_host)
+    kubernetes = kubernetes_for(config, backend.owner, os.environ if environ is None else environ)
     try:
         async with pool_for(home, config, backend, warm=warm) as pool:
             yield Runtime(
@@ -107,6 +150,9 @@ async def open_runtime(home: CorralHome, *, warm: bool = False) -> AsyncIterator
                 audit=AuditLog(home.audit_file),
                 slots=None if isinstance(config, ConfigError) else slots_for(home, config),
                 pool=pool,
+                kubernetes=kubernetes,
             )
     finally:
+        if kubernetes is not None:
+            await kubernetes.close()
         await backend.close()

@@ -50,6 +50,10 @@ class ContainerSpec:
     dns: tuple[str, ...] = ()
     stdin_open: bool = False
     keep_logs: bool = False  # False: no log driver (output is read over the attach stream)
+    # The run's hard cap in seconds, when it has one (a script: SPEC S1.3's 600 s). Docker
+    # enforces it inside the container (`timeout` as PID 1); Kubernetes also as the pod's
+    # `activeDeadlineSeconds`.
+    deadline_seconds: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

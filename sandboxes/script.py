@@ -248,9 +248,11 @@ async def execute_program(
         return await _unavailable(pooled, params, ctx, on_output, hard_cap_seconds, events)
     try:
         sandbox = await _check_sandbox(ctx)
+        # A backend may learn only at start that the sandbox cannot be used (a cluster
+        # that cannot pull the image): the script has not run, so it is the same answer.
+        return await _run_in_container(params, ctx, sandbox, on_output, hard_cap_seconds, events)
     except SandboxUnavailable as exc:
         return await _unavailable(exc, params, ctx, on_output, hard_cap_seconds, events)
-    return await _run_in_container(params, ctx, sandbox, on_output, hard_cap_seconds, events)
 
 
 async def _unavailable(

@@ -189,6 +189,7 @@ def build_script_spec(
             "PATH": PATH,
         },
         working_dir=WORKSPACE,
+        deadline_seconds=None if language is None else hard_cap_seconds,
     )
 
 

@@ -45,8 +45,14 @@ def test_a_warm_container_differs_from_a_cold_one_only_in_its_command_and_open_s
     language: str,
 ) -> None:
     cold, warm = _spec(language), _spec(None)
-    assert dataclasses.replace(warm, command=cold.command, stdin_open=False) == cold
+    # ... and the deadline a pod would carry (issue 15): a warm one's cap counts from its
+    # claim, so it has none at creation.
+    same = dataclasses.replace(
+        warm, command=cold.command, stdin_open=False, deadline_seconds=cold.deadline_seconds
+    )
+    assert same == cold
     assert warm.command == warm_command() and warm.stdin_open
+    assert warm.deadline_seconds is None
 
 
 def _shim_runs(tmp_path: Path, line: bytes) -> subprocess.CompletedProcess[bytes]:

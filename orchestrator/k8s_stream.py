@@ -1,0 +1,187 @@
+"""The Kubernetes backend's wire: error translation and the attach/exec WebSocket.
+
+kr8s and httpx exceptions are translated into `orchestrator.errors` in one place,
+`map_kube_errors`, whose messages name the API server, the kubeconfig and the context
+that were tried. `ChannelStream` speaks the channel protocol of `attach` and `exec`
+(`v5.channel.k8s.io`, else `v4.channel.k8s.io`): each binary message is one byte of
+channel (0 stdin, 1 stdout, 2 stderr, 3 error, 255 close, v5 only) and its data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+import httpx_ws
+import kr8s
+from wsproto.utilities import LocalProtocolError
+
+from orchestrator.errors import CorralError, EngineError, SandboxUnavailable, UnavailableCode
+
+logger = logging.getLogger("corral.kubernetes")
+
+STDIN, STDOUT, STDERR, ERROR, CLOSE = 0, 1, 2, 3, 255
+PROTOCOLS = ["v5.channel.k8s.io", "v4.channel.k8s.io"]
+# What a write on a stream the server has closed raises (the server may close first).
+_CLOSED = (
+    httpx_ws.HTTPXWSException,
+    LocalProtocolError,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+)
+FIX_REACH = (
+    "check `kubeconfig`/`context` under [backend] in config.toml and that the cluster "
+    "answers (`kubectl --kubeconfig PATH get ns`)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterTarget:
+    """What was tried, for every message that says a cluster could not be used."""
+
+    kubeconfig: str
+    context: str | None
+    namespace: str
+    server: str = "?"
+
+    def describe(self) -> str:
+        context = self.context or "its current context"
+        return f"the API server {self.server} (kubeconfig {self.kubeconfig}, {context})"
+
+
+def _status_message(exc: kr8s.ServerError) -> str:
+    status: dict[str, Any] = exc.status if isinstance(exc.status, dict) else {}
+    return str(status.get("message") or exc)
+
+
+def status_code(exc: BaseException) -> int | None:
+    if isinstance(exc, kr8s.ServerError) and exc.response is not None:
+        return exc.response.status_code
+    return None
+
+
+@contextlib.contextmanager
+def map_kube_errors(target: ClusterTarget, image: str | None = None) -> Iterator[None]:
+    """Translate client errors, most specific first; ours pass through."""
+    try:
+        yield
+    except CorralError:
+        raise
+    except kr8s.ServerError as exc:
+        code = status_code(exc)
+        if code in (401, 403) and "PodSecurity" not in _status_message(exc):
+            raise SandboxUnavailable(
+                UnavailableCode.PERMISSION_DENIED,
+                f"{target.describe()} refused corral's credentials in namespace "
+                f"{target.namespace}: {_status_message(exc)}",
+                "grant the kubeconfig's user pods, pods/attach, pods/exec, configmaps and "
+                "networkpolicies in that namespace (docs/kubernetes.md)",
+            ) from exc
+        raise EngineError(f"Kubernetes API error ({code}): {_status_message(exc)}") from exc
+    except (httpx.TransportError, kr8s.APITimeoutError, OSError) as exc:
+        raise SandboxUnavailable(
+            UnavailableCode.DAEMON_UNREACHABLE,
+            f"{target.describe()} does not answer: {exc.__class__.__name__}: {exc}",
+            FIX_REACH,
+        ) from exc
+    except (httpx_ws.HTTPXWSException, ExceptionGroup) as exc:
+        raise EngineError(f"Kubernetes stream failed: {exc}") from exc
+
+
+def exit_code_of(status: Mapping[str, Any]) -> int | None:
+    """The exit code an exec's error-channel Status carries (0 on Success)."""
+    if status.get("status") == "Success":
+        return 0
+    for cause in (status.get("details") or {}).get("causes") or []:
+        if cause.get("reason") == "ExitCode":
+            return int(cause.get("message", "-1"))
+    return None
+
+
+class ChannelStream:
+    """One `attach` or `exec` WebSocket to a pod's container. `open`/`close` in one task."""
+
+    def __init__(
+        self, target: ClusterTarget, pod: str, verb: str, params: Mapping[str, Any]
+    ) -> None:
+        self._target = target
+        self._pod = pod
+        self._verb = verb
+        self._params = dict(params)
+        self._stack: AsyncExitStack | None = None
+        self._ws: httpx_ws.AsyncWebSocketSession | None = None
+        self.status: dict[str, Any] | None = None
+        self.protocol = ""
+
+    async def open(self, api: Any) -> None:
+        """Connect through `api` (a kr8s Api), offering v5 then v4."""
+        stack = AsyncExitStack()
+        with map_kube_errors(self._target):
+            self._ws = await stack.enter_async_context(
+                api.open_websocket(
+                    version="v1",
+                    namespace=self._target.namespace,
+                    url=f"pods/{self._pod}/{self._verb}",
+                    params=self._params,
+                    subprotocols=PROTOCOLS,
+                )
+            )
+        self._stack = stack
+        self.protocol = (self._ws.subprotocol if self._ws is not None else None) or ""
+
+    async def send(self, data: bytes) -> None:
+        if self._ws is None:
+            raise OSError("the stream is closed")
+        try:
+            await self._ws.send_bytes(bytes([STDIN]) + data)
+        except _CLOSED as exc:
+            raise OSError(f"the stream is closed: {exc}") from exc
+
+    async def close_stdin(self) -> None:
+        """v5: the process sees its stdin end. v4 cannot say so (the stream must close)."""
+        if self._ws is not None and self.protocol.startswith("v5."):
+            with contextlib.suppress(*_CLOSED):
+                await self._ws.send_bytes(bytes([CLOSE, STDIN]))
+
+    async def next_frame(self) -> tuple[int, bytes] | None:
+        """The next (channel, data) of stdout or stderr; None once the server closed the
+        stream. The error channel's Status is kept in `status`."""
+        while self._ws is not None:
+            try:
+                message = await self._ws.receive_bytes()
+            except (httpx_ws.HTTPXWSException, anyio.ClosedResourceError):
+                return None
+            if not message:
+                continue
+            channel, data = message[0], message[1:]
+            if channel == ERROR:
+                with contextlib.suppress(ValueError):
+                    self.status = json.loads(data)
+            elif channel in (STDOUT, STDERR) and data:
+                return channel, data
+        return None
+
+    async def receive_stdout(self) -> bytes | None:
+        """The next stdout chunk (stderr is logged); None at the end."""
+        while (frame := await self.next_frame()) is not None:
+            channel, data = frame
+            if channel == STDOUT:
+                return data
+            for line in data.decode(errors="replace").splitlines():
+                logger.debug("pod %s: %s", self._pod, line)
+        return None
+
+    async def close(self) -> None:
+        """Close the WebSocket. Not shielded: the session's task group must exit in the
+        scope it was entered in; the caller shields what must happen after."""
+        stack, self._stack, self._ws = self._stack, None, None
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                await stack.aclose()

@@ -1,0 +1,60 @@
+"""Fixtures for the Kubernetes backend's tests (issue 15): the fake API server of
+tests/fake_kube on loopback, and a backend talking to it. No Docker engine is needed.
+Every test checks that it left no pod and no ConfigMap behind."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE
+from orchestrator.k8s_backend import KubernetesBackend, KubeSettings
+from orchestrator.owner import Owner
+from tests.fake_kube.server import NAMESPACE, Served, serve
+
+KIOSK_IMAGE = "corral-kiosk:latest"
+PROXY_IMAGE = "corral-proxy:latest"
+REPO = Path(__file__).resolve().parents[3]
+# The fake node's images and their CMD. The proxy is the real one (rig_images/proxy),
+# on a free port of this host (its pod's port would be 3128).
+IMAGES = {
+    DEFAULT_SANDBOX_IMAGE: None,
+    KIOSK_IMAGE: None,
+    PROXY_IMAGE: [
+        "sh",
+        "-c",
+        f"CORRAL_LISTEN_PORT=0 exec python3 {REPO}/rig_images/proxy/proxy.py",
+    ],
+}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leaks() -> None:
+    """Overrides the folder's Docker leak check: these tests start no container and need
+    no engine. Their own check is `backend`'s: no pod or ConfigMap left in the fake."""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serve(tmp_path_factory.mktemp("kube"), IMAGES) as served:
+        yield served
+
+
+def leftovers(cluster: Served) -> list[str]:
+    """Pods and ConfigMaps still in the fake (the shared deny-all policy may stay)."""
+    return [
+        f"{plural}/{name}"
+        for plural, _, name in cluster.api.store.objects
+        if plural != "networkpolicies"
+    ]
+
+
+@pytest.fixture
+async def backend(cluster: Served) -> AsyncIterator[KubernetesBackend]:
+    settings = KubeSettings(kubeconfig=str(cluster.kubeconfig), namespace=NAMESPACE)
+    kube = KubernetesBackend(Owner.current(), settings)
+    yield kube
+    await kube.close()
+    assert leftovers(cluster) == []
