@@ -185,9 +185,19 @@ async def start_desktop(
             ),
         )
         stack.push_async_callback(channel.close)
+        ca_pem = None
+        if config.container.kiosk.extra_ca_file:  # a private CA the egress proxy's sites use
+            ca_pem = await anyio.to_thread.run_sync(
+                read_text, config.container.kiosk.extra_ca_file
+            )
         await events.progress("display", "starting the desktop", remaining=START_DEADLINE)
         await channel.request(
-            "start", START_DEADLINE, width=WIDTH, height=HEIGHT, proxy=egress.proxy_url
+            "start",
+            START_DEADLINE,
+            width=WIDTH,
+            height=HEIGHT,
+            proxy=egress.proxy_url,
+            ca_pem=ca_pem,
         )
     except BaseException:
         with anyio.CancelScope(shield=True):
@@ -207,3 +217,9 @@ async def start_desktop(
         egress=egress,
         started_at=time.time(),
     )
+
+
+def read_text(path: str) -> str:
+    """A small config file's text (called in a worker thread)."""
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()

@@ -30,7 +30,7 @@ from orchestrator.cdp_bridge import CdpBridge, handshake
 from orchestrator.codrive_desktop import RigDesktop
 from orchestrator.codrive_runs import CodriveRun, CodriveRuns
 from orchestrator.config import ComputerUseConfig, CorralConfig
-from orchestrator.desktop_rig import DesktopRig, start_desktop
+from orchestrator.desktop_rig import DesktopRig, read_text, start_desktop
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.ios_rig import IosRig
@@ -316,7 +316,7 @@ class RigManager:
             stack.push_async_callback(container.close)
             ca_pem = None
             if kiosk_cfg.extra_ca_file:
-                ca_pem = await anyio.to_thread.run_sync(_read_text, kiosk_cfg.extra_ca_file)
+                ca_pem = await anyio.to_thread.run_sync(read_text, kiosk_cfg.extra_ca_file)
             ready, pending = await handshake(
                 container,
                 {"proxy": egress.proxy_url, "ca_pem": ca_pem, "width": 1280, "height": 800},
@@ -540,11 +540,6 @@ def _run_answer(run: CodriveRun) -> dict[str, Any]:
 async def _close_quietly(browser: Any) -> None:
     with contextlib.suppress(Exception), anyio.move_on_after(5):
         await browser.close()
-
-
-def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()
 
 
 __all__ = ["RigError", "RigManager"]

@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, "/opt/corral")
 
 from codrive_ops import Codrive
+from kiosk_agent.browser import trust_ca
 from kiosk_agent.common import OpError, log
 from kiosk_agent.screen import Screen
 from kiosk_agent.vnc import Vnc
@@ -64,6 +65,8 @@ class Desktop:
         os.environ.update(HOME=home, XDG_RUNTIME_DIR=tmp)
         with open(os.path.join(home, ".corral-proxy"), "w") as fh:
             fh.write(str(req.get("proxy") or ""))
+        if req.get("ca_pem"):  # Chromium on the desktop trusts the configured private CA
+            trust_ca(home, str(req["ca_pem"]), tmp)
         phases: dict[str, float] = {}
         self.d = start_xvfb(self.procs, self.width, self.height, verbose=False, deadline=deadline)
         phases["xvfb"] = _ms(t0)

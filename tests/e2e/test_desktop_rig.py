@@ -11,13 +11,22 @@ import anyio
 import docker
 import mcp_types as types
 import pytest
+from PIL import Image
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from sandboxes.fence import unfence
 from tests.e2e.conftest import connect, wait_until
 from tests.e2e.gateways import running_gateway
-from tests.e2e.test_computer_use import image_of, text_of
+from tests.e2e.test_computer_use import (
+    SITE,
+    image_of,
+    kiosk_config,
+    sites,  # noqa: F401 (the module-scoped site containers, shared by name)
+    text_of,
+)
+
+RED, WHITE, BLACK = (255, 0, 0), (255, 255, 255), (0, 0, 0)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -128,3 +137,68 @@ async def test_every_invalid_desktop_verb_and_argument_is_named(gateway: CorralH
         for args, expected in cases:
             result = await mcp.client.call_tool("computer_use", args)
             assert result.is_error and expected in text_of(result), (args, text_of(result))
+
+
+def beside_red(img: Image.Image, colour: tuple[int, int, int]) -> int:
+    """Pixels of `colour` that have the page's red 1-3 px to their left: the left edge of
+    the login page's white password field, if it is shown at all."""
+    rgb = img.convert("RGB")
+    width, height = rgb.size
+    count = 0
+    for y in range(0, height, 2):
+        for x in range(3, width):
+            if rgb.getpixel((x, y)) == colour and RED in (
+                rgb.getpixel((x - d, y)) for d in (1, 2, 3)
+            ):
+                count += 1
+    return count
+
+
+async def test_a_password_field_in_the_desktops_chromium_is_masked(
+    corral_home: CorralHome,
+    sites: tuple[str, str, str],  # noqa: F811
+    docker_client: docker.DockerClient,
+) -> None:
+    """Chromium on the desktop (started by codrive, which opens the page over CDP) shows
+    the test site's login page: red, with a white password field holding a password. The
+    desktop's screenshot blacks the field out (found through AT-SPI) and says so."""
+    path = corral_home.agent_file("alice")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = render_new_agent("alice").replace("desktop_use = false", "desktop_use = true")
+    text = text.replace("codrive = false", "codrive = true")
+    text = text.replace("allowed_domains = []", f'allowed_domains = ["{SITE}"]')
+    path.write_text(text)
+    async with (
+        running_gateway(corral_home, kiosk_config(sites)),
+        connect(corral_home, "stdio") as mcp,
+    ):
+        opened = await mcp.client.call_tool(
+            "codrive_run",
+            {
+                "target_app": "chromium",
+                "steps": [
+                    {
+                        "action": "click",
+                        "api_action": "open_url",
+                        "params": {"url": f"https://{SITE}/login"},
+                    }
+                ],
+                "watch_mode": True,
+            },
+        )
+        run = opened.structured_content or {}
+        assert run.get("state") == "finished", text_of(opened)
+        assert run["steps"][0]["rung"] == "api_action", text_of(opened)
+
+        async def page_shown() -> Image.Image | None:
+            """The screen once the page (red) shows its field: masked or not."""
+            img = image_of(await use(mcp, "screenshot"))
+            return img if beside_red(img, BLACK) + beside_red(img, WHITE) > 10 else None
+
+        img = await wait_until(page_shown, limit=30)
+        assert beside_red(img, WHITE) == 0  # no bit of the white field next to the page
+        assert beside_red(img, BLACK) > 10  # the mask is where the field is
+        shot = await use(mcp, "screenshot")
+        assert "password field" in text_of(shot), text_of(shot)
+        await mcp.client.call_tool("rig_close", {})
+    assert desktops(docker_client) == []
