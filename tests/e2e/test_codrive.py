@@ -81,6 +81,7 @@ async def desk(
 
 def write_alice(home: CorralHome, deny_list: list[str] | None = None) -> None:
     text = render_new_agent("alice").replace("codrive = false", "codrive = true")
+    text = text.replace("desktop_use = false", "desktop_use = true")
     if deny_list is not None:
         text = text.replace(
             "[capabilities.computer_use_config]\n",
@@ -282,6 +283,14 @@ async def test_a_credential_step_goes_to_a_person_and_resumes_after_hand_back(
 
                 await wait_until(taken, limit=10)
                 assert (await status(mcp))["state"] == "human"
+                # The person holds the desktop: the AI's own input is refused, its
+                # screenshots still work.
+                click = await mcp.client.call_tool(
+                    "computer_use", {"verb": "click", "x": 5, "y": 5}
+                )
+                assert click.is_error and "person has the desktop" in text_of(click)
+                shot = await mcp.client.call_tool("computer_use", {"verb": "screenshot"})
+                assert not shot.is_error, text_of(shot)
                 done = corral(desk.home, "sessions", "handback", row["agent"], "--as", "olga")
                 assert done.returncode == 0, done.stderr
         assert out["state"] == "finished", out["text"]
