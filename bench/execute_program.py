@@ -50,6 +50,7 @@ from _common import (
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
 from sandboxes.script import execute_program
@@ -59,7 +60,7 @@ CODE = "print(1)"
 EXPECTED = "1"
 WARMUP = 2
 DEFAULT_RUNS = 30
-IMAGE = "corral-sandbox:latest"
+IMAGE = DEFAULT_SANDBOX_IMAGE
 MANAGED_LABEL = "corral.managed=true"
 SECTION_START, SECTION_END = markers("execute_program")
 DIR_PLACEHOLDER = "DIR"

@@ -9,6 +9,7 @@ error names the file, the dotted key and what is allowed.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -22,7 +23,24 @@ from sandboxes.approval_rules import DEFAULT_CONFIRM_WORDS, word_problem
 from sandboxes.hostnames import deny_entry_problem, host_entry_problem
 from sandboxes.visibility import pattern_problem
 
-DEFAULT_SANDBOX_IMAGE = "corral-sandbox:latest"
+
+def _image_tag() -> str:
+    """The tag of the images corral builds and runs by default: `latest`, or
+    $CORRAL_IMAGE_TAG, so two checkouts on one engine (two worktrees, a CI clone beside a
+    developer's tree) each build and run their own images instead of rebuilding each
+    other's."""
+    tag = os.environ.get("CORRAL_IMAGE_TAG", "latest")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag):
+        raise ValueError(f"CORRAL_IMAGE_TAG={tag!r} is not a Docker tag ([A-Za-z0-9_.-], 1-128)")
+    return tag
+
+
+IMAGE_TAG = _image_tag()
+DEFAULT_SANDBOX_IMAGE = f"corral-sandbox:{IMAGE_TAG}"
+DEFAULT_KIOSK_IMAGE = f"corral-kiosk:{IMAGE_TAG}"
+DEFAULT_PROXY_IMAGE = f"corral-proxy:{IMAGE_TAG}"
+DEFAULT_BROWSER_IMAGE = f"corral-browser:{IMAGE_TAG}"
+DEFAULT_DESKTOP_IMAGE = f"corral-desktop:{IMAGE_TAG}"
 DEFAULT_BASE_IMAGE = "corral-base:bookworm"
 
 # A Docker image reference: [registry/]name[:tag][@digest], lower-case repository.
@@ -115,8 +133,8 @@ class SandboxConfig(_Model):
 class KioskConfig(_Model):
     """`[container.kiosk]`: the kiosk rig and its egress proxy."""
 
-    image: str = "corral-kiosk:latest"
-    proxy_image: str = "corral-proxy:latest"
+    image: str = DEFAULT_KIOSK_IMAGE
+    proxy_image: str = DEFAULT_PROXY_IMAGE
     # Extra CA certificate (PEM file) the kiosk browser trusts, e.g. a company or test CA.
     extra_ca_file: str | None = None
     # Host name -> IPv4 address, used instead of DNS when pinning (local/dev sites only).
@@ -129,8 +147,8 @@ class RigsConfig(_Model):
     """`[container.rigs]`: the rig images (docs/rigs.md). A rig's limits, allowlist and
     deny list are the agent's [capabilities.computer_use_config], as for kiosk sessions."""
 
-    browser_image: str = "corral-browser:latest"
-    desktop_image: str = "corral-desktop:latest"
+    browser_image: str = DEFAULT_BROWSER_IMAGE
+    desktop_image: str = DEFAULT_DESKTOP_IMAGE
     # Rigs one agent may hold at once (one per surface), and rigs on this host at once.
     max_rigs_per_host: Annotated[int, Field(ge=1, le=64)] = 8
 

@@ -187,9 +187,7 @@ async def start_desktop(
         stack.push_async_callback(channel.close)
         ca_pem = None
         if config.container.kiosk.extra_ca_file:  # a private CA the egress proxy's sites use
-            ca_pem = await anyio.to_thread.run_sync(
-                read_text, config.container.kiosk.extra_ca_file
-            )
+            ca_pem = await anyio.to_thread.run_sync(read_text, config.container.kiosk.extra_ca_file)
         await events.progress("display", "starting the desktop", remaining=START_DEADLINE)
         await channel.request(
             "start",

@@ -47,6 +47,7 @@ import anyio
 import docker
 import docker.errors
 
+from orchestrator.config import DEFAULT_PROXY_IMAGE
 from orchestrator.docker_backend import DockerAttached, DockerBackend
 from orchestrator.errors import EgressError, EngineError
 from orchestrator.firewall import add_input_drop, remove_input_drop
@@ -57,7 +58,7 @@ from sandboxes.isolation import PROXY_PORT, proxy_spec
 
 logger = logging.getLogger("corral.egress")
 
-PROXY_IMAGE = "corral-proxy:latest"
+PROXY_IMAGE = DEFAULT_PROXY_IMAGE
 PROXY_ALIAS = "proxy"
 PROXY_URL = f"http://{PROXY_ALIAS}:{PROXY_PORT}"
 EGRESS_NETWORK = "corral-egress"

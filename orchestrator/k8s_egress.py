@@ -24,6 +24,7 @@ from types import TracebackType
 
 import anyio
 
+from orchestrator.config import DEFAULT_PROXY_IMAGE
 from orchestrator.errors import EgressError
 from orchestrator.k8s_backend import KubernetesBackend, KubeRun
 from orchestrator.kiosk import KioskChannel
@@ -48,7 +49,7 @@ class KubeEgress:
         agent: str,
         allowed_hosts: Sequence[str],
         resolve_override: Mapping[str, str] | None = None,
-        image: str = "corral-proxy:latest",
+        image: str = DEFAULT_PROXY_IMAGE,
     ) -> None:
         self._backend = backend
         self.session_id = session_id

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 import anyio
 
+from orchestrator.config import DEFAULT_KIOSK_IMAGE
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.kiosk import KioskChannel, load_seccomp
 from sandboxes.isolation import NON_ROOT, kiosk_spec
 from sandboxes.rfb import set_encodings
 
-KIOSK_IMAGE = "corral-kiosk:latest"
+KIOSK_IMAGE = DEFAULT_KIOSK_IMAGE
 START_DEADLINE = 60.0
 
 

@@ -22,9 +22,10 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.exceptions import ContainerStartException
 from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from tests.helpers import control_labels
 
-SANDBOX_IMAGE = "corral-sandbox:latest"
+SANDBOX_IMAGE = DEFAULT_SANDBOX_IMAGE
 EGRESS_NETWORK = "corral-egress"
 SITE_START_TIMEOUT = 30  # seconds for a site to print its readiness line
 

@@ -8,13 +8,14 @@ import docker
 import docker.errors
 import pytest
 
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.owner import Owner
 from tests.helpers import control_labels
 
 pytestmark = pytest.mark.anyio
 
-SANDBOX_IMAGE = "corral-sandbox:latest"
+SANDBOX_IMAGE = DEFAULT_SANDBOX_IMAGE
 
 
 def gone(client: docker.DockerClient, container_id: str) -> bool:

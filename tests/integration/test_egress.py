@@ -26,6 +26,7 @@ import docker
 import docker.errors
 import pytest
 
+from orchestrator.config import DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.egress import (
     EGRESS_NETWORK,
@@ -45,8 +46,8 @@ from tests.sites import make_certs, start_site
 pytestmark = pytest.mark.anyio
 
 REPO = Path(__file__).resolve().parents[2]
-SANDBOX_IMAGE = "corral-sandbox:latest"
-PROXY_IMAGE = "corral-proxy:latest"
+SANDBOX_IMAGE = DEFAULT_SANDBOX_IMAGE
+PROXY_IMAGE = DEFAULT_PROXY_IMAGE
 SITE = "site.corral.test"  # listed, HTTPS on 443
 ALT = "alt.corral.test"  # listed, but its server listens on 8443 only
 OTHER = "other.corral.test"  # not listed; on corral-egress it also answers to SITE's name

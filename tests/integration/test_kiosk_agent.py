@@ -29,7 +29,9 @@ import docker.errors
 import pytest
 from docker.utils.socket import STDOUT, frames_iter
 
-KIOSK_IMAGE = "corral-kiosk:latest"
+from orchestrator.config import DEFAULT_KIOSK_IMAGE
+
+KIOSK_IMAGE = DEFAULT_KIOSK_IMAGE
 SECCOMP = Path(__file__).resolve().parents[2] / "rig_images" / "kiosk" / "seccomp.json"
 WIDTH, HEIGHT = 1280, 800
 

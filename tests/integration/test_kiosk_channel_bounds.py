@@ -11,6 +11,7 @@ import anyio
 import docker
 import pytest
 
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import KioskError
 from orchestrator.kiosk import KioskChannel
@@ -18,7 +19,7 @@ from sandboxes.isolation import locked_down
 
 pytestmark = pytest.mark.anyio
 
-SANDBOX_IMAGE = "corral-sandbox:latest"
+SANDBOX_IMAGE = DEFAULT_SANDBOX_IMAGE
 
 
 async def channel_running(backend: DockerBackend, script: str) -> KioskChannel:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.home import CorralHome
 from orchestrator.runtime import open_runtime
 from sandboxes.script import execute_program
@@ -76,7 +77,7 @@ async def test_listeners_on_the_hosts_own_addresses_are_unreachable(
     # so the refusal above is the sandbox's doing, not a dead listener.
     bridge = bridge_gateway()
     control = docker_client.containers.run(
-        "corral-sandbox:latest",
+        DEFAULT_SANDBOX_IMAGE,
         ["python3", "-c", code, bridge],
         labels=control_labels("test-control"),
         remove=True,

@@ -13,6 +13,7 @@ import pytest
 import requests.exceptions
 
 from orchestrator import docker_backend
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.docker_backend import (
     DEFAULT_SOCKET,
     classify_connection_error,
@@ -185,12 +186,12 @@ def test_the_unavailable_codes_are_the_closed_set_in_the_spec() -> None:
 def test_a_missing_image_is_image_missing_naming_the_image_and_the_build_command() -> None:
     with (
         pytest.raises(SandboxUnavailable) as info,
-        map_docker_errors(DEFAULT_SOCKET, "corral-sandbox:latest"),
+        map_docker_errors(DEFAULT_SOCKET, DEFAULT_SANDBOX_IMAGE),
     ):
         raise docker.errors.ImageNotFound("No such image: corral-sandbox:latest")
 
     assert info.value.code is UnavailableCode.IMAGE_MISSING
-    assert "corral-sandbox:latest" in info.value.reason
+    assert DEFAULT_SANDBOX_IMAGE in info.value.reason
     assert info.value.fix == "corral images build"
     assert str(info.value).startswith("Script sandbox unavailable (image_missing): ")
 

@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from orchestrator.cli import main
 from orchestrator.config import (
+    DEFAULT_SANDBOX_IMAGE,
     DockerBackendConfig,
     KubernetesBackendConfig,
     parse_config,
@@ -62,7 +63,7 @@ def test_kubernetes_backend_keys_parse_with_their_defaults() -> None:
         "Always",
     )
     assert config.cluster_images() == {
-        "corral-sandbox:latest": "localhost:5000/corral-sandbox:latest"
+        DEFAULT_SANDBOX_IMAGE: "localhost:5000/corral-sandbox:latest"
     }
     default = parse_config({"backend": {"kind": "kubernetes"}}, "t").effective_backend()
     assert isinstance(default, KubernetesBackendConfig)
@@ -164,7 +165,7 @@ def test_push_plan_tags_each_cluster_image_under_the_registry() -> None:
     snippet = config_snippet(steps)
     assert 'sandbox_image = "localhost:5000/corral-sandbox:latest"' in snippet
     config = parse_config(__import__("tomllib").loads(snippet), "snippet")
-    assert config.cluster_images()["corral-sandbox:latest"] == steps[0].remote
+    assert config.cluster_images()[DEFAULT_SANDBOX_IMAGE] == steps[0].remote
 
 
 def test_push_plan_replaces_a_registry_already_in_the_name_and_adds_latest() -> None:

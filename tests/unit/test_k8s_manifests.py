@@ -8,6 +8,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from orchestrator.config import DEFAULT_KIOSK_IMAGE, DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
 from sandboxes.isolation import PROXY_PORT, kiosk_spec, proxy_spec
 from sandboxes.k8s_manifests import (
     DENY_ALL_POLICY,
@@ -43,7 +44,7 @@ LABELS = {
 
 def script_spec(**overrides: Any) -> ContainerSpec:
     args: dict[str, Any] = {
-        "image": "corral-sandbox:latest",
+        "image": DEFAULT_SANDBOX_IMAGE,
         "language": "python",
         "workspace_dir": "/srv/work/exec-1",
         "user": "1001:1001",
@@ -208,7 +209,7 @@ def test_proxy_policy_without_pins_has_no_egress_at_all() -> None:
 
 
 def test_kiosk_pod_keeps_its_tmpfs_home_shm_and_stdin_channel() -> None:
-    spec = kiosk_spec(image="corral-kiosk:latest", labels=LABELS, network="n", seccomp=None)
+    spec = kiosk_spec(image=DEFAULT_KIOSK_IMAGE, labels=LABELS, network="n", seccomp=None)
     pod = pod_manifest(spec, name="corral-kiosk-s1-1", namespace="corral", pull_policy="Never")
     valid(pod)
     container = pod["spec"]["containers"][0]
@@ -222,7 +223,7 @@ def test_kiosk_pod_keeps_its_tmpfs_home_shm_and_stdin_channel() -> None:
 
 def test_proxy_pod_gets_the_proxy_limits() -> None:
     spec = proxy_spec(
-        image="corral-proxy:latest",
+        image=DEFAULT_PROXY_IMAGE,
         name="p",
         labels=LABELS,
         network="n",
@@ -281,7 +282,7 @@ def test_configmap_over_the_api_limit_is_refused_here() -> None:
 
 
 def test_a_localhost_seccomp_profile_replaces_runtime_default_everywhere() -> None:
-    spec = kiosk_spec(image="corral-kiosk:latest", labels=LABELS, network="n", seccomp="/x.json")
+    spec = kiosk_spec(image=DEFAULT_KIOSK_IMAGE, labels=LABELS, network="n", seccomp="/x.json")
     pod = pod_manifest(
         spec,
         name="corral-kiosk-s1-1",

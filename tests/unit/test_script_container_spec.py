@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from docker.models.containers import _create_container_args
 
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.docker_backend import API_VERSION, create_kwargs
 from sandboxes.isolation import kiosk_spec, locked_down
 from sandboxes.ports import BindMount, ContainerSpec
@@ -28,7 +29,7 @@ def spec_for(
     **extra: int,
 ) -> ContainerSpec:
     return build_script_spec(
-        image="corral-sandbox:latest",
+        image=DEFAULT_SANDBOX_IMAGE,
         language=language,
         workspace_dir=workspace,
         user="1000:1000",
@@ -128,7 +129,7 @@ def test_labels_user_and_image_are_passed_through() -> None:
 
     assert dict(spec.labels) == LABELS
     assert spec.user == "1000:1000"
-    assert spec.image == "corral-sandbox:latest"
+    assert spec.image == DEFAULT_SANDBOX_IMAGE
 
 
 def hard_cap_part(command: tuple[str, ...]) -> tuple[str, ...]:
@@ -191,7 +192,7 @@ def test_create_kwargs_maps_every_isolation_field() -> None:
 
     kwargs = create_kwargs(spec)
 
-    assert kwargs["image"] == "corral-sandbox:latest"
+    assert kwargs["image"] == DEFAULT_SANDBOX_IMAGE
     assert kwargs["command"] == list(spec.command)
     assert kwargs["labels"] == LABELS
     assert kwargs["user"] == "1000:1000"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import CorralConfig
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE, CorralConfig
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.unit
 
 def _spec(language: str | None) -> ContainerSpec:
     return build_script_spec(
-        image="corral-sandbox:latest",
+        image=DEFAULT_SANDBOX_IMAGE,
         language=language,
         workspace_dir="/srv/corral/work/warm-abc",
         user="1000:1000",

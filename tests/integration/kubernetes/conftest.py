@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
+from orchestrator.config import DEFAULT_KIOSK_IMAGE, DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
 from orchestrator.k8s_backend import KubernetesBackend, KubeSettings
 from orchestrator.owner import Owner
 from tests.fake_kube.server import NAMESPACE, Served, serve
 
-KIOSK_IMAGE = "corral-kiosk:latest"
-PROXY_IMAGE = "corral-proxy:latest"
+KIOSK_IMAGE = DEFAULT_KIOSK_IMAGE
+PROXY_IMAGE = DEFAULT_PROXY_IMAGE
 REPO = Path(__file__).resolve().parents[3]
 # The fake node's images and their CMD. The proxy is the real one (rig_images/proxy),
 # on a free port of this host (its pod's port would be 3128).

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.k8s_backend import KubernetesBackend, KubeSettings
 from orchestrator.owner import Owner
 from sandboxes.script import ScriptContext, ScriptResult, ScriptSettings, execute_program
@@ -23,7 +24,7 @@ from sandboxes.script_policy import parse_params
 
 KUBECONFIG = os.environ.get("CORRAL_TEST_KUBECONFIG", "")
 NAMESPACE = os.environ.get("CORRAL_TEST_NAMESPACE", "corral-test")
-IMAGE = os.environ.get("CORRAL_TEST_K8S_IMAGE", "corral-sandbox:latest")
+IMAGE = os.environ.get("CORRAL_TEST_K8S_IMAGE", DEFAULT_SANDBOX_IMAGE)
 
 pytestmark = [
     pytest.mark.kubernetes,
