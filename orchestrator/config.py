@@ -108,6 +108,9 @@ class SandboxConfig(_Model):
     queue_timeout_seconds: Annotated[int, Field(ge=0, le=600)] = 60
     # Script containers each `corral mcp` process keeps created ahead (0: none).
     warm: Annotated[int, Field(ge=0, le=16)] = 2
+    # The engine's OCI runtime for scripts: "runsc" is gVisor (docs/security.md), which must
+    # be registered with the engine (`corral doctor` says whether it is).
+    runtime: Literal["runc", "runsc"] = "runc"
 
     _image = field_validator("image", "base_image")(_check_image)
 

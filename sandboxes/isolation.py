@@ -62,6 +62,7 @@ def locked_down(
     dns: Sequence[str] = (),
     stdin_open: bool = False,
     keep_logs: bool = False,
+    runtime: str | None = None,
 ) -> ContainerSpec:
     """The one way a ContainerSpec is made. Only what differs between kinds is a parameter;
     read-only root, no capabilities, no-new-privileges and no swap are not."""
@@ -93,6 +94,7 @@ def locked_down(
         dns=tuple(dns) if network else (),
         stdin_open=stdin_open,
         keep_logs=keep_logs,
+        runtime=runtime,
     )
 
 

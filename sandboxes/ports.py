@@ -50,6 +50,7 @@ class ContainerSpec:
     dns: tuple[str, ...] = ()
     stdin_open: bool = False
     keep_logs: bool = False  # False: no log driver (output is read over the attach stream)
+    runtime: str | None = None  # the engine's OCI runtime ("runc", "runsc"); None: its default
 
 
 @dataclass(frozen=True, slots=True)
