@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.routing import BaseRoute
@@ -19,12 +19,16 @@ from orchestrator.docker_backend import DockerBackend
 from orchestrator.gateway import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
-from orchestrator.runtime import open_runtime
+from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.sessions import EgressFactory, SessionManager, no_egress
 from sandboxes.catalogue import RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.ports import Egress
 from sandboxes.rfb import ClientMessage
+
+if TYPE_CHECKING:
+    from orchestrator.egress import SessionNetwork
+    from orchestrator.kiosk_pool import KioskPool
 
 
 def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactory:
@@ -32,7 +36,12 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
 
     @asynccontextmanager
     async def make(
-        *, session_id: str, agent: str, allowed: tuple[str, ...], overrides: dict[str, str]
+        *,
+        session_id: str,
+        agent: str,
+        allowed: tuple[str, ...],
+        overrides: dict[str, str],
+        network: SessionNetwork | None = None,
     ) -> AsyncIterator[Egress]:
         if not allowed:
             async with no_egress() as none:
@@ -47,6 +56,7 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
             allowed_hosts=allowed,
             resolve_override=overrides,
             image=kiosk.proxy_image,
+            network=network,
         ) as egress:
             yield egress
 
@@ -105,44 +115,82 @@ async def run_gateway(
         from orchestrator.network_reaper import reap_networks
 
         await reap_networks(runtime.backend)
-        manager = SessionManager(
-            home,
-            config,
-            runtime.backend,
-            runtime.audit,
-            egress_factory(runtime.backend, config),
-        )
-        from orchestrator.rigs import RigManager
+        async with kiosk_pool_for(runtime.backend, config) as kiosk_pool:
+            await _serve(home, config, runtime, kiosk_pool, ready, listen_host, listen_port)
 
-        rigs = RigManager(
-            home, config, runtime.backend, runtime.audit, egress_factory(runtime.backend, config)
-        )
 
-        async def handle(
-            agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
-        ) -> dict[str, Any]:
-            if tool in RIG_TOOLS:
-                return await rigs.handle(agent, tool, arguments, events)
-            return await manager.handle(agent, tool, arguments, events)
+@asynccontextmanager
+async def kiosk_pool_for(
+    backend: DockerBackend, config: CorralConfig
+) -> AsyncIterator[KioskPool | None]:
+    """The kiosk warm pool (`[container.kiosk] warm`), or None when it is 0."""
+    kiosk = config.container.kiosk
+    if kiosk.warm == 0:
+        yield None
+        return
+    from orchestrator.kiosk_pool import KioskPoolSettings, open_kiosk_pool
 
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(manager.expire_forever)
-                tg.start_soon(rigs.expire_forever)
-                tg.start_soon(manager.oversight.thumbnails_forever)
-                routes = people_routes(home, manager)
+    ca_pem = None
+    if kiosk.extra_ca_file:
+        ca_pem = await anyio.to_thread.run_sync(_read_text, kiosk.extra_ca_file)
+    settings = KioskPoolSettings(image=kiosk.image, size=kiosk.warm, ca_pem=ca_pem)
+    async with open_kiosk_pool(backend, settings) as pool:
+        yield pool
 
-                async def serve() -> None:
-                    try:
-                        await serve_gateway(home, listen_host, listen_port, handle, ready, routes)
-                    finally:
-                        tg.cancel_scope.cancel()
 
-                tg.start_soon(serve)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await rigs.close_all()
-                await manager.close_all()
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+async def _serve(
+    home: CorralHome,
+    config: CorralConfig,
+    runtime: Runtime,
+    kiosk_pool: KioskPool | None,
+    ready: anyio.Event | None,
+    listen_host: str,
+    listen_port: int,
+) -> None:
+    manager = SessionManager(
+        home,
+        config,
+        runtime.backend,
+        runtime.audit,
+        egress_factory(runtime.backend, config),
+        kiosk_pool=kiosk_pool,
+    )
+    from orchestrator.rigs import RigManager
+
+    rigs = RigManager(
+        home, config, runtime.backend, runtime.audit, egress_factory(runtime.backend, config)
+    )
+
+    async def handle(
+        agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
+    ) -> dict[str, Any]:
+        if tool in RIG_TOOLS:
+            return await rigs.handle(agent, tool, arguments, events)
+        return await manager.handle(agent, tool, arguments, events)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(manager.expire_forever)
+            tg.start_soon(rigs.expire_forever)
+            tg.start_soon(manager.oversight.thumbnails_forever)
+            routes = people_routes(home, manager)
+
+            async def serve() -> None:
+                try:
+                    await serve_gateway(home, listen_host, listen_port, handle, ready, routes)
+                finally:
+                    tg.cancel_scope.cancel()
+
+            tg.start_soon(serve)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await rigs.close_all()
+            await manager.close_all()
 
 
 __all__ = ["run_gateway"]
