@@ -48,6 +48,10 @@ logger = logging.getLogger("corral.kiosk_pool")
 POOL_AGENT = "warm-pool"
 POOL_WIDTH, POOL_HEIGHT = 1280, 800  # computer_session_start's default size
 RETRY_SECONDS = 5.0
+# A claim wakes the refill this long after it: starting a kiosk costs about a CPU-second
+# (Chromium), which would otherwise slow the session that just claimed one on a small
+# machine (its claim and first screenshot). Another claim meanwhile restarts the wait.
+REFILL_DELAY_SECONDS = 2.0
 START_DEADLINE = 60.0
 
 
@@ -95,6 +99,7 @@ class KioskPool:
         self.settings = settings
         self._ready: deque[PoolKiosk] = deque()
         self._wake = anyio.Event()
+        self._last_claim = -1e9
         self._tg: TaskGroup | None = None
         self.created = 0
         self.discarded = 0
@@ -105,6 +110,7 @@ class KioskPool:
     async def claim(self) -> PoolKiosk | None:
         """The oldest live pool kiosk of the current image, or None (then start cold).
         The caller owns what it gets: `discard` it, or hand its parts to a session."""
+        self._last_claim = anyio.current_time()
         self._wake.set()
         while self._ready:
             entry = self._ready.popleft()
@@ -197,6 +203,10 @@ class KioskPool:
     async def _refill(self) -> None:
         while True:
             while len(self._ready) < self.settings.size:
+                wait = self._last_claim + REFILL_DELAY_SECONDS - anyio.current_time()
+                if wait > 0:
+                    await anyio.sleep(wait)
+                    continue
                 try:
                     entry = await self._create()
                 except (CorralError, OSError) as exc:

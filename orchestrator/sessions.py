@@ -356,15 +356,15 @@ class SessionManager:
                     network=pooled.network,
                 )
             )
-            if egress.network_name is None:  # nothing pinned: the kiosk keeps only loopback
-                await pooled.network.disconnect(channel.id)
             await events.log(
                 "info", "sandbox_started", {"kind": "kiosk", "session": session_id, "warm": True}
             )
             await events.progress("browser", "taking a started kiosk", remaining=START_DEADLINE)
-            ready = await channel.request(
-                "claim", START_DEADLINE, width=params.width, height=params.height
-            )
+            async with anyio.create_task_group() as tg:
+                if egress.network_name is None:  # nothing pinned: only loopback is left (till
+                    tg.start_soon(pooled.network.disconnect, channel.id)  # then: no proxy)
+                size = {"width": params.width, "height": params.height}
+                ready = await channel.request("claim", START_DEADLINE, **size)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()

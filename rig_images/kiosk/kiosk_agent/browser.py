@@ -249,23 +249,24 @@ class Browser:
         return sid
 
     def fresh_page(self, deadline: float) -> None:
-        """Replace every page with one new blank tab (a new target: no history, no
-        document of before), clear cookies and the cache, and wait until it is drawn."""
+        """Leave one page, with a new blank document and no history: every other page
+        closed, the attached one navigated to about:blank (a new document: nothing drawn or
+        run before survives) and its history reset; cookies and cache cleared. Returns once
+        the new document is loaded and drawn (`navigate`)."""
         cdp = self.live_cdp()
         timeout = max(1.0, deadline - time.monotonic())
-        fresh = str(
-            cdp.call("Target.createTarget", {"url": "about:blank"}, timeout=timeout)["targetId"]
-        )
+        sid = self.page_session()
         targets = cdp.call("Target.getTargets", timeout=timeout).get("targetInfos", [])
         for info in targets:
-            if info.get("type") == "page" and info.get("targetId") != fresh:
+            if info.get("type") == "page" and info.get("targetId") != self.target_id:
                 cdp.call("Target.closeTarget", {"targetId": info["targetId"]}, timeout=timeout)
         self._world = None
         self.frame_state.clear()
-        sid = self._attach_to(cdp, fresh)
         cdp.call("Storage.clearCookies", timeout=timeout)
         cdp.call("Network.clearBrowserCache", session=sid, timeout=timeout)
-        self._wait_frames(sid)
+        if self.navigate("about:blank", timeout).get("load_timeout"):
+            raise OpError("the blank page did not load")
+        cdp.call("Page.resetNavigationHistory", session=sid, timeout=timeout)
 
     def live_cdp(self) -> CDP:
         if self.cdp is None or self.cdp.closed:
