@@ -14,7 +14,8 @@ stdio client (`corral mcp --agent ...`), then `computer_session_stop` (not timed
 
 Rounds are interleaved: START_WARMUP uncounted rounds, then --starts timed rounds, each
 running the four (agent, gateway) paths once in rotating order. Before a warm call the
-pool is let settle: both pool kiosks of the warm gateway run (polled with `docker ps`).
+pool is let settle: both pool kiosks of the warm gateway started (its audit's last
+`kiosk_pool_ready` since the last session start says 2 wait) and running (`docker ps`).
 Every warm session start must be audited `warm: true` (a claim from the pool), every
 cold one `warm: false`: the table says how many were, and the benchmark fails otherwise.
 No container of the benchmark or its gateways may be left at the end.
@@ -94,9 +95,24 @@ def pool_running(gateway_pid: int) -> int:
     return len(out.split())
 
 
-async def settle(gateway_pid: int) -> None:
+def pool_full(home: CorralHome) -> bool:
+    """Whether the audit's last pool event since the last session start says it is full."""
+    full = False
+    for event in AuditLog(home.audit_file).read():
+        if event["event"] == "computer_session_started":
+            full = False
+        elif event["event"] == "kiosk_pool_ready":
+            full = event["details"]["idle"] == POOL
+    return full
+
+
+async def settle(home: CorralHome, gateway_pid: int) -> None:
+    """Until every pool kiosk is started (audited `kiosk_pool_ready`) and running."""
     with anyio.fail_after(120):
-        while await anyio.to_thread.run_sync(pool_running, gateway_pid) < POOL:
+        while not (
+            await anyio.to_thread.run_sync(pool_full, home)
+            and await anyio.to_thread.run_sync(pool_running, gateway_pid) == POOL
+        ):
             await anyio.sleep(0.05)
 
 
@@ -125,7 +141,7 @@ async def measure(
             shift = run % len(PATHS)
             for key in [*PATHS[shift:], *PATHS[:shift]]:
                 if key[1] == "warm pool":
-                    await settle(warm_pid)
+                    await settle(homes["warm pool"], warm_pid)
                 elapsed = await paths[key].start_to_screenshot(run)
                 if run >= START_WARMUP:
                     samples[key].append(elapsed * 1000)
@@ -188,7 +204,8 @@ warm claim then starts the session's egress proxy on the pool kiosk's pre-made n
 (the pins are resolved at the claim, as for a cold start), which is most of its time; a
 session without an allowlist only takes the kiosk off its network. Either way the kiosk's
 `claim` op replaces its page with a new blank tab and waits until it is drawn. Paths
-interleaved, {START_WARMUP} warm-up rounds, the pool let settle before each warm call;
+interleaved, {START_WARMUP} warm-up rounds, the pool let settle (full, no refill under
+way) before each warm call;
 "warm claims" counts the starts the audit records as claims from the pool. Target
 (issue 14): p50 <= {TARGET_MS:.0f} ms from the pool (the no-allowlist row).
 

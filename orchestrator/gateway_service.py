@@ -14,6 +14,7 @@ import anyio
 from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
+from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig, load_config
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.gateway import ExtraRoutes, SignedRequests, serve_gateway
@@ -115,15 +116,16 @@ async def run_gateway(
         from orchestrator.network_reaper import reap_networks
 
         await reap_networks(runtime.backend)
-        async with kiosk_pool_for(runtime.backend, config) as kiosk_pool:
+        async with kiosk_pool_for(runtime.backend, config, runtime.audit) as kiosk_pool:
             await _serve(home, config, runtime, kiosk_pool, ready, listen_host, listen_port)
 
 
 @asynccontextmanager
 async def kiosk_pool_for(
-    backend: DockerBackend, config: CorralConfig
+    backend: DockerBackend, config: CorralConfig, audit: AuditLog
 ) -> AsyncIterator[KioskPool | None]:
-    """The kiosk warm pool (`[container.kiosk] warm`), or None when it is 0."""
+    """The kiosk warm pool (`[container.kiosk] warm`), or None when it is 0. Each kiosk
+    that joins it is audited (`kiosk_pool_ready`, with how many wait)."""
     kiosk = config.container.kiosk
     if kiosk.warm == 0:
         yield None
@@ -134,7 +136,11 @@ async def kiosk_pool_for(
     if kiosk.extra_ca_file:
         ca_pem = await anyio.to_thread.run_sync(_read_text, kiosk.extra_ca_file)
     settings = KioskPoolSettings(image=kiosk.image, size=kiosk.warm, ca_pem=ca_pem)
-    async with open_kiosk_pool(backend, settings) as pool:
+
+    def ready(idle: int) -> None:
+        audit.record("kiosk_pool_ready", None, {"idle": idle, "size": kiosk.warm})
+
+    async with open_kiosk_pool(backend, settings, ready) as pool:
         yield pool
 
 

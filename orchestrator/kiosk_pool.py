@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -94,9 +94,15 @@ class PoolKiosk:
 class KioskPool:
     """Open with `open_kiosk_pool`."""
 
-    def __init__(self, backend: DockerBackend, settings: KioskPoolSettings) -> None:
+    def __init__(
+        self,
+        backend: DockerBackend,
+        settings: KioskPoolSettings,
+        on_ready: Callable[[int], None] | None = None,
+    ) -> None:
         self.backend = backend
         self.settings = settings
+        self._on_ready = on_ready  # told how many wait, each time a started kiosk joins
         self._ready: deque[PoolKiosk] = deque()
         self._wake = anyio.Event()
         self._last_claim = -1e9
@@ -216,6 +222,8 @@ class KioskPool:
                         await self._wake.wait()
                     continue
                 self._ready.append(entry)
+                if self._on_ready is not None:
+                    self._on_ready(len(self._ready))
             self._wake = anyio.Event()
             await self._wake.wait()
 
@@ -227,11 +235,13 @@ class KioskPool:
 
 @contextlib.asynccontextmanager
 async def open_kiosk_pool(
-    backend: DockerBackend, settings: KioskPoolSettings
+    backend: DockerBackend,
+    settings: KioskPoolSettings,
+    on_ready: Callable[[int], None] | None = None,
 ) -> AsyncIterator[KioskPool]:
     """A pool refilling in the background while the block runs; every idle kiosk (and its
     network) is removed when it ends, shielded. A claimed kiosk is its claimer's."""
-    pool = KioskPool(backend, settings)
+    pool = KioskPool(backend, settings, on_ready)
     try:
         async with anyio.create_task_group() as tg:
             pool._tg = tg

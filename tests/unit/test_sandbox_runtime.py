@@ -119,3 +119,13 @@ def test_runsc_registration_is_read_from_the_runtimes() -> None:
     assert runsc_registration(info) is None
     info["Runtimes"]["runsc"] = {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace"]}
     assert runsc_registration(info) == "/usr/bin/runsc --platform=ptrace"
+
+
+def test_the_kiosk_pool_is_off_by_default_and_its_size_is_bounded() -> None:
+    assert parse_config({}, "config.toml").container.kiosk.warm == 0
+    config = parse_config({"container": {"kiosk": {"warm": 3}}}, "config.toml")
+    assert config.container.kiosk.warm == 3
+    with pytest.raises(ConfigError) as info:
+        parse_config({"container": {"kiosk": {"warm": 17}}}, "config.toml")
+    assert "container.kiosk.warm" in str(info.value)
+    assert "less than or equal to 16" in str(info.value)
