@@ -12,7 +12,7 @@ the loopback HTTP hop and MCP front, which bench/computer_use.py measures), with
 off. Measured:
 
 - time to all ready: from the N concurrent `computer_session_start` calls to the last
-  answer (every one must succeed);
+  answer ("started" says how many succeeded; the rest are listed with why);
 - memory per session, idle on about:blank right after all are ready: the cgroup memory of
   the kiosk container and of its egress proxy (`memory.usage_in_bytes` minus
   `total_inactive_file`, what `docker stats` shows), median and max over the N sessions;
@@ -72,6 +72,7 @@ class Step:
     shot_ms: tuple[float, ...]
     click_ms: tuple[float, ...]
     navigated: int
+    failed: tuple[str, ...]  # why each start that failed failed
 
 
 def cgroup_mib(container_id: str) -> float:
@@ -114,14 +115,21 @@ def check(answer: dict[str, Any], what: str) -> dict[str, Any]:
 
 async def step(manager: SessionManager, agents: Sequence[str], rounds: int) -> Step:
     started = time.perf_counter()
+    failed: list[str] = []
     async with anyio.create_task_group() as tg:
         for agent in agents:
 
             async def start(agent: str = agent) -> None:
-                check(await manager.handle(agent, "computer_session_start", {}), agent)
+                try:
+                    check(await manager.handle(agent, "computer_session_start", {}), agent)
+                except BenchError as exc:
+                    failed.append(str(exc))
 
             tg.start_soon(start)
     all_ready = time.perf_counter() - started
+    agents = [a for a in agents if a in manager.sessions]
+    if not agents:
+        raise BenchError(f"no session started: {failed[:3]}")
     sessions = [manager.sessions[a] for a in agents]
     kiosk = tuple(cgroup_mib(s.channel.id) for s in sessions)
     proxy = tuple(cgroup_mib(proxy_of(s.egress)) for s in sessions)
@@ -147,7 +155,16 @@ async def step(manager: SessionManager, agents: Sequence[str], rounds: int) -> S
         answer = await manager.handle(agent, "computer_navigate", {"url": HEAVY_URL})
         navigated += not answer.get("is_error")
     await manager.close_all("the benchmark step ended")
-    return Step(len(agents), all_ready, kiosk, proxy, tuple(shots), tuple(clicks), navigated)
+    return Step(
+        len(agents) + len(failed),
+        all_ready,
+        kiosk,
+        proxy,
+        tuple(shots),
+        tuple(clicks),
+        navigated,
+        tuple(failed),
+    )
 
 
 async def measure(home: CorralHome, counts: Sequence[int], rounds: int) -> list[Step]:
@@ -162,6 +179,8 @@ async def measure(home: CorralHome, counts: Sequence[int], rounds: int) -> list[
             console.print(f"[dim]{count} sessions...[/dim]")
             result = await step(manager, [f"scale-{i:02d}" for i in range(count)], rounds)
             console.print(f"[dim]  all ready in {result.all_ready_s:.1f} s[/dim]")
+            for why in result.failed:
+                console.print(f"[yellow]  a start failed: {why}[/yellow]")
             steps.append(result)
     finally:
         with anyio.CancelScope(shield=True):
@@ -173,6 +192,7 @@ async def measure(home: CorralHome, counts: Sequence[int], rounds: int) -> list[
 
 HEADERS = (
     "sessions",
+    "started",
     "all ready s",
     "kiosk MiB p50 / max",
     "proxy MiB p50",
@@ -190,13 +210,14 @@ def table_rows(steps: Sequence[Step]) -> list[list[str]]:
         rows.append(
             [
                 str(s.sessions),
+                str(s.sessions - len(s.failed)),
                 f"{s.all_ready_s:.1f}",
                 f"{statistics.median(s.kiosk_mib):.0f} / {max(s.kiosk_mib):.0f}",
                 f"{statistics.median(s.proxy_mib):.0f}",
                 f"{statistics.median(per):.0f}",
                 f"{nearest_rank(s.shot_ms, 50):.0f} / {nearest_rank(s.shot_ms, 95):.0f}",
                 f"{nearest_rank(s.click_ms, 50):.0f} / {nearest_rank(s.click_ms, 95):.0f}",
-                f"{s.navigated}/{s.sessions}",
+                f"{s.navigated}/{s.sessions - len(s.failed)}",
             ]
         )
     return rows
@@ -207,6 +228,11 @@ def markdown_section(steps: Sequence[Step], machine_text: str, command: str, rou
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---:|" * len(HEADERS)]
     lines += ["| " + " | ".join(r) + " |" for r in table_rows(steps)]
     table = "\n".join(lines)
+    table += "".join(
+        f"\n\n- {s.sessions} sessions: a start failed: {why[:300]}"
+        for s in steps
+        for why in s.failed
+    )
     return f"""{start}
 ## Scale: concurrent kiosk sessions with allowlists
 
