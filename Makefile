@@ -68,6 +68,8 @@ bench: setup
 	$(BIN)/python bench/tools_list.py --write docs/benchmarks.md
 	$(BIN)/python bench/computer_use.py --write docs/benchmarks.md
 	$(BIN)/python bench/operator_console.py --write docs/benchmarks.md
+	$(BIN)/python bench/kiosk_pool.py --write docs/benchmarks.md
+	$(BIN)/python bench/scale.py --write docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) $(VENV1) .cache .mypy_cache .ruff_cache .pytest_cache
