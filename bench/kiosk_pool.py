@@ -203,7 +203,7 @@ stdio, the 2.x SDK's client) and the gateway, from a gateway with `[container.ki
 warm claim then starts the session's egress proxy on the pool kiosk's pre-made network
 (the pins are resolved at the claim, as for a cold start), which is most of its time; a
 session without an allowlist only takes the kiosk off its network. Either way the kiosk's
-`claim` op replaces its page with a new blank tab and waits until it is drawn. Paths
+`claim` op replaces its page with a new about:blank document and waits until it is drawn. Paths
 interleaved, {START_WARMUP} warm-up rounds, the pool let settle (full, no refill under
 way) before each warm call;
 "warm claims" counts the starts the audit records as claims from the pool. Target

@@ -11,11 +11,12 @@ the rule drops what it sends to the host).
 A claim (`SessionManager.start`) takes the oldest pool kiosk and gives it the session's
 egress: with pinned hosts, the session's proxy joins the kiosk's network under the alias
 `proxy` (`SessionEgress(network=...)`); with none, the kiosk is disconnected from the
-network and keeps only loopback. Then the kiosk's `claim` op: a new blank tab replaces
-every page, cookies and cache are cleared, and the answer comes once the new page is
-drawn, so a claimed kiosk never shows anything from before the claim
-(tests/integration/test_kiosk_pool.py plants a page in a pool kiosk and proves it);
-another screen size starts Xvfb and Chromium afresh inside the claimed container.
+network and keeps only loopback. Then the kiosk's `claim` op: every other page is closed, the
+page is navigated to about:blank (a new document) and its history reset, cookies and
+cache are cleared, and the answer comes once the new page is drawn, so a claimed kiosk
+never shows anything from before the claim (tests/integration/test_kiosk_pool.py plants
+a page in a pool kiosk and proves it); another screen size starts Xvfb and Chromium
+afresh inside the claimed container.
 
 - Used once: a claimed kiosk is the session's; it is removed when the session ends.
 - Staleness, checked at each claim: a kiosk whose channel broke, whose container no

@@ -150,9 +150,10 @@ class Kiosk:
 
     def op_claim(self, req: dict[str, Any]) -> dict[str, Any]:
         """A warm pool kiosk handed to a session (orchestrator/kiosk_pool.py): nothing from
-        before the claim may show. Same size: a new blank tab replaces every page (its
-        history starts empty), cookies and cache are cleared, and the answer waits until
-        the new page has been drawn. Another size: Xvfb and Chromium start afresh at it."""
+        before the claim may show. Same size: one page is left, navigated to a new
+        about:blank document with its history reset, cookies and cache cleared; the answer
+        waits until it has been drawn (`Browser.fresh_page`). Another size: Xvfb and
+        Chromium start afresh at it."""
         self._require()
         t0 = time.monotonic()
         width, height = int(req.get("width") or 0), int(req.get("height") or 0)
