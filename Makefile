@@ -68,6 +68,8 @@ bench: setup
 	$(BIN)/python bench/tools_list.py --write docs/benchmarks.md
 	$(BIN)/python bench/computer_use.py --write docs/benchmarks.md
 	$(BIN)/python bench/operator_console.py --write docs/benchmarks.md
+	$(BIN)/python bench/rigs.py --write docs/benchmarks.md
+	$(BIN)/python bench/codrive.py --write docs/benchmarks.md
 	$(BIN)/python bench/kiosk_pool.py --write docs/benchmarks.md
 	$(BIN)/python bench/scale.py --write docs/benchmarks.md
 

@@ -42,7 +42,7 @@ from orchestrator.errors import NotAvailable
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.wire import gateway_base_url
-from sandboxes.catalogue import BY_NAME, NETWORK_EGRESS, RIG_TOOLS, ToolSpec
+from sandboxes.catalogue import BY_NAME, GATEWAY_TOOLS, NETWORK_EGRESS, ToolSpec
 from sandboxes.events import CallEvents
 from sandboxes.params import validate
 from sandboxes.visibility import decide, permission_refusal, visible_names, visible_tools
@@ -204,7 +204,7 @@ class CorralMCP:
                 f"{spec.name} is not available in this version of corral: its schema and gate "
                 "are in place, and it cannot run yet. See docs/tools.md for what runs today."
             )
-        if spec.name.startswith("computer_") or spec.name in RIG_TOOLS:
+        if spec.name.startswith("computer_") or spec.name in GATEWAY_TOOLS:
             # The gateway owns sessions and performs every check; re-read its address per call.
             gateway = load_config(self.home.config_file).gateway
             return await forward(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -31,6 +31,7 @@ import anyio
 
 from orchestrator.approvals import ApprovalQueue
 from orchestrator.audit import AuditLog
+from orchestrator.errors import SeatError
 from sandboxes.approval_rules import Hold
 from sandboxes.codrive import CodriveRunParams, Step
 from sandboxes.events import NO_EVENTS, CallEvents
@@ -48,6 +49,7 @@ class Desktop(Protocol):
 
     probes: DesktopProbes
     registry: Registry
+    seat_id: str  # the desktop's key in the console (approvals are raised under it)
 
     async def masked_png(self) -> bytes: ...
 
@@ -70,7 +72,9 @@ class Desktop(Protocol):
         """True once the person handed the desktop back, False after `within` seconds."""
         ...
 
-    async def wait_idle(self, app: str) -> None: ...
+    async def wait_idle(self, app: str) -> str | None:
+        """Wait until the app is idle; what happened ("idle after 320 ms"), if known."""
+        ...
 
 
 @dataclass
@@ -134,7 +138,7 @@ class CodriveRuns:
         self,
         approvals: ApprovalQueue,
         audit: AuditLog,
-        spawn: Callable[[Callable[[], Awaitable[None]]], None],
+        spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], Any],
         *,
         handoff_timeout: float = 600.0,
         answer_within: float = ANSWER_WITHIN,
@@ -196,7 +200,9 @@ class CodriveRuns:
                 run.results.append(await self._step(run, index, step, desktop, deny_list))
                 run.state = "running"
                 if run.watch_mode:
-                    await desktop.wait_idle(run.app)
+                    note = await desktop.wait_idle(run.app)
+                    if note:
+                        run.results[-1].outcome += f"; then {note}"
             run.state = "finished"
         except StopRun as stop:
             run.state, run.reason = stop.state, stop.reason
@@ -226,11 +232,23 @@ class CodriveRuns:
             if desktop.seat_is_human():
                 await self._wait_for_seat(run, index, desktop)
             seats_before = desktop.seat_changes()
-            result = await run_step(index, step, run.app, desktop.probes, desktop.registry)
-            if desktop.seat_changes() == seats_before:
+            result: StepResult | None
+            try:
+                result = await run_step(index, step, run.app, desktop.probes, desktop.registry)
+            except SeatError:  # a person's input froze the seat while the step ran
+                result = None
+            if result is not None and desktop.seat_changes() == seats_before:
+                result.retried = attempt == 2
                 return result
+            self.audit.record(
+                "codrive_step_dropped", run.agent, {"run": run.id, "step": index, "try": attempt}
+            )
             if attempt == 2:
-                raise StopRun("failed", f"step {index} was interrupted by a person twice")
+                raise StopRun(
+                    "failed",
+                    f"step {index} was interrupted by a person twice (retried once after the "
+                    "first hand back); the run stopped",
+                )
         raise AssertionError("unreachable")
 
     async def _approve(self, run: CodriveRun, index: int, step: Step, desktop: Desktop) -> None:
@@ -238,7 +256,7 @@ class CodriveRuns:
         assert step.category != "none" and step.category != "credential"
         approval = self.approvals.raise_(
             agent=run.agent,
-            session=run.id,
+            session=desktop.seat_id,
             tool="codrive_run",
             step=f"step {index}: {what}"[:300],
             hold=Hold(f"category: {step.category}", step.category, f"{run.app}: {what}"[:300]),
@@ -265,4 +283,8 @@ class CodriveRuns:
     async def _wait_for_seat(self, run: CodriveRun, index: int, desktop: Desktop) -> None:
         run.state = "human"
         if not await desktop.wait_handback(self.handoff_timeout):
-            raise StopRun("failed", f"step {index}: a person kept the desktop")
+            raise StopRun(
+                "failed",
+                f"step {index}: a person kept the desktop for {self.handoff_timeout:g} s",
+            )
+        run.state = "running"

@@ -166,11 +166,19 @@ class ApprovalsConfig(_Model):
     timeout_seconds: Annotated[int, Field(ge=1, le=3600)] = 120
 
 
+class CodriveConfig(_Model):
+    """`[codrive]`: how long a run waits for a person to hand the desktop back after a
+    credential step or a take over, before the run fails."""
+
+    handoff_timeout_seconds: Annotated[int, Field(ge=5, le=3600)] = 600
+
+
 class CorralConfig(_Model):
     """The whole of `config.toml`."""
 
     gateway: GatewayConfig = GatewayConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
+    codrive: CodriveConfig = CodriveConfig()
     container: ContainerConfig = ContainerConfig()
     integrations: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

@@ -216,7 +216,7 @@ def console_routes(
         if login is None:
             return to_login()
         agent = request.path_params["agent"]
-        if agent not in oversight.host.sessions:
+        if agent not in oversight.seats():
             return page(pages.message_page("No session", f"{agent} has no running session."), 404)
         return page(pages.session_page(login.operator, login.csrf, agent))
 
@@ -230,7 +230,7 @@ def console_routes(
             "sessions": oversight.sessions_view(),
             "approvals": [a.public() for a in oversight.approvals.recent()[:50]],
         }
-        session = oversight.host.sessions.get(agent or "")
+        session = oversight.seats().get(agent or "")
         if session is not None:
             data["timeline"] = [e.public() for e in reversed(session.timeline)]
             data["session"] = next((s for s in data["sessions"] if s["agent"] == agent), None)
@@ -249,7 +249,7 @@ def console_routes(
         _, login = login_of(request)
         if login is None:
             return secured(Response(status_code=401))
-        session = oversight.host.sessions.get(request.path_params["agent"])
+        session = oversight.seats().get(request.path_params["agent"])
         seq = int(request.path_params["seq"])
         entry = next((e for e in session.timeline if e.seq == seq), None) if session else None
         if entry is None or entry.thumb is None:
@@ -287,7 +287,7 @@ def console_routes(
         _, login = login_of(websocket)
         agent = websocket.path_params["agent"]
         origin_ok = same_origin(websocket.headers.get("origin"), websocket.headers.get("host"))
-        if login is None or not origin_ok or agent not in oversight.host.sessions:
+        if login is None or not origin_ok or agent not in oversight.seats():
             why = (
                 "no login" if login is None else "foreign origin" if not origin_ok else "no session"
             )

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -27,6 +28,10 @@ from sandboxes.fence import fence
 from sandboxes.isolation import kiosk_spec
 from sandboxes.ports import ContainerBackend, Egress
 from sandboxes.session_rules import SessionClock
+
+if TYPE_CHECKING:
+    from orchestrator.approvals import Approval
+    from orchestrator.timeline import TimelineEntry
 
 START_DEADLINE = 60.0
 ACTION_DEADLINE = 10.0
@@ -53,6 +58,15 @@ class DesktopRig:
     surface: Literal["desktop"] = "desktop"
     controller: Literal["ai", "human"] = "ai"
     lock: anyio.Lock = field(default_factory=anyio.Lock)
+    # The seat, as for kiosk sessions (orchestrator.oversight): the console's take over,
+    # hand back and timeline work on a desktop rig the same way.
+    holder: str | None = None
+    holder_viewer: str | None = None
+    waiting: Approval | None = None
+    timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=200))
+    needs_person: str | None = None
+    seat_count: int = 0
+    seat_changed: anyio.Event = field(default_factory=anyio.Event)
 
     @property
     def used(self) -> int:

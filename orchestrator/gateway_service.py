@@ -22,7 +22,7 @@ from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.sessions import EgressFactory, SessionManager, no_egress
-from sandboxes.catalogue import RIG_TOOLS
+from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.ports import Egress
 from sandboxes.rfb import ClientMessage
@@ -76,7 +76,7 @@ def people_routes(home: CorralHome, manager: SessionManager) -> ExtraRoutes:
     ) -> None:
         from orchestrator.vnc_bridge import bridge_vnc, open_vnc
 
-        session = manager.sessions.get(agent)
+        session = manager.oversight.seats().get(agent)  # a kiosk session or a desktop rig
         if session is None:
             await websocket.close(code=1008)
             return
@@ -175,7 +175,7 @@ async def _serve(
     async def handle(
         agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
     ) -> dict[str, Any]:
-        if tool in RIG_TOOLS:
+        if tool in GATEWAY_TOOLS:  # rigs and codrive, on the agent's desktop rig
             return await rigs.handle(agent, tool, arguments, events)
         return await manager.handle(agent, tool, arguments, events)
 
@@ -184,6 +184,7 @@ async def _serve(
             tg.start_soon(manager.expire_forever)
             tg.start_soon(rigs.expire_forever)
             tg.start_soon(manager.oversight.thumbnails_forever)
+            rigs.attach_people(manager.oversight, tg.start_soon)
             routes = people_routes(home, manager)
 
             async def serve() -> None:

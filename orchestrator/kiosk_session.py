@@ -10,6 +10,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
+
 from orchestrator.config import ComputerUseConfig
 from orchestrator.kiosk import KioskChannel
 from sandboxes.ports import Egress
@@ -42,6 +44,9 @@ class KioskSession:
     holder_viewer: str | None = None  # the console connection whose input reaches it
     waiting: Approval | None = None  # the approval a held call waits for
     timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=200))
+    needs_person: str | None = None  # shown in the console: why a person is asked for
+    seat_count: int = 0  # how many times the seat changed hands
+    seat_changed: anyio.Event = field(default_factory=anyio.Event)  # set at each change
 
     @property
     def used(self) -> int:

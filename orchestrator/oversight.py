@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import anyio
@@ -21,6 +21,7 @@ import anyio
 from orchestrator.approvals import ApprovalQueue
 from orchestrator.audit import AuditLog
 from orchestrator.config import ComputerUseConfig
+from orchestrator.desktop_rig import DesktopRig
 from orchestrator.errors import KioskError, SeatError, SessionRefused
 from orchestrator.kiosk_session import KioskSession
 from orchestrator.screenshots import masked_screenshot
@@ -46,6 +47,11 @@ INPUT_TOOLS = frozenset(
 )
 
 
+Seat = KioskSession | DesktopRig
+"""What a person can watch and take over: a kiosk session (keyed by its agent) or a
+desktop rig, the shared desktop of codrive (keyed by its rig id)."""
+
+
 class SessionHost(Protocol):
     """What oversight needs of the session manager."""
 
@@ -68,6 +74,15 @@ class Oversight:
         self.approvals = approvals
         self.clock = clock
         self._last_input: dict[str, float] = {}  # session id -> monotonic time of an action
+        # Desktop rigs, set by the gateway: their seats, and how one is stopped.
+        self.rig_seats: Callable[[], Mapping[str, DesktopRig]] = dict
+        self.end_rig: Callable[[str, str], Awaitable[None]] | None = None
+
+    def seats(self) -> dict[str, Seat]:
+        """Every seat by its console key: kiosk sessions by agent, desktop rigs by rig id."""
+        out: dict[str, Seat] = dict(self.host.sessions)
+        out.update(self.rig_seats())
+        return out
 
     # ------------------------------------------------------------------ the AI's calls
     def check_seat(self, session: KioskSession, tool: str) -> None:
@@ -184,7 +199,7 @@ class Oversight:
     # ------------------------------------------------------------------ the timeline
     def record(
         self,
-        session: KioskSession,
+        session: Seat,
         tool: str,
         step: str,
         outcome: str,
@@ -201,13 +216,13 @@ class Oversight:
         """Give the newest timeline entry of each quiet session its thumbnail."""
         while True:
             await anyio.sleep(QUIET_SECONDS / 2)
-            for session in list(self.host.sessions.values()):
+            for session in list(self.seats().values()):
                 try:
                     await self._thumbnail(session)
                 except Exception:  # a thumbnail is never worth a gateway task
                     logger.exception("thumbnail for session %s failed", session.id)
 
-    async def _thumbnail(self, session: KioskSession) -> None:
+    async def _thumbnail(self, session: Seat) -> None:
         if not session.timeline:
             return
         newest = session.timeline[-1]
@@ -224,11 +239,18 @@ class Oversight:
         newest.source_png = None
 
     # ------------------------------------------------------------------ the seat
-    def _session(self, agent: str) -> KioskSession:
-        session = self.host.sessions.get(agent)
+    def _session(self, agent: str) -> Seat:
+        session = self.seats().get(agent)
         if session is None:
-            raise SeatError(f"agent {agent!r} has no running session")
+            raise SeatError(f"{agent!r} has no running session (and is not a rig id)")
         return session
+
+    @staticmethod
+    def _moved(session: Seat) -> None:
+        """The seat changed hands: count it and wake whoever waits for a change."""
+        session.seat_count += 1
+        session.seat_changed.set()
+        session.seat_changed = anyio.Event()
 
     def take_over(self, agent: str, operator: str, *, viewer: str | None, how: str) -> None:
         session = self._session(agent)
@@ -238,6 +260,7 @@ class Oversight:
                 return
             raise SeatError(f"{session.holder} has the desktop of {agent}; ask them to hand back")
         session.controller, session.holder, session.holder_viewer = "human", operator, viewer
+        self._moved(session)
         self.audit.record(
             "takeover", agent, {"session": session.id, "operator": operator, "how": how}
         )
@@ -251,6 +274,8 @@ class Oversight:
             raise SeatError(f"the AI already has the desktop of {agent}")
         holder = session.holder
         session.controller, session.holder, session.holder_viewer = "ai", None, None
+        session.needs_person = None
+        self._moved(session)
         self.audit.record(
             "handback", agent, {"session": session.id, "operator": operator, "holder": holder}
         )
@@ -259,14 +284,18 @@ class Oversight:
         )
 
     async def stop(self, agent: str, operator: str) -> None:
-        self._session(agent)
-        await self.host.end(agent, f"stopped by operator {operator}")
+        session = self._session(agent)
+        why = f"stopped by operator {operator}"
+        if isinstance(session, DesktopRig) and self.end_rig is not None:
+            await self.end_rig(agent, why)
+        else:
+            await self.host.end(agent, why)
 
     def viewer_input(self, agent: str, operator: str, viewer: str, *, take: bool = True) -> bool:
         """A console viewer's input event (RFB key or pointer): forward it only when this
         viewer holds the seat; when the AI holds it, input that acts (`take`: a key or a
         button, not a mere hover) takes the seat now, before it is forwarded."""
-        session = self.host.sessions.get(agent)
+        session = self.seats().get(agent)
         if session is None:
             return False
         if session.controller == "human":
@@ -281,25 +310,30 @@ class Oversight:
     def viewer_left(self, agent: str, viewer: str) -> None:
         """A console connection closed: its seat stays taken (hand back is explicit), but
         no other connection's input is forwarded until the holder reconnects."""
-        session = self.host.sessions.get(agent)
+        session = self.seats().get(agent)
         if session is not None and session.holder_viewer == viewer:
             session.holder_viewer = None
 
     # ------------------------------------------------------------------ reads
     def sessions_view(self) -> list[dict[str, Any]]:
         out = []
-        for agent, session in sorted(self.host.sessions.items()):
+        for agent, session in sorted(self.seats().items()):
             if session.controller == "human":
                 state = f"human ({session.holder})"
+            elif session.needs_person is not None:
+                state = session.needs_person
             elif session.waiting is not None:
                 state = "waiting approval"
             else:
                 state = "AI"
+            rig = isinstance(session, DesktopRig)
             out.append(
                 {
                     "agent": agent,
+                    "owner": session.agent,
                     "session": session.id,
-                    "kind": "kiosk",
+                    "kind": f"desktop rig of {session.agent}" if rig else "kiosk",
+                    "needs_person": session.needs_person,
                     "started_at": session.started_at,
                     "actions_used": session.used,
                     "actions_left": max(0, session.max_actions - session.used),

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -24,15 +24,20 @@ from orchestrator.agent_view import load_agent_and_view
 from orchestrator.audit import AuditLog
 from orchestrator.browser_rig import BrowserRig
 from orchestrator.cdp_bridge import CdpBridge, handshake
+from orchestrator.codrive_desktop import RigDesktop
+from orchestrator.codrive_runs import CodriveRun, CodriveRuns
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.desktop_rig import DesktopRig, start_desktop
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.kiosk import load_seccomp
 from orchestrator.kiosk_session import answer, fresh_clock, text_block
+from orchestrator.oversight import Oversight
 from orchestrator.sessions import EgressFactory, navigable_sites
-from sandboxes.catalogue import BY_NAME, RIG_TOOLS
+from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
+from sandboxes.codrive import CodriveRunParams, CodriveStatusParams
 from sandboxes.events import NO_EVENTS, CallEvents
+from sandboxes.fence import fence
 from sandboxes.isolation import kiosk_spec
 from sandboxes.params import validate
 from sandboxes.ports import ContainerBackend
@@ -44,9 +49,14 @@ logger = logging.getLogger("corral.rigs")
 START_DEADLINE = 60.0
 CONNECT_MS = 30_000
 Clock = Callable[[], float]
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], Any]
 Rig = BrowserRig | DesktopRig
 SURFACES = {"browser_use": "browser", "computer_use": "desktop"}
+PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
+FREE_VERBS = frozenset({"screenshot", "clipboard_get"})  # allowed while a person has it
 TOOL_OF = {surface: tool for tool, surface in SURFACES.items()}
+# The tools that keep a surface's rig alive: the desktop is also codrive's shared desktop.
+USERS_OF = {"browser": ("browser_use",), "desktop": ("computer_use", "codrive_run")}
 
 
 class RigManager:
@@ -72,13 +82,36 @@ class RigManager:
         self._playwright: Playwright | None = None
         self._playwright_cm: Any = None
         self._playwright_lock = anyio.Lock()
+        self.oversight: Oversight | None = None
+        self.codrive: CodriveRuns | None = None
+
+    def attach_people(self, oversight: Oversight, spawn: Spawn) -> None:
+        """Operators and persons over rigs: desktop rigs become seats in the console (take
+        over, hand back, live view), and codrive runs raise approvals in its queue; `spawn`
+        runs a codrive run in the gateway's task group (it outlives the call)."""
+        self.oversight = oversight
+        oversight.rig_seats = lambda: {
+            rig.id: rig for rig in self.rigs.values() if isinstance(rig, DesktopRig)
+        }
+        oversight.end_rig = self._end_by_id
+        self.codrive = CodriveRuns(
+            oversight.approvals,
+            self.audit,
+            spawn,
+            handoff_timeout=float(self.config.codrive.handoff_timeout_seconds),
+        )
+
+    async def _end_by_id(self, rig_id: str, why: str) -> None:
+        for key, rig in list(self.rigs.items()):
+            if rig.id == rig_id:
+                await self.end(key, why)
 
     # ------------------------------------------------------------------ handler
     async def handle(
         self, agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
     ) -> dict[str, Any]:
         spec = BY_NAME.get(tool)
-        if spec is None or tool not in RIG_TOOLS:
+        if spec is None or tool not in RIG_TOOLS | CODRIVE_TOOLS:
             return answer(text_block(f"Unknown tool: {tool}"), is_error=True)
         view, agent_cfg = load_agent_and_view(self.home, agent)
         decision = decide(spec, view)
@@ -98,6 +131,10 @@ class RigManager:
             if tool == "rig_close":
                 assert isinstance(params, RigCloseParams)
                 return await self.rig_close(agent, params.rig_id)
+            if isinstance(params, CodriveStatusParams):
+                return self.codrive_status(agent, params.run_id)
+            if isinstance(params, CodriveRunParams):
+                return await self.codrive_run(agent, params, cfg, events)
             assert isinstance(params, VerbUnion)
             return await self._drive(agent, SURFACES[tool], params, cfg, events)
         except ParamError as exc:
@@ -122,6 +159,9 @@ class RigManager:
             if rig is None:
                 rig = await self._start(agent, surface, cfg, events)
             counted = rig.counts(verb)
+            if rig.controller == "human" and verb.verb not in FREE_VERBS:
+                self.audit.record("rig_action_refused", agent, {"rig": rig.id, "why": "person"})
+                raise SessionRefused(PERSON_HAS_IT)
             await self._follow(rig, cfg)
             try:
                 rig.clock.check_budget(
@@ -286,6 +326,55 @@ class RigManager:
         await rig.page()
         return rig
 
+    # ------------------------------------------------------------------ codrive
+    async def codrive_run(
+        self, agent: str, params: CodriveRunParams, cfg: ComputerUseConfig, events: CallEvents
+    ) -> dict[str, Any]:
+        """A run on the agent's desktop rig (started if needed): answers when it ends or
+        after 30 s with it still going (SPEC S3; codrive_status follows it)."""
+        if self.codrive is None:
+            raise NotAvailable("codrive needs the gateway's approval queue (corral gateway)")
+        key = (agent, "desktop")
+        lock = self._locks.setdefault(key, anyio.Lock())
+        async with lock:
+            rig = self.rigs.get(key)
+            if rig is None:
+                rig = await self._start(agent, "desktop", cfg, events)
+            assert isinstance(rig, DesktopRig)
+            going = self.codrive.status(agent, None)
+            if going is not None and not going.done.is_set():
+                raise SessionRefused(
+                    f"run {going.id} is still going on your desktop; follow it with "
+                    "codrive_status, or wait for it to end"
+                )
+            steps = len(params.steps)
+            if rig.clock.used + steps > rig.clock.max_actions:
+                raise SessionRefused(
+                    f"this run has {steps} steps and your desktop has "
+                    f"{rig.clock.max_actions - rig.clock.used} actions left of "
+                    f"{rig.clock.max_actions}; close it with rig_close to start afresh"
+                )
+            await self._follow(rig, cfg)
+            for _ in range(steps):
+                rig.clock.spend(self.clock())
+            opened = await rig.channel.request("app", 30.0, app=params.target_app)
+            if opened.get("started"):
+                await events.progress("codrive", f"started {params.target_app}")
+        run = await self.codrive.start(
+            agent, params, RigDesktop(rig, params.target_app), rig.deny_list, events
+        )
+        return _run_answer(run)
+
+    def codrive_status(self, agent: str, run_id: str | None) -> dict[str, Any]:
+        run = self.codrive.status(agent, run_id) if self.codrive is not None else None
+        if run is None:
+            which = f"run {run_id}" if run_id else "codrive run"
+            return answer(
+                text_block(f"You have no {which} (runs are kept for a while)."),
+                is_error=run_id is not None,
+            )
+        return _run_answer(run)
+
     # ------------------------------------------------------------------ list / close
     def rig_list(self, agent: str) -> dict[str, Any]:
         now = self.clock()
@@ -339,6 +428,8 @@ class RigManager:
         if rig is None:
             return
         self.ended[key] = why
+        if self.oversight is not None:
+            self.oversight.approvals.cancel_session(rig.id, f"the rig ended: {why}")
         await rig.close()
         self.audit.record(
             "rig_ended", key[0], {"rig": rig.id, "why": why, "actions": rig.clock.used}
@@ -360,7 +451,9 @@ class RigManager:
         for key, rig in list(self.rigs.items()):
             view, agent_cfg = load_agent_and_view(self.home, key[0])
             why = rig.clock.expiry(now)
-            if why is None and not decide(BY_NAME[TOOL_OF[key[1]]], view).visible:
+            if why is None and not any(
+                decide(BY_NAME[tool], view).visible for tool in USERS_OF[key[1]]
+            ):
                 why = "its access was revoked"
             if why is None and rig.broken is not None:
                 why = f"its channel failed ({rig.broken})"
@@ -384,6 +477,15 @@ class RigManager:
                 with contextlib.suppress(Exception):
                     await self._playwright_cm.__aexit__(None, None, None)
                 self._playwright = self._playwright_cm = None
+
+
+def _run_answer(run: CodriveRun) -> dict[str, Any]:
+    """The run's summary; text read by api actions goes in an untrusted-data fence."""
+    text = run.summary()
+    for result in run.results:
+        if result.value is not None:
+            text += "\n" + fence(result.value, f"what step {result.index} read")
+    return answer(text_block(text), is_error=run.state == "failed", **run.public())
 
 
 async def _close_quietly(browser: Any) -> None:

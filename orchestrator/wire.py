@@ -27,8 +27,11 @@ ADMIN_SESSION_ACT_PATH = "/api/internal/admin/sessions/act"
 OPERATOR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,79}$")
 EVENTS_MEDIA_TYPE = "application/x-ndjson"
 # The kiosk family (computer_*, which includes the desktop rig's computer_use) and the
-# other rig tools: the gateway runs these and nothing else.
-_TOOL_RE = re.compile(r"computer_[a-z][a-z_]{0,62}|browser_use|rig_list|rig_close", re.ASCII)
+# other rig tools, and codrive's: the gateway runs these and nothing else.
+_TOOL_RE = re.compile(
+    r"computer_[a-z][a-z_]{0,62}|browser_use|rig_list|rig_close|codrive_run|codrive_status",
+    re.ASCII,
+)
 
 
 def gateway_base_url(host: str, port: int) -> str:
@@ -62,7 +65,7 @@ class ComputerUseRequest(_Wire):
     @classmethod
     def _tool(cls, value: str) -> str:
         if not _TOOL_RE.fullmatch(value):
-            raise ValueError("not a computer_* or rig tool name")
+            raise ValueError("not a computer_*, rig or codrive tool name")
         return value
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from sandboxes import params as p
 from sandboxes import rig_params as r
-from sandboxes.codrive import CodriveRunParams
+from sandboxes.codrive import CodriveRunParams, CodriveStatusParams
 
 DESCRIPTION_BUDGET_BYTES = 200
 DOCS = "docs/tools.md"
@@ -66,6 +66,9 @@ RIG_FLAGS = ("browser_use", "desktop_use", "mobile_use", "ios_use")
 _RIG_CLASSES = (ENCLOSURE_CONTROL, NETWORK_EGRESS, PROCESS_SPAWN)
 # The tools the gateway's rig manager runs (forwarded like computer_*).
 RIG_TOOLS = frozenset({"browser_use", "computer_use", "rig_list", "rig_close"})
+CODRIVE_TOOLS = frozenset({"codrive_run", "codrive_status"})
+# Tools the gateway runs (the MCP front only forwards them): it owns the machines.
+GATEWAY_TOOLS = RIG_TOOLS | CODRIVE_TOOLS
 
 CATALOGUE: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -177,14 +180,12 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         CodriveRunParams,
         "codrive",
         (ENCLOSURE_CONTROL, PROCESS_SPAWN),
-        available=False,
     ),
     ToolSpec(
         "codrive_status",
         "Status of your codrive run: current step, pending approval, who holds the desktop.",
-        p.NoParams,
+        CodriveStatusParams,
         "codrive",
-        available=False,
     ),
 )
 

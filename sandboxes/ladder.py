@@ -23,11 +23,12 @@ Effect = Literal["changed", "no_visible_effect", "confirmed"]
 
 @dataclass(frozen=True, slots=True)
 class ApiAction:
-    """One registered action: its params schema, and the probe that runs it (it returns
-    True when the application confirmed the effect itself)."""
+    """One registered action: its params schema, and the probe that runs it. The probe
+    returns True when the application confirmed the effect itself, False when it did not,
+    or the text it read (a read is confirmed; the text is returned as untrusted data)."""
 
     schema: type[BaseModel]
-    run: Callable[[BaseModel], Awaitable[bool]]
+    run: Callable[[BaseModel], Awaitable[bool | str]]
     summary: str = ""
 
 
@@ -51,6 +52,12 @@ class DesktopProbes(Protocol):
 
     async def fingerprint(self, app: str) -> str: ...
 
+    async def settle(self, app: str, before: str) -> bool:
+        """Whether the app changed from `before` (waiting briefly for it to repaint)."""
+        ...
+
+    async def pause(self, seconds: int) -> None: ...
+
 
 @dataclass
 class StepResult:
@@ -59,15 +66,25 @@ class StepResult:
     fell_through: list[str] = field(default_factory=list)
     effect: Effect = "no_visible_effect"
     outcome: str = ""
+    value: str | None = None  # what a reading api action read (untrusted)
+    at: tuple[int, int] | None = None  # where the pointer acted, in screen pixels
+    retried: bool = False  # a person's input dropped it once; this is the second try
 
     def public(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "index": self.index,
             "rung": self.rung,
             "fell_through": list(self.fell_through),
             "effect": self.effect,
             "outcome": self.outcome,
         }
+        if self.at is not None:
+            out["at"] = list(self.at)
+        if self.value is not None:
+            out["value"] = self.value
+        if self.retried:
+            out["retried"] = True
+        return out
 
 
 def _params_problem(exc: ValidationError) -> str:
@@ -76,8 +93,8 @@ def _params_problem(exc: ValidationError) -> str:
     return f"params.{where}: {first['msg']}"
 
 
-async def _try_api(step: Step, app: str, registry: Registry) -> tuple[bool, str]:
-    """(confirmed, why it fell through when it did not act)."""
+async def _try_api(step: Step, app: str, registry: Registry) -> tuple[bool | str, str]:
+    """(confirmed or the text read, why it fell through when it did not act)."""
     assert step.api_action is not None
     actions = registry.get(app, {})
     action = actions.get(step.api_action)
@@ -92,7 +109,9 @@ async def _try_api(step: Step, app: str, registry: Registry) -> tuple[bool, str]
         confirmed = await action.run(params)
     except Exception as exc:
         return False, f"api_action {step.api_action} failed: {exc}"[:300]
-    return confirmed, "" if confirmed else f"api_action {step.api_action} did not confirm"
+    if confirmed is False:
+        return False, f"api_action {step.api_action} did not confirm"
+    return confirmed, ""
 
 
 async def run_step(
@@ -100,15 +119,21 @@ async def run_step(
 ) -> StepResult:
     """Run one approved, non-credential step down the ladder."""
     if step.action == "wait":
+        await probes.pause(step.amount or 1)
         return StepResult(index, "none", outcome=f"waited {step.amount} s")
     before = await probes.fingerprint(app)
     result = StepResult(index, "none")
     acted = False
     if step.api_action is not None:
         confirmed, why = await _try_api(step, app, registry)
-        if confirmed:
+        if confirmed is not False:
             result.rung, result.effect = "api_action", "confirmed"
             result.outcome = f"{step.api_action} done"
+            if isinstance(confirmed, str):
+                result.value, result.outcome = (
+                    confirmed,
+                    f"{step.api_action} read {len(confirmed)} characters",
+                )
             return result
         result.fell_through.append(why)
     if step.action in ("type", "key"):
@@ -125,17 +150,16 @@ async def run_step(
             found = await probes.locate(app, step.role, step.name)
             if found.center is not None:
                 await probes.pointer(step, *found.center)
-                result.rung, acted = "locate", True
+                result.rung, acted, result.at = "locate", True, found.center
                 result.outcome = f"{step.action} on {step.role} {step.name!r} ({found.how})"
             else:
                 result.fell_through.append(f"locate {step.role} {step.name!r}: {found.how}")
         if not acted and step.x is not None and step.y is not None:
             await probes.pointer(step, step.x, step.y)
-            result.rung, acted = "xy", True
+            result.rung, acted, result.at = "xy", True, (step.x, step.y)
             result.outcome = f"{step.action} at {step.x},{step.y}"
     if not acted:
         result.outcome = "no rung could act: " + "; ".join(result.fell_through)
         return result
-    after = await probes.fingerprint(app)
-    result.effect = "changed" if after != before else "no_visible_effect"
+    result.effect = "changed" if await probes.settle(app, before) else "no_visible_effect"
     return result

@@ -215,8 +215,11 @@ def describe_errors(exc: ValidationError, model: type[BaseModel] | None = None) 
             low, high = bounds
             unit = "" if err["type"].startswith(("greater", "less")) else " long (characters/items)"
             parts.append(f"{loc}: must be from {low} to {high}{unit} (got {got})")
-        elif msg.startswith(f"{loc}:") or ":" in msg.split(" ")[0]:
+        elif msg.startswith(f"{loc}:"):
             parts.append(msg)
+        elif ":" in msg.split(" ")[0]:  # a model's own check naming its field(s)
+            # inside a list (codrive's steps), say which item: `steps.3.text: ...`
+            parts.append(f"{loc}.{msg}" if err["loc"] else msg)
         else:
             parts.append(f"{loc}: {msg} (got {got})")
     return "; ".join(parts)

@@ -74,7 +74,7 @@ async function refresh() {
   if (!data.session) { stateEl.textContent = 'ended'; stateEl.dataset.state = 'ended'; return; }
   stateEl.textContent = data.session.state;
   stateEl.dataset.state = data.session.controller;
-  const pending = data.approvals.filter((a) => a.state === 'pending' && a.agent === agent);
+  const pending = data.approvals.filter((a) => a.state === 'pending' && (a.agent === agent || a.session === data.session.session));
   renderApprovals(approvals, pending, showError);
   renderTimeline(data.timeline || []);
 }

@@ -4,7 +4,8 @@ Protocol: the kiosk agent's (docs/kiosk-internals.md §2): one JSON request per 
 stdin (`{"id": 7, "op": "click", ...}`), one answer per line on stdout (`{"id": 7, "ok":
 true, ...}` or `{"ok": false, "error": ...}`); logs go to stderr. Ops (docs/rigs.md):
 start, screenshot, move, click, drag, scroll, type, key, resize, windows,
-clipboard_get, clipboard_set, vnc.
+clipboard_get, clipboard_set, vnc; and codrive's (codrive_ops.py): app, locate, widget,
+read, fingerprint, settle, idle, where, browser.
 
 It owns Xvfb (:99), a session D-Bus (the accessibility bus is activated through it),
 openbox, x11vnc on a unix socket only, and the apps: Mousepad at start, the others from
@@ -27,6 +28,7 @@ from typing import Any
 
 sys.path.insert(0, "/opt/corral")
 
+from codrive_ops import Codrive
 from kiosk_agent.common import OpError, log
 from kiosk_agent.screen import Screen
 from kiosk_agent.vnc import Vnc
@@ -313,7 +315,10 @@ def write(obj: dict[str, Any]) -> None:
 def main() -> int:
     desktop = Desktop()
     ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-        name[3:]: getattr(desktop, name) for name in dir(desktop) if name.startswith("op_")
+        name[3:]: getattr(owner, name)
+        for owner in (desktop, Codrive(desktop))
+        for name in dir(owner)
+        if name.startswith("op_")
     }
     signal.signal(signal.SIGTERM, lambda *_: (desktop.shutdown(), os._exit(0)))
     log("desktop agent ready")

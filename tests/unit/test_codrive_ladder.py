@@ -90,6 +90,12 @@ class Desktop:
     async def fingerprint(self, app: str) -> str:
         return str(self.version)
 
+    async def settle(self, app: str, before: str) -> bool:
+        return str(self.version) != before
+
+    async def pause(self, seconds: int) -> None:
+        self.calls.append(f"pause {seconds}")
+
 
 class Url(BaseModel):
     url: str
