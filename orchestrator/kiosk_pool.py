@@ -11,7 +11,8 @@ the rule drops what it sends to the host).
 A claim (`SessionManager.start`) takes the oldest pool kiosk and gives it the session's
 egress: with pinned hosts, the session's proxy joins the kiosk's network under the alias
 `proxy` (`SessionEgress(network=...)`); with none, the kiosk is disconnected from the
-network and keeps only loopback. Then the kiosk's `claim` op: every other page is closed, the
+network and keeps only loopback, and the empty network is removed in the background
+(`release`). Then the kiosk's `claim` op: every other page is closed, the
 page is navigated to about:blank (a new document) and its history reset, cookies and
 cache are cleared, and the answer comes once the new page is drawn, so a claimed kiosk
 never shows anything from before the claim (tests/integration/test_kiosk_pool.py plants
@@ -35,6 +36,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import anyio
 from anyio.abc import TaskGroup
@@ -156,6 +158,15 @@ class KioskPool:
             tg.start_soon(state)
         image_id = found.get("image")
         return (image_id if isinstance(image_id, str) else None), found.get("running") is True
+
+    async def release(self, network: SessionNetwork) -> None:
+        """Remove a claimed kiosk's network once it has left it (a session without an
+        allowlist), in the background: off the session's start, and its address back in
+        the engine's pool before the session ends."""
+        if self._tg is None:
+            await network.remove(raise_errors=False)
+        else:
+            self._tg.start_soon(partial(network.remove, raise_errors=False))
 
     async def _drop(self, entry: PoolKiosk) -> None:
         self.discarded += 1

@@ -365,6 +365,8 @@ class SessionManager:
                     tg.start_soon(pooled.network.disconnect, channel.id)  # then: no proxy)
                 size = {"width": params.width, "height": params.height}
                 ready = await channel.request("claim", START_DEADLINE, **size)
+            if egress.network_name is None and self.kiosk_pool is not None:
+                await self.kiosk_pool.release(pooled.network)  # empty now: removed soon
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()

@@ -139,8 +139,9 @@ async def test_a_claimed_kiosk_shows_nothing_from_before_and_has_no_network_with
             )
             history = await session.channel.request("eval", 10, expression="history.length")
             assert history["value"] == 1
-            # No allowlist: the kiosk left its pool network and has only loopback.
+            # No allowlist: the kiosk left its pool network (now removed): only loopback.
             assert _interfaces(docker_client, session.channel.id) == ["lo"]
+            await wait_until(lambda: not docker_client.networks.list(names=[waiting.network.name]))
         finally:
             await manager.close_all()
         started = [e for e in runtime.audit.read() if e["event"] == "computer_session_started"]
