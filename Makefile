@@ -81,6 +81,8 @@ bench: setup
 	$(BIN)/python bench/rigs.py --write docs/benchmarks.md
 	$(BIN)/python bench/codrive.py --write docs/benchmarks.md
 	$(BIN)/python bench/mobile.py --write docs/benchmarks.md
+	$(BIN)/python bench/kiosk_pool.py --write docs/benchmarks.md
+	$(BIN)/python bench/scale.py --write docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) $(VENV1) .cache .mypy_cache .ruff_cache .pytest_cache

@@ -153,7 +153,10 @@ WARM = "corral execute_program, warm pool"
 CORRAL = "corral execute_program, cold"
 RAW_DOCKER = "raw docker run --rm"
 HOST = "host python3 -c"
-PATH_NAMES = (WARM, CORRAL, RAW_DOCKER, HOST)
+WARM_RUNSC = "corral execute_program, warm pool, runsc"
+CORRAL_RUNSC = "corral execute_program, cold, runsc"
+PATH_NAMES = (WARM, CORRAL, RAW_DOCKER, HOST, WARM_RUNSC, CORRAL_RUNSC)
+RUNSC_CONFIG = '[container.sandbox]\nruntime = "runsc"\n'  # gVisor (docs/security.md)
 
 # One timed call: takes the run index, returns seconds (output already checked).
 TimedCall = Callable[[int], Awaitable[float]]
@@ -242,21 +245,29 @@ async def settle(runtime: Runtime) -> None:
 
 
 async def interleaved_samples(
-    home: CorralHome, raw_workspace: Path, runs: int
+    home: CorralHome, runsc_home: CorralHome, raw_workspace: Path, runs: int
 ) -> dict[str, list[float]]:
     """WARMUP + `runs` rounds; each round runs every path once, in rotating order."""
     samples: dict[str, list[float]] = {name: [] for name in PATH_NAMES}
-    async with open_runtime(home) as cold, open_runtime(home, warm=True) as warm:
+    async with (
+        open_runtime(home) as cold,
+        open_runtime(home, warm=True) as warm,
+        open_runtime(runsc_home) as cold_runsc,
+        open_runtime(runsc_home, warm=True) as warm_runsc,
+    ):
         calls: dict[str, TimedCall] = {
             WARM: corral_call(WARM, warm),
             CORRAL: corral_call(CORRAL, cold),
             RAW_DOCKER: subprocess_call(RAW_DOCKER, docker_argv(str(raw_workspace))),
             HOST: subprocess_call(HOST, [host_python(), "-c", CODE]),
+            WARM_RUNSC: corral_call(WARM_RUNSC, warm_runsc),
+            CORRAL_RUNSC: corral_call(CORRAL_RUNSC, cold_runsc),
         }
         for run in range(WARMUP + runs):
             shift = run % len(PATH_NAMES)
             for name in PATH_NAMES[shift:] + PATH_NAMES[:shift]:
                 await settle(warm)
+                await settle(warm_runsc)
                 elapsed = await calls[name](run)
                 if run >= WARMUP:
                     samples[name].append(elapsed * 1000)
@@ -271,12 +282,16 @@ def run_benchmark(runs: int) -> list[PathResult]:
     with (
         tempfile.TemporaryDirectory(prefix="corral-bench-home-") as home_dir,
         tempfile.TemporaryDirectory(prefix="corral-bench-raw-") as raw_dir,
+        tempfile.TemporaryDirectory(prefix="corral-bench-runsc-") as runsc_dir,
     ):
         # A throwaway CORRAL_HOME: default config, its own audit log and work dir.
         home = CorralHome(Path(home_dir).resolve())
         raw_workspace = Path(raw_dir).resolve()
         write_raw_workspace(raw_workspace)
-        samples = anyio.run(interleaved_samples, home, raw_workspace, runs)
+        runsc_home = CorralHome(Path(runsc_dir).resolve())
+        runsc_home.root.mkdir(parents=True, exist_ok=True)
+        runsc_home.config_file.write_text(RUNSC_CONFIG, encoding="utf-8")
+        samples = anyio.run(interleaved_samples, home, runsc_home, raw_workspace, runs)
     return [PathResult(name, tuple(samples[name])) for name in PATH_NAMES]
 
 
@@ -341,10 +356,10 @@ def markdown_section(
     return f"""{SECTION_START}
 ## execute_program: `{CODE}` wall time
 
-Wall time of one `{CODE}` Python script as the caller sees it, four ways. The paths are
+Wall time of one `{CODE}` Python script as the caller sees it, six ways. The paths are
 interleaved: {WARMUP} warm-up rounds (not counted), then {runs} timed rounds, each round running
 every path once in rotating order, so drift in the machine's speed during the run hits all
-four alike. Before every timed call (of any path) the warm pool is let settle: full, and the
+six alike. Before every timed call (of any path) the warm pool is let settle: full, and the
 previous warm call's container removed, so no background work overlaps a timed call.
 
 - **corral execute_program, warm pool**: `sandboxes.script.execute_program` with a runtime
@@ -368,6 +383,9 @@ previous warm call's container removed, so no background work overlaps a timed c
   ```
 
 - **host python3 -c**: `python3 -c '{CODE}'` on the host, no container.
+- **… runsc**: the two corral paths again with `[container.sandbox] runtime = "runsc"`:
+  the same spec run by gVisor (Debian's `runsc`, ptrace platform, registered with the
+  engine by scripts/dockerd.json). No target; the price of the stronger boundary.
 
 p50 and p95 are nearest-rank percentiles (the ⌈p/100 · n⌉-th smallest of the n samples);
 "vs raw docker" and "vs host" are each path's p50 divided by raw docker's and by the host's.

@@ -21,6 +21,7 @@ from orchestrator.config import (
     load_config,
     render_new_agent,
 )
+from orchestrator.engine_capacity import doctor_rows
 from orchestrator.errors import (
     ConfigError,
     CorralError,
@@ -542,6 +543,7 @@ def doctor() -> None:
                 info: dict[str, Any] = await anyio.to_thread.run_sync(rt.backend.client.version)
                 rows.append(("docker engine", True, f"{info.get('Version')} at {rt.backend.url}"))
                 rows.append(("sandbox image", True, image))
+                rows.extend(await doctor_rows(rt.backend, getattr(sandbox, "runtime", "runc")))
                 reaped = await reap_orphans(rt.backend)
                 rows.append(("orphans", True, f"{len(reaped)} removed"))
             except SandboxUnavailable as exc:

@@ -126,6 +126,9 @@ class SandboxConfig(_Model):
     queue_timeout_seconds: Annotated[int, Field(ge=0, le=600)] = 60
     # Script containers each `corral mcp` process keeps created ahead (0: none).
     warm: Annotated[int, Field(ge=0, le=16)] = 2
+    # The engine's OCI runtime for scripts: "runsc" is gVisor (docs/security.md), which must
+    # be registered with the engine (`corral doctor` says whether it is).
+    runtime: Literal["runc", "runsc"] = "runc"
 
     _image = field_validator("image", "base_image")(_check_image)
 
@@ -139,6 +142,9 @@ class KioskConfig(_Model):
     extra_ca_file: str | None = None
     # Host name -> IPv4 address, used instead of DNS when pinning (local/dev sites only).
     resolve_overrides: dict[HostEntry, IPv4Text] = Field(default_factory=dict)
+    # Kiosks the gateway keeps started ahead (orchestrator/kiosk_pool.py; 0: none). Each
+    # idle one holds its memory (docs/benchmarks.md) and one session network.
+    warm: Annotated[int, Field(ge=0, le=16)] = 0
 
     _image = field_validator("image", "proxy_image")(_check_image)
 

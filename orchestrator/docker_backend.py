@@ -121,7 +121,15 @@ def map_docker_errors(url: str, image: str | None = None) -> Iterator[None]:
     except (requests.exceptions.ConnectionError, FileNotFoundError, ConnectionError) as exc:
         raise classify_connection_error(exc, url) from exc
     except docker.errors.APIError as exc:
-        raise EngineError(f"Docker engine error: {exc.explanation or exc}") from exc
+        explanation = str(exc.explanation or exc)
+        if "unknown or invalid runtime name" in explanation:
+            raise SandboxUnavailable(
+                UnavailableCode.ENGINE_ERROR,
+                f"the engine at {url} has no such container runtime ({explanation})",
+                "register it with the engine (scripts/dockerd.json has runsc; see "
+                'docs/security.md) or set [container.sandbox] runtime = "runc"',
+            ) from exc
+        raise EngineError(f"Docker engine error: {explanation}") from exc
     except docker.errors.DockerException as exc:
         raise classify_connection_error(exc, url) from exc
 
@@ -172,6 +180,8 @@ def create_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         kwargs["shm_size"] = spec.shm_size_bytes
     if spec.dns:
         kwargs["dns"] = list(spec.dns)
+    if spec.runtime is not None:
+        kwargs["runtime"] = spec.runtime
     return kwargs
 
 

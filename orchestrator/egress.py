@@ -230,6 +230,97 @@ def _probe_tcp(addr: str, port: int) -> bool:
         return False
 
 
+# ---------------------------------------------------------------- the session's network
+
+
+class SessionNetwork:
+    """A session's internal network with its INPUT drop rule (`make_session_network`).
+    Made by `SessionEgress` itself, or ahead by the kiosk warm pool
+    (`orchestrator.kiosk_pool`), which hands it to `SessionEgress(network=...)` at the
+    claim; whoever made it removes it (`remove`: the network, then the rule)."""
+
+    def __init__(self, backend: DockerBackend, session_id: str) -> None:
+        self._backend = backend
+        self.session_id = session_id
+        self.bridge = bridge_name(session_id)
+        self.name = session_network_name(session_id)
+        self.network_id: str | None = None
+        self.subnet: str | None = None
+        self.gateway: str | None = None
+        self._rule_attempted = False
+
+    async def create(self, labels: Mapping[str, str]) -> None:
+        """The network (internal, its bridge named), then the rule, before any container
+        is attached; a half-made one is removed again."""
+        backend = self._backend
+        client = backend.client
+        try:
+            created = await backend.call(
+                partial(
+                    client.api.create_network,
+                    self.name,
+                    driver="bridge",
+                    internal=True,
+                    check_duplicate=True,
+                    options={BRIDGE_NAME_OPTION: self.bridge},
+                    labels={**labels, LABEL_KIND: KIND_SESSION_NETWORK},
+                ),
+            )
+            self.network_id = str(created["Id"])
+            info = await backend.call(client.api.inspect_network, self.network_id)
+            ipam = (info.get("IPAM") or {}).get("Config") or [{}]
+            self.subnet = ipam[0].get("Subnet")
+            self.gateway = ipam[0].get("Gateway")
+            if not self.subnet:
+                raise EgressError(f"the network {self.name} has no IPv4 subnet")
+            self._rule_attempted = True
+            await add_input_drop(self.bridge)
+        except BaseException:
+            await self.remove(raise_errors=False)
+            raise
+
+    async def disconnect(self, container_id: str) -> None:
+        """Take a container off this network (it keeps only loopback if it had no other)."""
+        backend = self._backend
+        assert self.network_id is not None
+        await backend.call(
+            partial(
+                backend.client.api.disconnect_container_from_network,
+                container_id,
+                self.network_id,
+                force=True,
+            )
+        )
+
+    async def remove(self, *, raise_errors: bool = True) -> None:
+        """Remove the network (containers still attached are disconnected first) and the
+        rule; both are tried, shielded, idempotent."""
+        problems = await self._remove()
+        if problems:
+            message = f"session {self.session_id} network cleanup: " + "; ".join(problems)
+            logger.warning("%s", message)
+            if raise_errors:
+                raise EngineError(message)
+
+    async def _remove(self) -> list[str]:
+        problems: list[str] = []
+        backend = self._backend
+        with anyio.CancelScope(shield=True):
+            if self.network_id is not None:
+                try:
+                    await backend.call(_remove_network_sync, backend.client, self.network_id)
+                    self.network_id = None
+                except Exception as exc:
+                    problems.append(f"network {self.name}: {exc}")
+            if self._rule_attempted:
+                try:
+                    await remove_input_drop(self.bridge)
+                    self._rule_attempted = False
+                except Exception as exc:
+                    problems.append(f"firewall: {exc}")
+        return problems
+
+
 # ---------------------------------------------------------------- the session's egress
 
 
@@ -252,6 +343,7 @@ class SessionEgress:
         resolve_override: Mapping[str, str] | None = None,
         image: str = PROXY_IMAGE,
         ready_timeout: float = 30.0,
+        network: SessionNetwork | None = None,
     ) -> None:
         if not SESSION_ID_RE.match(session_id):
             raise ValueError(f"session id must be 1-12 of [a-z0-9], got {session_id!r}")
@@ -274,7 +366,9 @@ class SessionEgress:
         self.proxy_egress_ip: str | None = None
         self._proxy: DockerAttached | None = None
         self._control: KioskChannel | None = None
-        self._rule_attempted = False
+        # A network handed in (the kiosk warm pool's) is its maker's to remove.
+        self._network = network
+        self._owns_network = network is None
 
     @property
     def dns_servers(self) -> list[str]:
@@ -317,31 +411,14 @@ class SessionEgress:
         )
         await ensure_egress_network(backend)
 
-        name = session_network_name(self.session_id)
-        net_labels = {**owner_labels, LABEL_KIND: KIND_SESSION_NETWORK}
-        created = await backend.call(
-            partial(
-                client.api.create_network,
-                name,
-                driver="bridge",
-                internal=True,
-                check_duplicate=True,
-                options={BRIDGE_NAME_OPTION: self.bridge},
-                labels=net_labels,
-            ),
-        )
-        self.network_id = str(created["Id"])
-        self.network_name = name
-        info = await backend.call(client.api.inspect_network, self.network_id)
-        ipam = (info.get("IPAM") or {}).get("Config") or [{}]
-        self.subnet = ipam[0].get("Subnet")
-        self.gateway = ipam[0].get("Gateway")
-        if not self.subnet:
-            raise EgressError(f"the network {name} has no IPv4 subnet")
-
-        # The rule goes in before any container is attached to the network.
-        self._rule_attempted = True
-        await add_input_drop(self.bridge)
+        if self._network is None:
+            # The rule goes in before any container is attached to the network.
+            self._network = SessionNetwork(backend, self.session_id)
+            await self._network.create(owner_labels)
+        network = self._network
+        assert network.network_id is not None and network.subnet is not None
+        self.network_id, self.network_name = network.network_id, network.name
+        self.subnet, self.gateway = network.subnet, network.gateway
 
         spec = proxy_spec(
             image=self.image,
@@ -421,18 +498,8 @@ class SessionEgress:
                     self.proxy_container_id = None
                 except Exception as exc:
                     problems.append(f"proxy container: {exc}")
-            if self.network_id is not None:
-                try:
-                    await backend.call(_remove_network_sync, backend.client, self.network_id)
-                    self.network_id = None
-                except Exception as exc:
-                    problems.append(f"network {self.network_name}: {exc}")
-            if self._rule_attempted:
-                try:
-                    await remove_input_drop(self.bridge)
-                    self._rule_attempted = False
-                except Exception as exc:
-                    problems.append(f"firewall: {exc}")
+            if self._network is not None and self._owns_network:
+                problems += await self._network._remove()
         self.proxy_url = None
         if problems:
             message = f"session {self.session_id} egress cleanup: " + "; ".join(problems)

@@ -8,24 +8,30 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
+from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig, load_config
+from orchestrator.desktop_rig import read_text
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import SandboxUnavailable
 from orchestrator.gateway import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.reaper import reap_orphans
-from orchestrator.runtime import open_runtime
+from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.sessions import EgressFactory, SessionManager, no_egress
 from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.ports import ContainerBackend, Egress
 from sandboxes.rfb import ClientMessage
+
+if TYPE_CHECKING:
+    from orchestrator.egress import SessionNetwork
+    from orchestrator.kiosk_pool import KioskPool
 
 
 def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactory:
@@ -33,7 +39,12 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
 
     @asynccontextmanager
     async def make(
-        *, session_id: str, agent: str, allowed: tuple[str, ...], overrides: dict[str, str]
+        *,
+        session_id: str,
+        agent: str,
+        allowed: tuple[str, ...],
+        overrides: dict[str, str],
+        network: SessionNetwork | None = None,
     ) -> AsyncIterator[Egress]:
         if not allowed:
             async with no_egress() as none:
@@ -48,6 +59,7 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
             allowed_hosts=allowed,
             resolve_override=overrides,
             image=kiosk.proxy_image,
+            network=network,
         ) as egress:
             yield egress
 
@@ -121,56 +133,97 @@ async def run_gateway(
             # On a cluster, a machine without Docker still serves kiosk sessions; only
             # the rigs (still on Docker) are unavailable.
         if runtime.kubernetes is not None:  # kiosk sessions as pods (docs/kubernetes.md)
-            from orchestrator.k8s_egress import kube_egress_factory
-
             await reap_orphans(runtime.kubernetes)
-            manager = SessionManager(
-                home,
-                config,
-                runtime.kubernetes,
-                runtime.audit,
-                kube_egress_factory(runtime.kubernetes, config.container.kiosk.proxy_image),
-            )
-        else:
-            manager = SessionManager(
-                home,
-                config,
-                runtime.backend,
-                runtime.audit,
-                egress_factory(runtime.backend, config),
-            )
-        from orchestrator.rigs import RigManager
+            await _serve(home, config, runtime, None, ready, listen_host, listen_port)
+            return
+        async with kiosk_pool_for(runtime.backend, config, runtime.audit) as kiosk_pool:
+            await _serve(home, config, runtime, kiosk_pool, ready, listen_host, listen_port)
 
-        rigs = RigManager(
-            home, config, runtime.backend, runtime.audit, egress_factory(runtime.backend, config)
+
+@asynccontextmanager
+async def kiosk_pool_for(
+    backend: DockerBackend, config: CorralConfig, audit: AuditLog
+) -> AsyncIterator[KioskPool | None]:
+    """The kiosk warm pool (`[container.kiosk] warm`), or None when it is 0. Each kiosk
+    that joins it is audited (`kiosk_pool_ready`, with how many wait)."""
+    kiosk = config.container.kiosk
+    if kiosk.warm == 0:
+        yield None
+        return
+    from orchestrator.kiosk_pool import KioskPoolSettings, open_kiosk_pool
+
+    ca_pem = None
+    if kiosk.extra_ca_file:
+        ca_pem = await anyio.to_thread.run_sync(read_text, kiosk.extra_ca_file)
+    settings = KioskPoolSettings(image=kiosk.image, size=kiosk.warm, ca_pem=ca_pem)
+
+    def ready(idle: int) -> None:
+        audit.record("kiosk_pool_ready", None, {"idle": idle, "size": kiosk.warm})
+
+    async with open_kiosk_pool(backend, settings, ready) as pool:
+        yield pool
+
+
+async def _serve(
+    home: CorralHome,
+    config: CorralConfig,
+    runtime: Runtime,
+    kiosk_pool: KioskPool | None,
+    ready: anyio.Event | None,
+    listen_host: str,
+    listen_port: int,
+) -> None:
+    if runtime.kubernetes is not None:  # kiosk sessions as pods (docs/kubernetes.md)
+        from orchestrator.k8s_egress import kube_egress_factory
+
+        manager = SessionManager(
+            home,
+            config,
+            runtime.kubernetes,
+            runtime.audit,
+            kube_egress_factory(runtime.kubernetes, config.container.kiosk.proxy_image),
         )
+    else:
+        manager = SessionManager(
+            home,
+            config,
+            runtime.backend,
+            runtime.audit,
+            egress_factory(runtime.backend, config),
+            kiosk_pool=kiosk_pool,
+        )
+    from orchestrator.rigs import RigManager
 
-        async def handle(
-            agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
-        ) -> dict[str, Any]:
-            if tool in GATEWAY_TOOLS:  # rigs and codrive, on the agent's desktop rig
-                return await rigs.handle(agent, tool, arguments, events)
-            return await manager.handle(agent, tool, arguments, events)
+    rigs = RigManager(
+        home, config, runtime.backend, runtime.audit, egress_factory(runtime.backend, config)
+    )
 
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(manager.expire_forever)
-                tg.start_soon(rigs.expire_forever)
-                tg.start_soon(manager.oversight.thumbnails_forever)
-                rigs.attach_people(manager.oversight, tg.start_soon)
-                routes = people_routes(home, manager, runtime.backend)
+    async def handle(
+        agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
+    ) -> dict[str, Any]:
+        if tool in GATEWAY_TOOLS:  # rigs and codrive, on the agent's desktop rig
+            return await rigs.handle(agent, tool, arguments, events)
+        return await manager.handle(agent, tool, arguments, events)
 
-                async def serve() -> None:
-                    try:
-                        await serve_gateway(home, listen_host, listen_port, handle, ready, routes)
-                    finally:
-                        tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(manager.expire_forever)
+            tg.start_soon(rigs.expire_forever)
+            tg.start_soon(manager.oversight.thumbnails_forever)
+            rigs.attach_people(manager.oversight, tg.start_soon)
+            routes = people_routes(home, manager, runtime.backend)
 
-                tg.start_soon(serve)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await rigs.close_all()
-                await manager.close_all()
+            async def serve() -> None:
+                try:
+                    await serve_gateway(home, listen_host, listen_port, handle, ready, routes)
+                finally:
+                    tg.cancel_scope.cancel()
+
+            tg.start_soon(serve)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await rigs.close_all()
+            await manager.close_all()
 
 
 __all__ = ["run_gateway"]

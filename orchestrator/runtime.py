@@ -59,6 +59,7 @@ class Runtime:
             settings = ScriptSettings(
                 image=sandbox.image,
                 tmp_size_mb=sandbox.tmp_size_mb,
+                runtime=sandbox.runtime,
                 when_unavailable=sandbox.script_when_unavailable,
             )
         return ScriptContext(
@@ -99,6 +100,7 @@ def pool_for(
         work_dir=home.work_dir,
         user=script_user(),
         tmp_size_mb=sandbox.tmp_size_mb,
+        runtime=sandbox.runtime,
     )
     return open_pool(backend, settings)
 

@@ -54,6 +54,7 @@ class PoolSettings:
     work_dir: Path
     user: str
     tmp_size_mb: int
+    runtime: str = "runc"
 
 
 @dataclass(eq=False, slots=True)
@@ -190,6 +191,7 @@ class WarmPool:
                 kind="script", agent=POOL_AGENT, session=uuid.uuid4().hex[:12]
             ),
             tmp_size_mb=self.settings.tmp_size_mb,
+            runtime=self.settings.runtime,
         )
         run = DockerRun(self.backend, spec)
         try:

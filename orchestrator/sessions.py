@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -46,6 +46,9 @@ from sandboxes.ports import ContainerBackend, Egress
 from sandboxes.urls import UrlVerdict, check_url
 from sandboxes.visibility import AgentView, decide
 
+if TYPE_CHECKING:
+    from orchestrator.kiosk_pool import KioskPool, PoolKiosk
+
 logger = logging.getLogger("corral.sessions")
 
 START_DEADLINE = 60.0
@@ -68,6 +71,7 @@ class SessionManager:
         *,
         clock: Clock = time.monotonic,
         approvals: ApprovalQueue | None = None,
+        kiosk_pool: KioskPool | None = None,
     ) -> None:
         self.home = home
         self.config = config
@@ -80,6 +84,7 @@ class SessionManager:
         self._starting: set[str] = set()
         self.approvals = approvals or ApprovalQueue(audit, config.approvals.timeout_seconds)
         self.oversight = Oversight(self, audit, self.approvals, clock=clock)
+        self.kiosk_pool = kiosk_pool  # `[container.kiosk] warm` (orchestrator/kiosk_pool.py)
 
     # ------------------------------------------------------------------ handler
     async def handle(
@@ -271,6 +276,9 @@ class SessionManager:
         session_id = uuid.uuid4().hex[:10]
         stack = contextlib.AsyncExitStack()
         started = self.clock()
+        pooled = await self.kiosk_pool.claim() if self.kiosk_pool is not None else None
+        if pooled is not None:
+            return await self._start_warm(agent, params, cfg, events, pooled, started)
         try:
             await events.progress("egress", _egress_phase(cfg.allowed_domains))
             egress = await stack.enter_async_context(
@@ -315,6 +323,72 @@ class SessionManager:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
             raise
+        return await self._ready(
+            agent, params, cfg, events, session_id, channel, stack, egress, ready, started
+        )
+
+    async def _start_warm(
+        self,
+        agent: str,
+        params: SessionStartParams,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
+        pooled: PoolKiosk,
+        started: float,
+    ) -> dict[str, Any]:
+        """A session on a claimed pool kiosk (orchestrator/kiosk_pool.py): its egress joins
+        the kiosk's network (or the kiosk leaves it: no allowlist, no network), then the
+        kiosk's `claim` op wipes what it showed and takes the session's size. On exit:
+        proxy, kiosk, then the network and its rule."""
+        kiosk_cfg = self.config.container.kiosk
+        session_id, channel = pooled.session_id, pooled.channel
+        stack = contextlib.AsyncExitStack()
+        stack.push_async_callback(pooled.network.remove)
+        stack.push_async_callback(channel.close)
+        try:
+            await events.progress("egress", _egress_phase(cfg.allowed_domains))
+            egress = await stack.enter_async_context(
+                self.egress_factory(
+                    session_id=session_id,
+                    agent=agent,
+                    allowed=tuple(cfg.allowed_domains),
+                    overrides=dict(kiosk_cfg.resolve_overrides),
+                    network=pooled.network,
+                )
+            )
+            await events.log(
+                "info", "sandbox_started", {"kind": "kiosk", "session": session_id, "warm": True}
+            )
+            await events.progress("browser", "taking a started kiosk", remaining=START_DEADLINE)
+            async with anyio.create_task_group() as tg:
+                if egress.network_name is None:  # nothing pinned: only loopback is left (till
+                    tg.start_soon(pooled.network.disconnect, channel.id)  # then: no proxy)
+                size = {"width": params.width, "height": params.height}
+                ready = await channel.request("claim", START_DEADLINE, **size)
+            if egress.network_name is None and self.kiosk_pool is not None:
+                await self.kiosk_pool.release(pooled.network)  # empty now: removed soon
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+            raise
+        return await self._ready(
+            agent, params, cfg, events, session_id, channel, stack, egress, ready, started
+        )
+
+    async def _ready(
+        self,
+        agent: str,
+        params: SessionStartParams,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
+        session_id: str,
+        channel: KioskChannel,
+        stack: contextlib.AsyncExitStack,
+        egress: Egress,
+        ready: dict[str, Any],
+        started: float,
+    ) -> dict[str, Any]:
+        """Record the started session and make computer_session_start's answer."""
         session = KioskSession(
             id=session_id,
             agent=agent,
@@ -342,6 +416,7 @@ class SessionManager:
                 "sites": list(session.pinned),
                 "chromium_sandbox": session.chromium_sandbox,
                 "ms": int((self.clock() - started) * 1000),
+                "warm": ready.get("restarted") is not None,
             },
         )
         await events.log(

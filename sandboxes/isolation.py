@@ -63,6 +63,7 @@ def locked_down(
     stdin_open: bool = False,
     keep_logs: bool = False,
     deadline_seconds: int | None = None,
+    runtime: str | None = None,
 ) -> ContainerSpec:
     """The one way a ContainerSpec is made. Only what differs between kinds is a parameter;
     read-only root, no capabilities, no-new-privileges and no swap are not."""
@@ -95,6 +96,7 @@ def locked_down(
         stdin_open=stdin_open,
         keep_logs=keep_logs,
         deadline_seconds=deadline_seconds,
+        runtime=runtime,
     )
 
 

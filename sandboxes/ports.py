@@ -54,6 +54,7 @@ class ContainerSpec:
     # enforces it inside the container (`timeout` as PID 1); Kubernetes also as the pod's
     # `activeDeadlineSeconds`.
     deadline_seconds: int | None = None
+    runtime: str | None = None  # the engine's OCI runtime ("runc", "runsc"); None: its default
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,7 @@ class ScriptSettings:
 
     image: str
     tmp_size_mb: int
+    runtime: str = "runc"  # the engine's OCI runtime: runc, or runsc (gVisor)
     when_unavailable: Literal["refuse", "run_unsandboxed"] = "refuse"
 
 
@@ -366,6 +367,7 @@ def _cold_start(
                 labels=labels,
                 tmp_size_mb=sandbox.tmp_size_mb,
                 hard_cap_seconds=hard_cap,
+                runtime=sandbox.runtime,
             )
             async with ctx.backend.start(spec) as running:
                 yield running

@@ -93,7 +93,10 @@ def sandbox_user(host_uid: int, host_gid: int, *, is_wsl: bool) -> str:
     return f"{host_uid}:{host_gid}"
 
 
-def script_command(language: str, hard_cap_seconds: int) -> tuple[str, ...]:
+RUNSC_ENVIRONMENT = {"TINI_VERBOSITY": "0"}
+
+
+def script_command(language: str, hard_cap_seconds: int, runtime: str = "runc") -> tuple[str, ...]:
     """The container's command: the hard cap as PID 1, tini under it as a child subreaper
     (reaps zombies; both are in the image, so no host binary is mounted), then the
     interpreter with 2>&1.
@@ -105,6 +108,11 @@ def script_command(language: str, hard_cap_seconds: int) -> tuple[str, ...]:
     the kernel kills everything left in the container. The host enforces the cap too
     (`sandboxes.script`), a few seconds later, in case this one is defeated. stderr is
     merged into stdout at the source, so the order of the two is the order written.
+
+    Under gVisor (`runtime="runsc"`) tini runs without `-s`: gVisor's kernel has no child
+    subreapers (tini would refuse to start), so orphans go to PID 1 (`timeout`) and stay
+    zombies until the run ends; `TINI_VERBOSITY=0` (`RUNSC_ENVIRONMENT`) keeps tini's
+    warning about that out of the output.
     """
     file_name, interpreter = SCRIPT_FILES[language]
     return (
@@ -112,7 +120,7 @@ def script_command(language: str, hard_cap_seconds: int) -> tuple[str, ...]:
         "--signal=KILL",
         str(hard_cap_seconds),
         "tini",
-        "-s",
+        *(() if runtime == "runsc" else ("-s",)),
         "--",
         "sh",
         "-c",
@@ -123,7 +131,7 @@ def script_command(language: str, hard_cap_seconds: int) -> tuple[str, ...]:
     )
 
 
-def warm_command() -> tuple[str, ...]:
+def warm_command(runtime: str = "runc") -> tuple[str, ...]:
     """The command of a warm pool container (issue 14): a shell, as the same user under the
     same limits, that blocks reading one line `LANGUAGE CAP` from its stdin, then `exec`s
     exactly `script_command(LANGUAGE, CAP)` with stdin from /dev/null (as a cold run's is).
@@ -133,7 +141,7 @@ def warm_command() -> tuple[str, ...]:
     """
     branches = []
     for language in SCRIPT_FILES:
-        argv = script_command(language, 0)
+        argv = script_command(language, 0, runtime)
         assert argv[:2] == ("timeout", "--signal=KILL")
         rest = shlex.join(argv[3:])
         branches.append(f'{language}) exec timeout --signal=KILL "$cap" {rest} </dev/null ;;')
@@ -166,6 +174,7 @@ def build_script_spec(
     labels: Mapping[str, str],
     tmp_size_mb: int,
     hard_cap_seconds: int = HARD_CAP_SECONDS,
+    runtime: str = "runc",
 ) -> ContainerSpec:
     """Every S1.2 isolation flag at once (the limits themselves: `sandboxes.isolation`).
     `language=None` builds a warm pool container: the same spec, but the command waits for
@@ -173,7 +182,9 @@ def build_script_spec(
     return locked_down(
         image=image,
         command=(
-            warm_command() if language is None else script_command(language, hard_cap_seconds)
+            warm_command(runtime)
+            if language is None
+            else script_command(language, hard_cap_seconds, runtime)
         ),
         stdin_open=language is None,
         labels=labels,
@@ -187,9 +198,11 @@ def build_script_spec(
             "PYTHONUNBUFFERED": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PATH": PATH,
+            **(RUNSC_ENVIRONMENT if runtime == "runsc" else {}),
         },
         working_dir=WORKSPACE,
         deadline_seconds=None if language is None else hard_cap_seconds,
+        runtime=runtime,
     )
 
 

@@ -93,6 +93,13 @@ def sandbox_image(docker_client: docker.DockerClient) -> str:
 
 
 @pytest.fixture
+def sandbox_runtime() -> str:
+    """`[container.sandbox] runtime` for the `runtime` fixture; the S1 attack tests run on
+    both runc and runsc (gVisor)."""
+    return "runc"
+
+
+@pytest.fixture
 def warm() -> int:
     """`[container.sandbox] warm` for the `runtime` fixture. The S1 test modules override
     it with both 0 and 2, so every S1 test runs with the pool off and on."""
@@ -126,8 +133,12 @@ async def only_idle_pool_left(rt: Runtime) -> None:
 
 
 @pytest.fixture
-async def runtime(corral_home: CorralHome, sandbox_image: str, warm: int) -> AsyncIterator[Runtime]:
-    write_config(corral_home, f"[container.sandbox]\nwarm = {warm}\n")
+async def runtime(
+    corral_home: CorralHome, sandbox_image: str, warm: int, sandbox_runtime: str
+) -> AsyncIterator[Runtime]:
+    write_config(
+        corral_home, f'[container.sandbox]\nwarm = {warm}\nruntime = "{sandbox_runtime}"\n'
+    )
     async with open_runtime(corral_home, warm=True) as rt:
         assert (rt.pool is not None) == (warm > 0)
         yield rt

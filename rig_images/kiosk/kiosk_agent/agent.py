@@ -54,6 +54,7 @@ class Kiosk:
         self.verbose = os.environ.get("KIOSK_AGENT_VERBOSE") == "1"
         self.browser = Browser(verbose=self.verbose)
         self._display_env: _DisplayEnv | None = None  # between the two start stages
+        self._start_fields: dict[str, Any] = {}  # ca_pem, proxy: for a claim's restart
         self.vnc = Vnc(verbose=self.verbose)
 
     # ---------------------------------------------------------------- start
@@ -66,6 +67,9 @@ class Kiosk:
             raise OpError("already started")
         if stage not in (None, "display", "browser"):
             raise OpError(f"bad stage {stage!r}: display or browser")
+        for name in ("ca_pem", "proxy"):
+            if name in req:
+                self._start_fields[name] = req[name]
         try:
             if stage == "browser":
                 if self._display_env is None:
@@ -98,7 +102,9 @@ class Kiosk:
         os.environ.update(HOME=home, XDG_RUNTIME_DIR=self.tmp)
         deadline = t0 + START_DEADLINE_S
 
-        self.d = start_xvfb(self.procs, width, height, verbose=self.verbose, deadline=deadline)
+        self.d = start_xvfb(
+            self.procs, width, height, verbose=self.verbose, deadline=deadline, glx=False
+        )
         self.screen = Screen(self.d, width, height, verbose=self.verbose)
         self.input = XInput(self.d, width, height)
         # x11vnc comes up while D-Bus and Chromium start; checked (not required) below
@@ -139,6 +145,27 @@ class Kiosk:
             out["url"], out["error_text"] = nav["url"], nav["error_text"]
         self.vnc.wait_ready(min(deadline, time.monotonic() + READY_TIMEOUT_S))
         out["vnc"] = self.vnc.status()
+        out["ms"] = round((time.monotonic() - t0) * 1000, 1)
+        return out
+
+    def op_claim(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A warm pool kiosk handed to a session (orchestrator/kiosk_pool.py): nothing from
+        before the claim may show. Same size: one page is left, navigated to a new
+        about:blank document with its history reset, cookies and cache cleared; the answer
+        waits until it has been drawn (`Browser.fresh_page`). Another size: Xvfb and
+        Chromium start afresh at it."""
+        self._require()
+        t0 = time.monotonic()
+        width, height = int(req.get("width") or 0), int(req.get("height") or 0)
+        if (width, height) != (self.width, self.height):
+            self.shutdown()
+            fields = {**self._start_fields, "width": width, "height": height}
+            out = self.op_start(fields)
+            out["restarted"] = True
+        else:
+            self.browser.fresh_page(time.monotonic() + START_DEADLINE_S)
+            self.atspi = Atspi(app_name="chrom")
+            out = {"chromium_sandbox": self.browser.sandbox, "restarted": False}
         out["ms"] = round((time.monotonic() - t0) * 1000, 1)
         return out
 
@@ -301,6 +328,7 @@ def main() -> int:
         "eval": kiosk.op_eval,
         "target": kiosk.op_target,
         "vnc": kiosk.op_vnc,
+        "claim": kiosk.op_claim,
     }
 
     def on_term(signum: int, frame: FrameType | None) -> None:

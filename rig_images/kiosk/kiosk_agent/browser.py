@@ -144,7 +144,11 @@ class Browser:
             "--noerrdialogs",
             "--password-store=basic",
             "--media-router=0",
-            "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication",
+            # Memory (issue 14, docs/benchmarks.md): no spare renderer kept ahead, no
+            # back/forward cache. (--in-process-gpu would save ~12 MiB more, but then
+            # nothing the page draws reaches the X screen.)
+            "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,"
+            "SpareRendererForSitePerProcess,BackForwardCache",
             "--window-position=0,0",
             f"--window-size={width},{height}",
             f"--user-data-dir={profile}",
@@ -243,6 +247,26 @@ class Browser:
         cdp.call("Page.setLifecycleEventsEnabled", {"enabled": True}, session=sid)
         self.session, self.target_id = sid, target
         return sid
+
+    def fresh_page(self, deadline: float) -> None:
+        """Leave one page, with a new blank document and no history: every other page
+        closed, the attached one navigated to about:blank (a new document: nothing drawn or
+        run before survives) and its history reset; cookies and cache cleared. Returns once
+        the new document is loaded and drawn (`navigate`)."""
+        cdp = self.live_cdp()
+        timeout = max(1.0, deadline - time.monotonic())
+        sid = self.page_session()
+        targets = cdp.call("Target.getTargets", timeout=timeout).get("targetInfos", [])
+        for info in targets:
+            if info.get("type") == "page" and info.get("targetId") != self.target_id:
+                cdp.call("Target.closeTarget", {"targetId": info["targetId"]}, timeout=timeout)
+        self._world = None
+        self.frame_state.clear()
+        cdp.call("Storage.clearCookies", timeout=timeout)
+        cdp.call("Network.clearBrowserCache", session=sid, timeout=timeout)
+        if self.navigate("about:blank", timeout).get("load_timeout"):
+            raise OpError("the blank page did not load")
+        cdp.call("Page.resetNavigationHistory", session=sid, timeout=timeout)
 
     def live_cdp(self) -> CDP:
         if self.cdp is None or self.cdp.closed:
