@@ -149,6 +149,9 @@ class CodriveRuns:
         self.handoff_timeout = handoff_timeout
         self.answer_within = answer_within
         self.runs: dict[str, list[CodriveRun]] = {}
+        # Told of each finished step (the desktop's seat id, the run, the result): the
+        # gateway puts it on the console's timeline.
+        self.on_step: Callable[[str, CodriveRun, StepResult], None] | None = None
 
     # ------------------------------------------------------------------ the tools
     async def start(
@@ -198,6 +201,8 @@ class CodriveRuns:
             for index, step in enumerate(run.steps):
                 run.current_step = index
                 run.results.append(await self._step(run, index, step, desktop, deny_list))
+                if self.on_step is not None:
+                    self.on_step(desktop.seat_id, run, run.results[-1])
                 run.state = "running"
                 if run.watch_mode:
                     note = await desktop.wait_idle(run.app)
@@ -219,6 +224,9 @@ class CodriveRuns:
     async def _step(
         self, run: CodriveRun, index: int, step: Step, desktop: Desktop, deny_list: Sequence[str]
     ) -> StepResult:
+        target = str((step.params or {}).get("url") or "")  # e.g. chromium's open_url
+        if target and (entry := deny_matches(target, deny_list)) is not None:
+            raise StopRun("failed", f"step {index} refused: it opens {entry!r} (deny list)")
         title, url = await desktop.where(run.app)
         entry = (deny_matches(url, deny_list) if url else None) or title_matches(title, deny_list)
         if entry is not None:

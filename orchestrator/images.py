@@ -143,7 +143,12 @@ def _stream_build(client: docker.DockerClient, **kwargs: Any) -> Iterator[str]:
 # Folders of another rig image a recipe's context also carries (under the same name),
 # so one image can reuse another's modules without a copy in the repository: the
 # desktop rig runs the kiosk agent's X, input and VNC modules.
-SHARED_CONTEXT: dict[str, tuple[str, ...]] = {"desktop": ("kiosk/kiosk_agent",)}
+# What a rig's build context takes from another rig's folder (a folder keeps its name,
+# a file lands at the top of the context): one source, never a copy in the repository.
+SHARED_CONTEXT: dict[str, tuple[str, ...]] = {
+    "desktop": ("kiosk/kiosk_agent", "kiosk/policy.json"),
+    "browser": ("kiosk/policy.json",),
+}
 
 
 def _folder_files(folder: Path, prefix: str = "") -> dict[str, bytes]:
@@ -165,7 +170,10 @@ def recipe_files(dockerfile: Path) -> dict[str, bytes]:
     files = _folder_files(folder)
     for shared in SHARED_CONTEXT.get(folder.name, ()):
         source = folder.parent / shared
-        files.update(_folder_files(source, prefix=source.name + "/"))
+        if source.is_file():
+            files[source.name] = source.read_bytes()
+        else:
+            files.update(_folder_files(source, prefix=source.name + "/"))
     return files
 
 

@@ -45,6 +45,7 @@ from sandboxes.codrive import CodriveRunParams, CodriveStatusParams
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.fence import fence
 from sandboxes.isolation import kiosk_spec
+from sandboxes.ladder import StepResult
 from sandboxes.params import validate
 from sandboxes.ports import ContainerBackend
 from sandboxes.rig_params import RigCloseParams, VerbUnion
@@ -118,6 +119,14 @@ class RigManager:
             spawn,
             handoff_timeout=float(self.config.codrive.handoff_timeout_seconds),
         )
+
+        def on_step(seat: str, run: CodriveRun, result: StepResult) -> None:
+            rig = oversight.rig_seats().get(seat)
+            if rig is not None:  # never the typed text: the result holds only its length
+                step = f"{run.app} step {result.index}: {result.rung}"
+                oversight.record(rig, "codrive_run", step, f"{result.effect}: {result.outcome}")
+
+        self.codrive.on_step = on_step
 
     async def _end_by_id(self, rig_id: str, why: str) -> None:
         for key, rig in list(self.rigs.items()):

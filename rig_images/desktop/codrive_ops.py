@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import queue
 import subprocess
 import time
 import unicodedata
@@ -29,6 +30,7 @@ from kiosk_agent.common import OpError
 from Xlib import X
 
 ATSPI_S = 3.0
+LOAD_S = 10.0  # a navigation's wait for the tab to stop loading
 APP_START_S = 40.0  # Mousepad sometimes takes ~20 s to map its window
 # app id -> (argv, the name the application gives AT-SPI)
 APPS: dict[str, tuple[list[str], str]] = {
@@ -49,6 +51,7 @@ EVENTS = (
     "object:visible-data-changed",
 )
 ACTION_NAMES = ("press", "activate", "click")
+UI_SCHEMES = ("chrome://", "chrome-untrusted://", "chrome-error://", "devtools://")
 
 
 def norm(text: str) -> str:
@@ -416,30 +419,54 @@ class Codrive:
             raise OpError("Chromium was not started by codrive (no CDP pipe)")
         if self.cdp_session is None:
             targets = cdp.call("Target.getTargets", timeout=5)
-            pages = [t for t in targets.get("targetInfos", []) if t.get("type") == "page"]
+            # Tabs only: Chromium's own UI surfaces (chrome://..., e.g. a page the managed
+            # policy blocked) are pages to CDP too.
+            pages = [
+                t
+                for t in targets.get("targetInfos", [])
+                if t.get("type") == "page" and not str(t.get("url", "")).startswith(UI_SCHEMES)
+            ]
             if not pages:
-                raise OpError("Chromium has no page")
+                raise OpError("Chromium has no tab")
             self.cdp_session = cdp.call(
                 "Target.attachToTarget", {"targetId": pages[0]["targetId"], "flatten": True}
             )["sessionId"]
+            cdp.call("Page.enable", session=self.cdp_session, timeout=10)
         return cdp.call(method, params, session=self.cdp_session, timeout=10)
+
+    def _navigate(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A navigation, answered once the tab stopped loading (at most LOAD_S): a second
+        navigation while an error page is still committing can end Chromium."""
+        self._page_call("Page.getFrameTree", {})  # attached, with Page events on
+        cdp, sid = self.cdp, self.cdp_session
+        assert cdp is not None
+        waiter = cdp.expect(
+            lambda m: m.get("sessionId") == sid and m.get("method") == "Page.frameStoppedLoading"
+        )
+        try:
+            result = self._page_call(method, params)
+            with contextlib.suppress(queue.Empty):
+                waiter.events.get(timeout=LOAD_S)
+        finally:
+            cdp.unexpect(waiter)
+        return result
 
     def op_browser(self, req: dict[str, Any]) -> dict[str, Any]:
         self.desktop._require()
         what = str(req.get("what"))
         if what == "open_url":
-            result = self._page_call("Page.navigate", {"url": str(req["url"])})
+            result = self._navigate("Page.navigate", {"url": str(req["url"])})
             if result.get("errorText"):
                 raise OpError(f"open_url: {result['errorText']}")
         elif what == "reload":
-            self._page_call("Page.reload", {})
+            self._navigate("Page.reload", {})
         elif what == "back":
             history = self._page_call("Page.getNavigationHistory", {})
             index = int(history.get("currentIndex", 0))
             if index <= 0:
                 raise OpError("back: no earlier page in this tab")
             entry = history["entries"][index - 1]
-            self._page_call("Page.navigateToHistoryEntry", {"entryId": entry["id"]})
+            self._navigate("Page.navigateToHistoryEntry", {"entryId": entry["id"]})
         else:
             raise OpError(f"unknown browser action {what!r}")
         return {"done": True}

@@ -296,6 +296,10 @@ async def test_a_credential_step_goes_to_a_person_and_resumes_after_hand_back(
         assert out["state"] == "finished", out["text"]
         assert out["steps"][1]["outcome"] == "a person did this step"
         assert value(out, 3) == "7"
+        # The console's timeline of the desktop has the steps, the take over and hand back.
+        state = (await console.get("/console/api/state", params={"agent": row["agent"]})).json()
+        tools = [e["tool"] for e in state["timeline"]]
+        assert "codrive_run" in tools and "takeover" in tools and "handback" in tools
 
 
 async def test_a_step_a_person_interrupts_is_retried_once_then_the_run_stops(

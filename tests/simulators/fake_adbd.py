@@ -149,16 +149,20 @@ class FakeAdbd:
                     task = asyncio.ensure_future(self._run(stream, writer, host_max, streams))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-                elif command == A_OKAY and (stream := streams.get(arg1)) is not None:
-                    stream.okay.set()
-                elif command == A_WRTE and (stream := streams.get(arg1)) is not None:
-                    writer.write(packet(A_OKAY, stream.local, stream.remote))
-                    stream.inbox.put_nowait(data)
-                elif command == A_CLSE and (stream := streams.pop(arg1, None)) is not None:
-                    # the host closed the stream: close ours too, and say so (as adbd does)
-                    stream.inbox.put_nowait(None)
-                    stream.okay.set()
-                    writer.write(packet(A_CLSE, stream.local, stream.remote))
+                elif command in (A_OKAY, A_WRTE, A_CLSE):
+                    known = streams.pop(arg1, None) if command == A_CLSE else streams.get(arg1)
+                    if known is None:
+                        pass
+                    elif command == A_OKAY:
+                        known.okay.set()
+                    elif command == A_WRTE:
+                        writer.write(packet(A_OKAY, known.local, known.remote))
+                        known.inbox.put_nowait(data)
+                    else:
+                        # the host closed the stream: close ours too, and say so (as adbd does)
+                        known.inbox.put_nowait(None)
+                        known.okay.set()
+                        writer.write(packet(A_CLSE, known.local, known.remote))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass

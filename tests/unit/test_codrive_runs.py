@@ -184,6 +184,16 @@ async def test_a_deny_listed_window_or_page_is_refused_without_acting(tmp_path: 
     bank = FakeDesktop(url="https://www.bank.example/login")
     run = await run_with(tmp_path, bank, params(CLICK), deny=("bank.example",))
     assert run.state == "failed" and bank.acted == []
+    # A step that would open a deny-listed page is refused before anything runs.
+    opener = FakeDesktop(title="Chromium")
+    to_bank = {
+        "action": "click",
+        "api_action": "open_url",
+        "params": {"url": "https://pay.bank.example/"},
+    }
+    run = await run_with(tmp_path, opener, params(to_bank), deny=("bank.example",))
+    assert run.state == "failed" and "it opens 'bank.example'" in run.reason
+    assert opener.acted == []
 
 
 async def test_a_long_run_answers_while_still_going(tmp_path: Path) -> None:
