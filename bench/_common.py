@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -57,6 +58,24 @@ class Timings:
     @property
     def minimum(self) -> float:
         return min(self.samples_ms)
+
+
+@dataclass(frozen=True)
+class NamedTimings(Timings):
+    """One row of a latency table: an operation and its samples."""
+
+    name: str
+    samples_ms: tuple[float, ...]
+
+
+def latency_table(rows: Sequence[NamedTimings]) -> list[str]:
+    """The markdown table every latency section uses: operation, n, p50, p95, min."""
+    lines = ["| operation | n | p50 ms | p95 ms | min ms |", "|---|---|---|---|---|"]
+    lines += [
+        f"| {r.name} | {len(r.samples_ms)} | {r.p50:.0f} | {r.p95:.0f} | {r.minimum:.0f} |"
+        for r in rows
+    ]
+    return lines
 
 
 @contextlib.contextmanager

@@ -31,12 +31,11 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import BenchError, Timings, run_main, write_section
+from _common import BenchError, NamedTimings, latency_table, run_main, write_section
 from computer_use import free_port, running_gateway
 from computer_use_paths import console
 from mcp import Client
@@ -54,10 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 SEVEN = {"action": "click", "role": "button", "name": "7"}
 
 
-@dataclass(frozen=True)
-class Row(Timings):
-    name: str
-    samples_ms: tuple[float, ...]
+Row = NamedTimings
 
 
 def prepare(home: CorralHome, port: int) -> None:
@@ -176,14 +172,8 @@ def markdown(rows: Sequence[Row], runs: int) -> str:
         "live view until the console reports the seat taken (the AI's input is refused from "
         "then on).",
         "",
-        "| operation | n | p50 ms | p95 ms | min ms |",
-        "|---|---|---|---|---|",
+        *latency_table(rows),
     ]
-    for row in rows:
-        lines.append(
-            f"| {row.name} | {len(row.samples_ms)} | {row.p50:.0f} | {row.p95:.0f} | "
-            f"{row.minimum:.0f} |"
-        )
     lines.append("<!-- bench:codrive:end -->")
     return "\n".join(lines)
 

@@ -22,13 +22,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import adbutils
 import anyio
-from _common import BenchError, Timings, run_main, write_section
+from _common import BenchError, NamedTimings, latency_table, run_main, write_section
 from computer_use import free_port, running_gateway
 from computer_use_paths import console
 from mcp import Client
@@ -48,10 +47,7 @@ WARMUP = 3
 SECTION = "mobile"
 
 
-@dataclass(frozen=True)
-class Row(Timings):
-    name: str
-    samples_ms: tuple[float, ...]
+Row = NamedTimings
 
 
 def prepare(home: CorralHome, port: int, serial: str, wda_url: str) -> None:
@@ -135,14 +131,8 @@ def markdown(rows: Sequence[Row], runs: int) -> str:
         "secret fields (5 device calls on Android); the spawned-adb rows are one `adb` "
         "process per action against an adb server of their own, unmasked.",
         "",
-        "| operation | n | p50 ms | p95 ms | min ms |",
-        "|---|---|---|---|---|",
+        *latency_table(rows),
     ]
-    for row in rows:
-        lines.append(
-            f"| {row.name} | {len(row.samples_ms)} | {row.p50:.0f} | {row.p95:.0f} | "
-            f"{row.minimum:.0f} |"
-        )
     lines.append(f"<!-- bench:{SECTION}:end -->")
     return "\n".join(lines)
 

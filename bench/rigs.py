@@ -32,12 +32,11 @@ import re
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import BenchError, Timings, run_main, write_section
+from _common import BenchError, NamedTimings, latency_table, run_main, write_section
 from computer_use import free_port, running_gateway
 from computer_use_paths import console
 from computer_use_site import HEAVY_URL, SITE, heavy_site
@@ -53,10 +52,7 @@ SECTION = "rigs"
 REPO = Path(__file__).resolve().parents[1]
 
 
-@dataclass(frozen=True)
-class Row(Timings):
-    name: str
-    samples_ms: tuple[float, ...]
+Row = NamedTimings
 
 
 def prepare(home: CorralHome, port: int, ca_file: Path, ip: str) -> None:
@@ -142,14 +138,8 @@ def markdown(rows: Sequence[Row], runs: int, starts: int) -> str:
         "answers with a new accessibility snapshot; corral answers an action alone and "
         "snapshots on `extract a11y`.",
         "",
-        "| operation | n | p50 ms | p95 ms | min ms |",
-        "|---|---|---|---|---|",
+        *latency_table(rows),
     ]
-    for row in rows:
-        lines.append(
-            f"| {row.name} | {len(row.samples_ms)} | {row.p50:.0f} | {row.p95:.0f} | "
-            f"{row.minimum:.0f} |"
-        )
     lines.append("<!-- bench:rigs:end -->")
     return "\n".join(lines)
 

@@ -45,6 +45,7 @@ from orchestrator.docker_backend import DockerBackend
 from orchestrator.egress import KIND_PROXY, PROXY_URL, SessionNetwork, new_session_id
 from orchestrator.errors import CorralError
 from orchestrator.kiosk import KioskChannel, load_seccomp
+from orchestrator.script_pool import engine_look
 from sandboxes.isolation import kiosk_spec
 
 logger = logging.getLogger("corral.kiosk_pool")
@@ -143,21 +144,7 @@ class KioskPool:
         return None
 
     async def _look(self, entry: PoolKiosk) -> tuple[str | None, bool]:
-        found: dict[str, object] = {}
-
-        async def image() -> None:
-            with contextlib.suppress(CorralError):
-                found["image"] = await self.backend.image_id(self.settings.image)
-
-        async def state() -> None:
-            with contextlib.suppress(CorralError):
-                found["running"] = await self.backend.is_running(entry.id)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(image)
-            tg.start_soon(state)
-        image_id = found.get("image")
-        return (image_id if isinstance(image_id, str) else None), found.get("running") is True
+        return await engine_look(self.backend, self.settings.image, entry.id)
 
     async def release(self, network: SessionNetwork) -> None:
         """Remove a claimed kiosk's network once it has left it (a session without an

@@ -148,23 +148,7 @@ class WarmPool:
         return None
 
     async def _look(self, entry: WarmContainer) -> tuple[str | None, bool]:
-        """The configured image's id now (None: unknown) and whether `entry` still runs,
-        asked of the engine side by side (two short calls, one round trip's time)."""
-        found: dict[str, object] = {}
-
-        async def image() -> None:
-            with contextlib.suppress(CorralError):
-                found["image"] = await self.backend.image_id(self.settings.image)
-
-        async def state() -> None:
-            with contextlib.suppress(CorralError):
-                found["running"] = await self.backend.is_running(entry.id)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(image)
-            tg.start_soon(state)
-        image_id = found.get("image")
-        return (image_id if isinstance(image_id, str) else None), found.get("running") is True
+        return await engine_look(self.backend, self.settings.image, entry.id)
 
     async def _drop(self, entry: WarmContainer) -> None:
         self.discarded += 1
@@ -240,3 +224,26 @@ async def open_pool(backend: DockerBackend, settings: PoolSettings) -> AsyncIter
     finally:
         pool._tg = None
         await pool.close()
+
+
+async def engine_look(
+    backend: DockerBackend, image: str, container_id: str
+) -> tuple[str | None, bool]:
+    """A pool's check before it hands a container out: the configured image's id now
+    (None: unknown) and whether the container still runs, asked of the engine side by
+    side (two short calls, one round trip's time). Shared by the script and kiosk pools."""
+    found: dict[str, object] = {}
+
+    async def image_now() -> None:
+        with contextlib.suppress(CorralError):
+            found["image"] = await backend.image_id(image)
+
+    async def state() -> None:
+        with contextlib.suppress(CorralError):
+            found["running"] = await backend.is_running(container_id)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(image_now)
+        tg.start_soon(state)
+    image_id = found.get("image")
+    return (image_id if isinstance(image_id, str) else None), found.get("running") is True
