@@ -151,14 +151,17 @@ async def test_a_computer_tool_says_when_the_gateway_is_not_running(
     )
 
 
-async def test_a_gated_in_codrive_tool_says_not_available_in_this_version(
+async def test_a_gated_in_codrive_tool_without_a_gateway_says_how_to_start_one(
     agent_home: CorralHome, transport: str
 ) -> None:
+    """codrive runs in the gateway (the agent's desktop rig): with none running, the
+    front answers with a clear error naming the command, not a crash or a hang."""
     set_agent(agent_home, codrive=True)
     async with connect(agent_home, transport) as mcp:
         result = await mcp.client.call_tool("codrive_status", {})
     assert result.is_error
-    assert "not available in this version" in result.content[0].text  # type: ignore[union-attr]
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "gateway is not running" in text and "corral gateway" in text
 
 
 async def test_out_of_range_arguments_name_the_parameter_and_range(
