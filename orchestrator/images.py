@@ -217,7 +217,10 @@ def build_recipe(
     if current is not None and not rebuild and current.labels.get(RECIPE_LABEL) == digest:
         say(f"{image} is up to date")
         return False
-    say(f"building {image} from {dockerfile.relative_to(REPO_ROOT)} on {base_image}")
+    recipe = (
+        dockerfile.relative_to(REPO_ROOT) if dockerfile.is_relative_to(REPO_ROOT) else dockerfile
+    )
+    say(f"building {image} from {recipe} on {base_image}")
     for line in _stream_build(
         client,
         fileobj=_context_tar(files),
@@ -231,7 +234,25 @@ def build_recipe(
     ):
         if line.startswith("Step "):
             say(line)
+    if current is not None:
+        drop_replaced(client, image, str(current.id), say)
     return True
+
+
+def drop_replaced(client: docker.DockerClient, image: str, old_id: str, say: Say) -> None:
+    """Remove the image a rebuild of `image` replaced, once nothing refers to it: each
+    rebuild would otherwise leave a dangling image of a gigabyte behind. Only an image left
+    with no name is removed, never forced (the engine refuses while a container uses it)."""
+    new = _image(client, image)
+    if new is None or new.id == old_id:
+        return
+    try:
+        if client.images.get(old_id).tags:  # another name still uses it: keep it
+            return
+        client.images.remove(old_id)
+    except docker.errors.APIError:  # gone already, or a container still uses it
+        return
+    say(f"removed the image {image} replaced ({old_id.removeprefix('sha256:')[:12]})")
 
 
 def build_sandbox(
