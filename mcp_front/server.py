@@ -199,11 +199,6 @@ class CorralMCP:
         self, spec: ToolSpec, arguments: dict[str, Any] | None, events: CallEvents
     ) -> types.CallToolResult:
         params = validate(spec.params, arguments)
-        if not spec.available:
-            raise NotAvailable(
-                f"{spec.name} is not available in this version of corral: its schema and gate "
-                "are in place, and it cannot run yet. See docs/tools.md for what runs today."
-            )
         if spec.name.startswith("computer_") or spec.name in GATEWAY_TOOLS:
             # The gateway owns sessions and performs every check; re-read its address per call.
             gateway = load_config(self.home.config_file).gateway

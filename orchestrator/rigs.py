@@ -147,11 +147,6 @@ class RigManager:
             return answer(text_block(decision.message), is_error=True)
         try:
             params = validate(spec.params, arguments)
-            if not spec.available:
-                raise NotAvailable(
-                    f"{tool} is not available in this version of corral: its schema and gate "
-                    "are in place, and it cannot run yet (docs/rigs.md)."
-                )
             cfg = agent_cfg.capabilities.computer_use_config
             if tool == "rig_list":
                 return self.rig_list(agent)

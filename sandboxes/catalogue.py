@@ -38,7 +38,6 @@ class ToolSpec:
     capability: str | tuple[str, ...] | None
     action_classes: tuple[str, ...] = ()
     permission: str | None = None  # a [permissions] flag that refuses the call when false
-    available: bool = True  # False: declared and gated, executed by a later version
 
     @property
     def capabilities(self) -> tuple[str, ...]:

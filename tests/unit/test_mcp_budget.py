@@ -134,7 +134,6 @@ def test_execute_program_is_always_offered_and_refusable_by_its_permission_flag(
 
     assert spec.capability is None
     assert spec.permission == "execute_program"
-    assert spec.available
     assert set(spec.input_schema()["required"]) == {"code"}
 
 

@@ -72,7 +72,7 @@ def test_sandbox_unavailable_becomes_an_error_result_with_its_own_message() -> N
 @pytest.mark.parametrize(
     "exc",
     [
-        NotAvailable("computer_click is not available in this version of corral"),
+        NotAvailable("mobile_use needs an Android device: none is configured"),
         EngineError("the engine said 500"),
         ConfigError("/home/x/config.toml", ["key 'gateway.port': too big"]),
     ],
