@@ -22,6 +22,7 @@ from orchestrator.errors import RigError
 from orchestrator.kiosk import KioskChannel, load_seccomp
 from orchestrator.kiosk_session import answer, fresh_clock, text_block
 from orchestrator.screenshots import masked_screenshot
+from orchestrator.teardown import closed_on_failure
 from sandboxes import rig_params as r
 from sandboxes.events import CallEvents
 from sandboxes.fence import fence
@@ -163,7 +164,7 @@ async def start_desktop(
     """Egress, the container, then the agent's `start` (display, D-Bus, openbox, x11vnc,
     Mousepad); everything started is removed again if a step fails."""
     stack = contextlib.AsyncExitStack()
-    try:
+    async with closed_on_failure(stack):
         await events.progress("egress", f"setting up egress for rig {rig_id}")
         egress = await stack.enter_async_context(
             egress_factory(
@@ -197,10 +198,6 @@ async def start_desktop(
             proxy=egress.proxy_url,
             ca_pem=ca_pem,
         )
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await stack.aclose()
-        raise
     return DesktopRig(
         id=rig_id,
         agent=agent,

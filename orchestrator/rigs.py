@@ -40,6 +40,7 @@ from orchestrator.mobile_devices import MobileDevices
 from orchestrator.mobile_rig import MobileRig
 from orchestrator.oversight import Oversight
 from orchestrator.sessions import EgressFactory, navigable_sites
+from orchestrator.teardown import closed_on_failure
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
 from sandboxes.codrive import CodriveRunParams, CodriveStatusParams
 from sandboxes.events import NO_EVENTS, CallEvents
@@ -297,7 +298,7 @@ class RigManager:
     ) -> BrowserRig:
         rigs_cfg, kiosk_cfg = self.config.container.rigs, self.config.container.kiosk
         stack = contextlib.AsyncExitStack()
-        try:
+        async with closed_on_failure(stack):
             await events.progress("egress", f"setting up egress for rig {rig_id}")
             egress = await stack.enter_async_context(
                 self.egress_factory(
@@ -334,10 +335,6 @@ class RigManager:
             stack.push_async_callback(_close_quietly, browser)
             context = browser.contexts[0] if browser.contexts else await browser.new_context()
             await context.grant_permissions(["clipboard-read", "clipboard-write"])
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await stack.aclose()
-            raise
         rig = BrowserRig(
             id=rig_id,
             agent=agent,

@@ -28,6 +28,7 @@ from orchestrator.kiosk import KioskChannel, load_seccomp
 from orchestrator.kiosk_session import KioskSession, answer, fresh_clock, text_block
 from orchestrator.oversight import Oversight, step_of
 from orchestrator.screenshots import masked_screenshot
+from orchestrator.teardown import closed_on_failure
 from sandboxes.approval_rules import describe_rules
 from sandboxes.catalogue import BY_NAME, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
@@ -279,7 +280,7 @@ class SessionManager:
         pooled = await self.kiosk_pool.claim() if self.kiosk_pool is not None else None
         if pooled is not None:
             return await self._start_warm(agent, params, cfg, events, pooled, started)
-        try:
+        async with closed_on_failure(stack):
             await events.progress("egress", _egress_phase(cfg.allowed_domains))
             egress = await stack.enter_async_context(
                 self.egress_factory(
@@ -319,10 +320,6 @@ class SessionManager:
             ready = await channel.request(
                 "start", START_DEADLINE, stage="browser", proxy=egress.proxy_url, url=None
             )
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await stack.aclose()
-            raise
         return await self._ready(
             agent, params, cfg, events, session_id, channel, stack, egress, ready, started
         )
@@ -345,7 +342,7 @@ class SessionManager:
         stack = contextlib.AsyncExitStack()
         stack.push_async_callback(pooled.network.remove)
         stack.push_async_callback(channel.close)
-        try:
+        async with closed_on_failure(stack):
             await events.progress("egress", _egress_phase(cfg.allowed_domains))
             egress = await stack.enter_async_context(
                 self.egress_factory(
@@ -367,10 +364,6 @@ class SessionManager:
                 ready = await channel.request("claim", START_DEADLINE, **size)
             if egress.network_name is None and self.kiosk_pool is not None:
                 await self.kiosk_pool.release(pooled.network)  # empty now: removed soon
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await stack.aclose()
-            raise
         return await self._ready(
             agent, params, cfg, events, session_id, channel, stack, egress, ready, started
         )
