@@ -33,25 +33,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
 import anyio
-from anyio.abc import TaskGroup
 
 from orchestrator.docker_backend import DockerBackend
 from orchestrator.egress import KIND_PROXY, PROXY_URL, SessionNetwork, new_session_id
 from orchestrator.errors import CorralError
 from orchestrator.kiosk import KioskChannel, load_seccomp
-from orchestrator.script_pool import engine_look
+from orchestrator.ready_pool import ReadyPool, running
 from sandboxes.isolation import kiosk_spec
 
 logger = logging.getLogger("corral.kiosk_pool")
 POOL_AGENT = "warm-pool"
 POOL_WIDTH, POOL_HEIGHT = 1280, 800  # computer_session_start's default size
-RETRY_SECONDS = 5.0
 # A claim wakes the refill this long after it: starting a kiosk costs about a CPU-second
 # (Chromium), which would otherwise slow the session that just claimed one on a small
 # machine (its claim and first screenshot). Another claim meanwhile restarts the wait.
@@ -81,6 +78,10 @@ class PoolKiosk:
     def id(self) -> str:
         return self.channel.id
 
+    @property
+    def dead(self) -> bool:
+        return self.channel.broken is not None
+
     async def discard(self) -> None:
         """Remove the container, then its network and rule (shielded, idempotent; an
         engine failure is logged: the watchdog or `corral reap` removes what is left)."""
@@ -95,8 +96,10 @@ class PoolKiosk:
             await self.network.remove(raise_errors=False)
 
 
-class KioskPool:
+class KioskPool(ReadyPool[PoolKiosk]):
     """Open with `open_kiosk_pool`."""
+
+    what = "kiosk"
 
     def __init__(
         self,
@@ -104,47 +107,20 @@ class KioskPool:
         settings: KioskPoolSettings,
         on_ready: Callable[[int], None] | None = None,
     ) -> None:
-        self.backend = backend
+        super().__init__(backend, settings.image, settings.size)
         self.settings = settings
         self._on_ready = on_ready  # told how many wait, each time a started kiosk joins
-        self._ready: deque[PoolKiosk] = deque()
-        self._wake = anyio.Event()
         self._last_claim = -1e9
-        self._tg: TaskGroup | None = None
-        self.created = 0
-        self.discarded = 0
 
-    def idle(self) -> list[PoolKiosk]:
-        return list(self._ready)
-
-    async def claim(self) -> PoolKiosk | None:
-        """The oldest live pool kiosk of the current image, or None (then start cold).
-        The caller owns what it gets: `discard` it, or hand its parts to a session."""
+    def _claimed(self) -> None:
         self._last_claim = anyio.current_time()
-        self._wake.set()
-        while self._ready:
-            entry = self._ready.popleft()
-            if entry.channel.broken:
-                await self._drop(entry)
-                continue
-            try:
-                current, running = await self._look(entry)
-            except BaseException:
-                await self._drop(entry)
-                raise
-            if not running:
-                await self._drop(entry)
-                continue
-            if current != entry.image_id:
-                await self._drop(entry)
-                while self._ready:
-                    await self._drop(self._ready.popleft())
-                return None
-            return entry
-        return None
 
-    async def _look(self, entry: PoolKiosk) -> tuple[str | None, bool]:
-        return await engine_look(self.backend, self.settings.image, entry.id)
+    def _refill_wait(self) -> float:
+        return self._last_claim + REFILL_DELAY_SECONDS - anyio.current_time()
+
+    def _joined(self) -> None:
+        if self._on_ready is not None:
+            self._on_ready(len(self._ready))
 
     async def release(self, network: SessionNetwork) -> None:
         """Remove a claimed kiosk's network once it has left it (a session without an
@@ -154,13 +130,6 @@ class KioskPool:
             await network.remove(raise_errors=False)
         else:
             self._tg.start_soon(partial(network.remove, raise_errors=False))
-
-    async def _drop(self, entry: PoolKiosk) -> None:
-        self.discarded += 1
-        if self._tg is None:
-            await entry.discard()
-        else:
-            self._tg.start_soon(entry.discard)
 
     async def _create(self) -> PoolKiosk:
         backend = self.backend
@@ -200,55 +169,16 @@ class KioskPool:
                         await channel.close()
                 await network.remove(raise_errors=False)
             raise
-        self.created += 1
         return PoolKiosk(
             session_id, channel, network, image_id, bool(ready.get("chromium_sandbox", False))
         )
 
-    async def _refill(self) -> None:
-        while True:
-            while len(self._ready) < self.settings.size:
-                wait = self._last_claim + REFILL_DELAY_SECONDS - anyio.current_time()
-                if wait > 0:
-                    await anyio.sleep(wait)
-                    continue
-                try:
-                    entry = await self._create()
-                except (CorralError, OSError) as exc:
-                    logger.warning("kiosk pool: could not start a kiosk: %s", exc)
-                    self._wake = anyio.Event()
-                    with anyio.move_on_after(RETRY_SECONDS):
-                        await self._wake.wait()
-                    continue
-                self._ready.append(entry)
-                if self._on_ready is not None:
-                    self._on_ready(len(self._ready))
-            self._wake = anyio.Event()
-            await self._wake.wait()
 
-    async def close(self) -> None:
-        with anyio.CancelScope(shield=True):
-            while self._ready:
-                await self._ready.popleft().discard()
-
-
-@contextlib.asynccontextmanager
-async def open_kiosk_pool(
+def open_kiosk_pool(
     backend: DockerBackend,
     settings: KioskPoolSettings,
     on_ready: Callable[[int], None] | None = None,
-) -> AsyncIterator[KioskPool]:
+) -> contextlib.AbstractAsyncContextManager[KioskPool]:
     """A pool refilling in the background while the block runs; every idle kiosk (and its
     network) is removed when it ends, shielded. A claimed kiosk is its claimer's."""
-    pool = KioskPool(backend, settings, on_ready)
-    try:
-        async with anyio.create_task_group() as tg:
-            pool._tg = tg
-            tg.start_soon(pool._refill)
-            try:
-                yield pool
-            finally:
-                tg.cancel_scope.cancel()
-    finally:
-        pool._tg = None
-        await pool.close()
+    return running(KioskPool(backend, settings, on_ready))

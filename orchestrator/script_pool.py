@@ -30,21 +30,19 @@ import logging
 import shutil
 import tempfile
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
-from anyio.abc import TaskGroup
 
 from orchestrator.docker_backend import DockerBackend, DockerRun
 from orchestrator.errors import CorralError
+from orchestrator.ready_pool import ReadyPool, running
 from sandboxes.script_policy import build_script_spec, warm_signal
 
 logger = logging.getLogger("corral.pool")
 POOL_AGENT = "warm-pool"
-RETRY_SECONDS = 5.0  # after a failed refill (engine down, image missing), or at a claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +69,14 @@ class WarmContainer:
     def id(self) -> str:
         return self.run_.id
 
+    @property
+    def image_id(self) -> str:
+        return self.run_.image_id
+
+    @property
+    def dead(self) -> bool:
+        return self.run_.ended()
+
     @contextlib.asynccontextmanager
     async def run(self, language: str, hard_cap_seconds: int) -> AsyncIterator[DockerRun]:
         """Start the script. Left normally (the script's container has exited: the caller
@@ -83,7 +89,7 @@ class WarmContainer:
         except BaseException:
             await self.discard()
             raise
-        if not self.pool._remove_later(self):
+        if not self.pool.remove_later(self):
             await self.discard()  # the pool closed while this ran: remove it here
 
     async def discard(self) -> None:
@@ -109,59 +115,17 @@ def _make_workspace(work_dir: Path) -> str:
     return str(workspace)
 
 
-class WarmPool:
+class WarmPool(ReadyPool[WarmContainer]):
     """`sandboxes.ports.ScriptPool` on Docker. Open with `open_pool`."""
 
+    what = "script container"
+
     def __init__(self, backend: DockerBackend, settings: PoolSettings) -> None:
-        self.backend = backend
+        super().__init__(backend, settings.image, settings.size)
         self.settings = settings
-        self._ready: deque[WarmContainer] = deque()
-        self._wake = anyio.Event()
-        self._tg: TaskGroup | None = None
-        self.created = 0  # how many containers this pool made (tests, benchmarks)
-        self.discarded = 0  # how many it removed unused as stale
 
     def idle_ids(self) -> set[str]:
         return {c.id for c in self._ready}
-
-    async def claim(self) -> WarmContainer | None:
-        self._wake.set()  # a claim (hit or miss) is when the pool refills
-        while self._ready:
-            entry = self._ready.popleft()
-            if entry.run_.ended():
-                await self._drop(entry)
-                continue
-            try:
-                current, running = await self._look(entry)
-            except BaseException:  # the call was cancelled: the entry is no one's now
-                await self._drop(entry)
-                raise
-            if not running:
-                await self._drop(entry)
-                continue
-            if current != entry.run_.image_id:
-                await self._drop(entry)
-                while self._ready:
-                    await self._drop(self._ready.popleft())
-                return None
-            return entry
-        return None
-
-    async def _look(self, entry: WarmContainer) -> tuple[str | None, bool]:
-        return await engine_look(self.backend, self.settings.image, entry.id)
-
-    async def _drop(self, entry: WarmContainer) -> None:
-        self.discarded += 1
-        if not self._remove_later(entry):
-            await entry.discard()
-
-    def _remove_later(self, entry: WarmContainer) -> bool:
-        """Remove `entry` in the pool's task group, which `close` waits for (the removal is
-        shielded); False if the pool is closed (the caller removes it then)."""
-        if self._tg is None:
-            return False
-        self._tg.start_soon(entry.discard)
-        return True
 
     async def _create(self) -> WarmContainer:
         workspace = await anyio.to_thread.run_sync(_make_workspace, self.settings.work_dir)
@@ -184,66 +148,12 @@ class WarmPool:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
             raise
-        self.created += 1
         return WarmContainer(run, workspace, session, self)
 
-    async def _refill(self) -> None:
-        while True:
-            while len(self._ready) < self.settings.size:
-                try:
-                    entry = await self._create()
-                except (CorralError, OSError) as exc:
-                    logger.warning("warm pool: could not create a container: %s", exc)
-                    self._wake = anyio.Event()
-                    with anyio.move_on_after(RETRY_SECONDS):
-                        await self._wake.wait()
-                    continue
-                self._ready.append(entry)
-            self._wake = anyio.Event()
-            await self._wake.wait()
 
-    async def close(self) -> None:
-        with anyio.CancelScope(shield=True):
-            while self._ready:
-                await self._ready.popleft().discard()
-
-
-@contextlib.asynccontextmanager
-async def open_pool(backend: DockerBackend, settings: PoolSettings) -> AsyncIterator[WarmPool]:
+def open_pool(
+    backend: DockerBackend, settings: PoolSettings
+) -> contextlib.AbstractAsyncContextManager[WarmPool]:
     """A pool refilling in the background while the block runs; every idle container is
     removed when it ends (shielded). A claimed container is its claimer's to remove."""
-    pool = WarmPool(backend, settings)
-    try:
-        async with anyio.create_task_group() as tg:
-            pool._tg = tg
-            tg.start_soon(pool._refill)
-            try:
-                yield pool
-            finally:
-                tg.cancel_scope.cancel()
-    finally:
-        pool._tg = None
-        await pool.close()
-
-
-async def engine_look(
-    backend: DockerBackend, image: str, container_id: str
-) -> tuple[str | None, bool]:
-    """A pool's check before it hands a container out: the configured image's id now
-    (None: unknown) and whether the container still runs, asked of the engine side by
-    side (two short calls, one round trip's time). Shared by the script and kiosk pools."""
-    found: dict[str, object] = {}
-
-    async def image_now() -> None:
-        with contextlib.suppress(CorralError):
-            found["image"] = await backend.image_id(image)
-
-    async def state() -> None:
-        with contextlib.suppress(CorralError):
-            found["running"] = await backend.is_running(container_id)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(image_now)
-        tg.start_soon(state)
-    image_id = found.get("image")
-    return (image_id if isinstance(image_id, str) else None), found.get("running") is True
+    return running(WarmPool(backend, settings))
