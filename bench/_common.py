@@ -166,3 +166,10 @@ def runs_and_write(
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     return args
+
+
+def publish(console: Console, section: str, path: str | None, name: str) -> None:
+    """Print a benchmark's markdown section, and write it into `path` (section `name`)."""
+    console.print(section, markup=False)
+    if path:
+        write_section(Path(path), name, section)

@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import BenchError, NamedTimings, latency_table, run_main, write_section
-from computer_use import free_port, running_gateway
+from _common import BenchError, NamedTimings, latency_table, publish, run_main
+from computer_use import free_port, mcp_params, running_gateway
 from computer_use_paths import console
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
@@ -190,11 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         token = add_operator(home, "bench-operator")
         os.environ["BENCH_HOME"] = str(home.root)
         with running_gateway(home, port, Path(tmp) / "gateway.log") as gateway:
-            params = StdioServerParameters(
-                command=str(REPO / ".venv" / "bin" / "corral"),
-                args=["mcp", "--agent", AGENT],
-                env={**os.environ, "CORRAL_HOME": str(home.root)},
-            )
+            params = mcp_params(home, AGENT)
 
             async def run() -> list[Row]:
                 async with Client(params, mode="legacy") as client:
@@ -202,9 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             rows = anyio.run(run)
     section = markdown(rows, args.runs)
-    console.print(section, markup=False)
-    if args.write:
-        write_section(Path(args.write), SECTION, section)
+    publish(console, section, args.write, SECTION)
     return 0
 
 

@@ -17,7 +17,6 @@ path once, in rotating order) after WARMUP uncounted rounds.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -27,11 +26,10 @@ from typing import Any
 
 import adbutils
 import anyio
-from _common import BenchError, NamedTimings, latency_table, run_main, write_section
-from computer_use import free_port, running_gateway
+from _common import BenchError, NamedTimings, latency_table, publish, run_main
+from computer_use import free_port, mcp_params, running_gateway
 from computer_use_paths import console
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
 from orchestrator.adb import AdbServer
 from orchestrator.config import AndroidRigConfig, render_new_agent
@@ -151,11 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             prepare(home, port, serial, wda.url)
             baseline = AdbServer(AndroidRigConfig(devices=[serial]))
             with running_gateway(home, port, Path(tmp) / "gateway.log"):
-                params = StdioServerParameters(
-                    command=str(REPO / ".venv" / "bin" / "corral"),
-                    args=["mcp", "--agent", AGENT],
-                    env={**os.environ, "CORRAL_HOME": str(home.root)},
-                )
+                params = mcp_params(home, AGENT)
 
                 async def run() -> list[Row]:
                     await baseline.states()  # its own adb server, attached to the fake
@@ -169,9 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         fake_wda.stop(wda)
     section = markdown(rows, args.runs)
-    console.print(section, markup=False)
-    if args.write:
-        write_section(Path(args.write), SECTION, section)
+    publish(console, section, args.write, SECTION)
     return 0
 
 

@@ -36,12 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import BenchError, NamedTimings, latency_table, run_main, write_section
-from computer_use import free_port, running_gateway
+from _common import BenchError, NamedTimings, latency_table, publish, run_main
+from computer_use import free_port, mcp_params, running_gateway
 from computer_use_paths import console
 from computer_use_site import HEAVY_URL, SITE, heavy_site
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
@@ -49,7 +48,6 @@ from orchestrator.home import CorralHome
 AGENT = "bench-rig"
 WARMUP = 3
 SECTION = "rigs"
-REPO = Path(__file__).resolve().parents[1]
 
 
 Row = NamedTimings
@@ -155,11 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         port = free_port()
         prepare(home, port, site.ca_file, site.ip)
         with running_gateway(home, port, Path(tmp) / "gateway.log"):
-            params = StdioServerParameters(
-                command=str(REPO / ".venv" / "bin" / "corral"),
-                args=["mcp", "--agent", AGENT],
-                env={**__import__("os").environ, "CORRAL_HOME": str(home.root)},
-            )
+            params = mcp_params(home, AGENT)
 
             async def run() -> list[Row]:
                 async with Client(params, mode="legacy") as client:
@@ -167,9 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             rows = anyio.run(run)
     section = markdown(rows, args.runs, args.starts)
-    console.print(section, markup=False)
-    if args.write:
-        write_section(Path(args.write), SECTION, section)
+    publish(console, section, args.write, SECTION)
     return 0
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from testcontainers.core.config import testcontainers_config
@@ -24,6 +25,7 @@ testcontainers_config.ryuk_disabled = True
 
 TESTS = Path(__file__).resolve().parent
 FOLDERS = ("unit", "integration", "e2e")  # each folder's marker is its name
+DOCKER_FOLDERS = ("integration", "e2e")
 
 
 def folder_marker(path: Path) -> str | None:
@@ -42,6 +44,53 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         marker = folder_marker(Path(str(item.path)))
         if marker is not None and item.get_closest_marker(marker) is None:
             item.add_marker(marker)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test` runs two pytest-xdist workers. Each Docker-backed folder is one unit of
+    work, run in order in one worker, while the other folder runs in the other (unit test
+    files fill in wherever a worker is free). Within a folder, tests share agents' names
+    and gateways reap dead owners' networks: they are not written to run side by side.
+    (A scheduler of our own, as xdist's `loadgroup` cannot regroup pytest 9.2's node ids.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FolderScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            parts = path.split("/")
+            if len(parts) > 2 and parts[0] == "tests" and parts[1] in DOCKER_FOLDERS:
+                return f"tests/{parts[1]}"
+            return path
+
+    return FolderScheduling(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under xdist, the controller's check once every worker has ended: no corral container
+    of a dead owner may remain (a worker checks only its own, as another worker's killed
+    gateway may still be being cleaned up while it ends)."""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return  # a worker, or no xdist: the session fixture `no_container_left_behind` checks
+    import docker
+
+    try:
+        client = docker.from_env(version="1.41", timeout=5)
+        client.ping()
+    except Exception:  # no engine: only unit tests ran (they need none)
+        return
+    from tests.helpers import leftovers_of_dead_owners, remove_and_wait
+
+    try:
+        left = leftovers_of_dead_owners(client)
+        names = [(c.name, c.labels.get("corral.kind"), c.status) for c in left]
+        for container in left:
+            remove_and_wait(container)
+    finally:
+        client.close()
+    if names:
+        print(f"\ncontainers leaked by the suite (owner gone): {names}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -70,9 +70,11 @@ def argv(config: dict[str, object], *, sandbox: bool) -> list[str]:
         "--disable-breakpad",
         "--disable-crash-reporter",
         "--password-store=basic",
-        # No back/forward cache: `back` is then a navigation with its own load event.
+        # No back/forward cache: `back` is then a navigation with its own load event. Input
+        # is not dropped while a new page has drawn nothing yet (as in the kiosk).
         "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,"
-        "BackForwardCache",
+        "BackForwardCache,PaintHolding,DropInputEventsWhilePaintHolding",
+        "--allow-pre-commit-input",
     ]
     proxy = config.get("proxy")
     if isinstance(proxy, str) and proxy:

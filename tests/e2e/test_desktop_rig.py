@@ -16,7 +16,7 @@ from PIL import Image
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from sandboxes.fence import unfence
-from tests.e2e.conftest import connect, wait_until
+from tests.e2e.conftest import AGENT, connect, wait_until
 from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import (
     SITE,
@@ -55,7 +55,9 @@ def fenced(result: types.CallToolResult) -> str:
 
 def desktops(client: docker.DockerClient) -> list[Any]:
     return client.containers.list(
-        all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-desktop"]}
+        all=True,
+        ignore_removed=True,
+        filters={"label": ["corral.kind=rig-desktop", f"corral.agent={AGENT}"]},
     )
 
 

@@ -4,6 +4,7 @@ one client, the action budget, and removal by rig_close and by idle expiry."""
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +24,8 @@ from tests.kiosk_helpers import exec_output
 
 pytestmark = [pytest.mark.anyio]
 
+# The rigs this process started (its RigManager is in-process): another test run's are not.
+MINE = f"corral.owner.pid={os.getpid()}"
 LISTENING = """
 for path in ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6"):
     for line in open(path).read().splitlines()[1:]:
@@ -109,7 +112,7 @@ async def test_rig_close_and_idle_expiry_remove_the_container(
 ) -> None:
     def containers() -> list[object]:
         return docker_client.containers.list(
-            all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-browser"]}
+            all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-browser", MINE]}
         )
 
     await call(rigs, "tabs")
@@ -156,7 +159,7 @@ async def test_the_desktop_rig_listens_on_no_port_and_serves_vnc_on_its_socket_o
         await manager.close_all()
     assert (
         docker_client.containers.list(
-            all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-desktop"]}
+            all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-desktop", MINE]}
         )
         == []
     )
@@ -173,7 +176,7 @@ async def test_a_rig_whose_agent_loses_browser_use_is_removed_at_the_next_check(
     assert "revoked" in rigs.ended[("ann", "browser")]
     assert (
         docker_client.containers.list(
-            all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-browser"]}
+            all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-browser", MINE]}
         )
         == []
     )

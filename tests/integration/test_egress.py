@@ -537,7 +537,6 @@ async def test_a_host_dropped_from_the_allowlist_loses_its_route_at_once(
 async def test_empty_allowlist_creates_nothing(
     backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient
 ) -> None:
-    before = {n.name for n in docker_client.networks.list()}
     eg = session(backend, sites, allowed_hosts=[], resolve_override={})
     async with eg:
         assert eg.network_name is None
@@ -545,7 +544,11 @@ async def test_empty_allowlist_creates_nothing(
         assert eg.pins == {}
         assert eg.dns_servers == []
         assert eg.bridge not in iptables_rules()
-        assert {n.name for n in docker_client.networks.list()} == before
+        # Nothing of this session's, by name or label (others may run beside this test).
+        assert [n.name for n in docker_client.networks.list() if eg.session_id in n.name] == []
+        assert (
+            docker_client.networks.list(filters={"label": f"corral.session={eg.session_id}"}) == []
+        )
     assert_gone(docker_client, eg, None)
 
 

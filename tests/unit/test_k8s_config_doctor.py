@@ -24,6 +24,16 @@ from orchestrator.k8s_backend import resolve_kubeconfig
 pytestmark = pytest.mark.kubernetes
 
 
+@pytest.fixture(autouse=True)
+def wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's rich consoles fix their width when COLUMNS is set at import: a long
+    temporary path would wrap inside the doctor's table. 400 columns keep a row whole."""
+    from orchestrator import cli
+
+    for console in (cli.out, cli.err):
+        monkeypatch.setattr(console, "_width", 400)
+
+
 def corral(home: Path, *args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(main, list(args), env={"CORRAL_HOME": str(home), **(env or {})})
 

@@ -147,8 +147,15 @@ class Browser:
             # Memory (issue 14, docs/benchmarks.md): no spare renderer kept ahead, no
             # back/forward cache. (--in-process-gpu would save ~12 MiB more, but then
             # nothing the page draws reaches the X screen.)
+            # Input before a new page's first frame: headful Chromium drops it (and holds
+            # the old page's pixels meanwhile), so an agent's wheel or click right after a
+            # navigation could vanish under load (test_kiosk_agent.py::test_scroll saw one).
+            # As Playwright does: --allow-pre-commit-input, no PaintHolding. The click still
+            # lands where the target check looked: both read the new page's DOM.
             "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,"
-            "SpareRendererForSitePerProcess,BackForwardCache",
+            "SpareRendererForSitePerProcess,BackForwardCache,PaintHolding,"
+            "DropInputEventsWhilePaintHolding",
+            "--allow-pre-commit-input",
             "--window-position=0,0",
             f"--window-size={width},{height}",
             f"--user-data-dir={profile}",
