@@ -6,6 +6,7 @@ sessions, and removes every session container when it stops.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,12 @@ from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.ports import ContainerBackend, Egress
 from sandboxes.rfb import ClientMessage
+
+logger = logging.getLogger("corral.gateway")
+# Ending everything at stop: a base, plus a share per open rig or session (each removes a
+# container or two and maybe a network, about a second each on this machine).
+CLOSE_BASE_SECONDS = 30.0
+CLOSE_PER_ITEM_SECONDS = 5.0
 
 if TYPE_CHECKING:
     from orchestrator.egress import SessionNetwork
@@ -221,9 +228,24 @@ async def _serve(
 
             tg.start_soon(serve)
     finally:
-        with anyio.CancelScope(shield=True):
-            await rigs.close_all()
-            await manager.close_all()
+        await _end_everything(rigs, manager)
+
+
+async def _end_everything(rigs: Any, manager: SessionManager) -> None:
+    """End every rig and session (shielded), within a bound: a removal the engine never
+    answers must not keep a stopped gateway alive. Past it, the gateway says so and exits;
+    its owner watchdog removes the containers, `corral reap` the networks."""
+    limit = CLOSE_BASE_SECONDS + CLOSE_PER_ITEM_SECONDS * (len(rigs.rigs) + len(manager.sessions))
+    with anyio.move_on_after(limit, shield=True) as scope:
+        await rigs.close_all()
+        await manager.close_all()
+    if scope.cancelled_caught:
+        logger.error(
+            "corral gateway: rigs and sessions did not all end within %.0f s (left: %s); "
+            "the owner watchdog removes their containers",
+            limit,
+            sorted([*map(str, rigs.rigs), *manager.sessions]),
+        )
 
 
 __all__ = ["run_gateway"]

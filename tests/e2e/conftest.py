@@ -83,17 +83,19 @@ class McpHarness:
 @asynccontextmanager
 async def serve_http(home: CorralHome, agent: str = AGENT) -> AsyncIterator[tuple[str, int]]:
     port = free_port()
-    proc = subprocess.Popen(
-        [corral_bin(), "mcp", "--agent", agent, "--http", "--port", str(port)],
-        env=env_with_home(home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    log = home.root / f"mcp-http-{port}.stderr"  # a file: a full pipe would block the server
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [corral_bin(), "mcp", "--agent", agent, "--http", "--port", str(port)],
+            env=env_with_home(home),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     try:
 
         def listening() -> bool:
             if proc.poll() is not None:
-                raise AssertionError(f"corral mcp --http exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
+                raise AssertionError(f"corral mcp --http exited: {log.read_text(errors='replace')}")
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", port)) == 0
 
@@ -106,8 +108,6 @@ async def serve_http(home: CorralHome, agent: str = AGENT) -> AsyncIterator[tupl
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 @asynccontextmanager

@@ -20,17 +20,21 @@ async def running_gateway(home: CorralHome, config: str = "") -> AsyncIterator[t
     """(base URL, pid) of a gateway whose config.toml is `[gateway] port` + `config`."""
     port = free_port()
     home.config_file.write_text(f"[gateway]\nport = {port}\n\n{config}")
-    proc = subprocess.Popen(
-        [corral_bin(), "gateway"],
-        env=env_with_home(home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    # stderr goes to a file, never a pipe nobody reads while the gateway runs: a full pipe
+    # would block the gateway on its next log line (and then its shutdown).
+    log = home.root / "gateway.stderr"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [corral_bin(), "gateway"],
+            env=env_with_home(home),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     base = f"http://127.0.0.1:{port}"
 
     async def healthy() -> bool:
         if proc.poll() is not None:
-            raise AssertionError(f"gateway exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
+            raise AssertionError(f"gateway exited: {log.read_text(errors='replace')}")
         try:
             async with httpx.AsyncClient() as client:
                 return (await client.get(f"{base}/healthz")).status_code == 200
@@ -48,8 +52,6 @@ async def running_gateway(home: CorralHome, config: str = "") -> AsyncIterator[t
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def add_operator(home: CorralHome, name: str) -> str:

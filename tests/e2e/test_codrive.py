@@ -74,8 +74,11 @@ async def desk(
     home.ensure()
     write_alice(home)
     token = add_operator(home, "olga")
-    async with running_gateway(home, CONFIG) as (base, _):
+    async with running_gateway(home, CONFIG) as (base, pid):
         yield Desk(home, base, token)
+    # The stopped gateway removed everything it started (rigs, proxies, pool containers).
+    owned = {"label": [f"corral.owner.pid={pid}"]}
+    assert docker_module.containers.list(all=True, ignore_removed=True, filters=owned) == []
     assert leaked_containers(docker_module) == []
 
 
@@ -337,9 +340,11 @@ async def test_a_step_a_person_interrupts_is_retried_once_then_the_run_stops(
                     assert done.returncode == 0, done.stderr
             return out
 
-        once = await interrupt(1, [CLEAR, {"action": "wait", "amount": 4}, button("7"), READ])
+        # The wait step is the one interrupted: 8 s leave room to see it start and press a
+        # key on a loaded machine (4 s were once too few with the other test folder beside).
+        once = await interrupt(1, [CLEAR, {"action": "wait", "amount": 8}, button("7"), READ])
         assert once["state"] == "finished", once["text"]
         assert once["steps"][1].get("retried") is True and value(once, 3) == "7"
 
-        twice = await interrupt(2, [CLEAR, {"action": "wait", "amount": 4}, button("7")])
+        twice = await interrupt(2, [CLEAR, {"action": "wait", "amount": 8}, button("7")])
         assert twice["state"] == "failed" and "interrupted by a person twice" in twice["reason"]

@@ -686,9 +686,9 @@ async def test_killing_the_gateway_leaves_no_session_container(
         down = await call(mcp, "computer_screenshot")
         assert down.is_error and "corral gateway is not running" in text_of(down)
     # The session network outlives the killed gateway; the next gateway (or `corral reap`)
-    # removes it, and its INPUT rule, because its owner is dead.
+    # removes it, and its INPUT rule, because its owner is dead. (Not asserted present
+    # here: under `make test` another test's gateway may start meanwhile and reap it.)
     owned_nets = {"label": f"corral.owner.pid={world.gateway_pid}"}
-    assert docker_client.networks.list(filters=owned_nets)
     reap = subprocess.run(
         [corral_bin(), "reap"], env=env_with_home(world.home), capture_output=True, timeout=60
     )

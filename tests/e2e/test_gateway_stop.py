@@ -31,20 +31,19 @@ def gateway(corral_home: CorralHome) -> Iterator[tuple[subprocess.Popen[bytes], 
     agent.write_text(
         render_new_agent("alice").replace("computer_use = false", "computer_use = true")
     )
-    proc = subprocess.Popen(
-        [corral_bin(), "gateway"],
-        env=env_with_home(corral_home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    with (corral_home.root / "gateway.stderr").open("wb") as err:  # a file, never a pipe
+        proc = subprocess.Popen(
+            [corral_bin(), "gateway"],
+            env=env_with_home(corral_home),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     try:
         yield proc, port
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def text_of(result: types.CallToolResult) -> str:

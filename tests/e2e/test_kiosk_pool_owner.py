@@ -41,8 +41,9 @@ async def test_killing_the_gateway_with_a_full_kiosk_pool_leaks_nothing(
             lambda: not docker_client.containers.list(ignore_removed=True, all=True, filters=owned),
             limit=60,
         )
-    # The networks outlive the killed gateway; `corral reap` removes them and their rules.
-    assert len(networks()) == 2
+    # The networks outlive the killed gateway; `corral reap` removes them and their rules
+    # (or a gateway another test starts meanwhile under `make test` does: not asserted
+    # present here; both remove the rules, checked below).
     reap = subprocess.run(
         [corral_bin(), "reap"], env=env_with_home(corral_home), capture_output=True, timeout=60
     )
