@@ -308,6 +308,10 @@ async def test_a_credential_step_goes_to_a_person_and_resumes_after_hand_back(
 async def test_a_step_a_person_interrupts_is_retried_once_then_the_run_stops(
     desk: Desk,
 ) -> None:
+    def drops() -> list[dict[str, Any]]:
+        lines = desk.home.audit_file.read_text().splitlines()
+        return [e for e in map(json.loads, lines) if e["event"] == "codrive_step_dropped"]
+
     async with (
         console_login(desk.base, desk.token) as console,
         connect(desk.home, "stdio", agent="alice") as mcp,
@@ -321,11 +325,17 @@ async def test_a_step_a_person_interrupts_is_retried_once_then_the_run_stops(
             async def go() -> None:
                 out.update(await run(mcp, steps))
 
+            dropped_before = len(drops())
             async with anyio.create_task_group() as tg, live_view(desk.base, console, key) as p:
                 tg.start_soon(go)
-                for _ in range(times):
+                for round_ in range(times):
 
-                    async def waiting() -> bool:
+                    async def waiting(round_: int = round_) -> bool:
+                        # Round k presses during try k of step 1: the run must have dropped
+                        # the k-1 tries before (it may not have noticed a hand back's
+                        # interruption yet when the status already says "running").
+                        if len(drops()) - dropped_before != round_:
+                            return False
                         now = await status(mcp)
                         return now.get("state") == "running" and now.get("current_step") == 1
 
