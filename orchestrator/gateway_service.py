@@ -39,6 +39,7 @@ CLOSE_PER_ITEM_SECONDS = 5.0
 if TYPE_CHECKING:
     from orchestrator.egress import SessionNetwork
     from orchestrator.kiosk_pool import KioskPool
+    from orchestrator.rigs import RigManager
 
 
 def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactory:
@@ -231,7 +232,7 @@ async def _serve(
         await _end_everything(rigs, manager)
 
 
-async def _end_everything(rigs: Any, manager: SessionManager) -> None:
+async def _end_everything(rigs: RigManager, manager: SessionManager) -> None:
     """End every rig and session (shielded), within a bound: a removal the engine never
     answers must not keep a stopped gateway alive. Past it, the gateway says so and exits;
     its owner watchdog removes the containers, `corral reap` the networks."""

@@ -95,8 +95,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under xdist, the controller's check once every worker has ended: no corral container
     of a dead owner may remain (a worker checks only its own, as another worker's killed
     gateway may still be being cleaned up while it ends)."""
-    config = session.config
-    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+    from tests.helpers import in_xdist_worker
+
+    if in_xdist_worker() or not getattr(session.config.option, "numprocesses", None):
         return  # a worker, or no xdist: the session fixture `no_container_left_behind` checks
     import docker
 

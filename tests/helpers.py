@@ -37,28 +37,28 @@ def in_xdist_worker() -> bool:
     return "PYTEST_XDIST_WORKER" in os.environ
 
 
-def leaked_containers(client: docker.DockerClient, *, dead_owners: bool | None = None) -> list[Any]:
-    """corral containers this test process left: owned by it, and (`dead_owners`) those of
+def leaked_containers(client: docker.DockerClient) -> list[Any]:
+    """corral containers this test process left: owned by it, and (outside xdist) those of
     any owner on this host that died. Containers of another live owner (a gateway, another
-    test run) are not ours. In an xdist worker the dead owners are left out by default: one
-    may be another worker's just-killed gateway whose watchdog is still at work; the
-    controller checks them once every worker is done (`leftovers_of_dead_owners`)."""
-    if dead_owners is None:
-        dead_owners = not in_xdist_worker()
+    test run) are not ours. In an xdist worker dead owners are left out: one may be another
+    worker's just-killed gateway whose watchdog is still at work; the controller checks them
+    once every worker is done (`leftovers_of_dead_owners`)."""
     me = str(os.getpid())
+    dead = None if in_xdist_worker() else _owner_dead_check()
     return [
         c
         for c in _managed(client)
         if c.labels.get("corral.test.pid") == me
         or c.labels.get("corral.owner.pid") == me
-        or (dead_owners and _owner_dead(c.labels))
+        or (dead is not None and dead(c.labels))
     ]
 
 
 def leftovers_of_dead_owners(client: docker.DockerClient) -> list[Any]:
     """corral containers on this host whose owner (a corral process or a test process) is
     gone: after a whole test run, every one of them is a leak."""
-    return [c for c in _managed(client) if _owner_dead(c.labels)]
+    dead = _owner_dead_check()
+    return [c for c in _managed(client) if dead(c.labels)]
 
 
 def _managed(client: docker.DockerClient) -> list[Any]:
@@ -69,21 +69,25 @@ def _managed(client: docker.DockerClient) -> list[Any]:
     )
 
 
-def _owner_dead(labels: dict[str, str]) -> bool:
+def _owner_dead_check() -> Callable[[dict[str, str]], bool]:
+    """Whether a container's owner is gone: this host and boot read once, then per label
+    set its owner's pid (a corral process) or test pid (a test process) looked up."""
     import socket as _socket
 
     from orchestrator.owner import owner_is_alive, read_boot_id, read_start_time
 
-    if "corral.owner.pid" in labels:
-        alive = owner_is_alive(
-            labels,
-            host=_socket.gethostname(),
-            boot_id=read_boot_id(),
-            start_time_of=read_start_time,
+    host, boot = _socket.gethostname(), read_boot_id()
+
+    def dead(labels: dict[str, str]) -> bool:
+        if "corral.owner.pid" in labels:
+            alive = owner_is_alive(labels, host=host, boot_id=boot, start_time_of=read_start_time)
+            return alive is False
+        test_pid = labels.get("corral.test.pid")
+        return (
+            test_pid is not None and test_pid.isdigit() and read_start_time(int(test_pid)) is None
         )
-        return alive is False
-    test_pid = labels.get("corral.test.pid")
-    return test_pid is not None and test_pid.isdigit() and read_start_time(int(test_pid)) is None
+
+    return dead
 
 
 def remove_and_wait(container: Any) -> None:
