@@ -13,7 +13,7 @@ The reference (what other computer-use implementations do): a kiosk container wi
 same image and hardening as corral's, driven by a fresh `docker exec` per action:
 `python3 -c` (Xlib get_image + Pillow PNG on stdout) for a screenshot, `xdotool mousemove X
 Y click 1` for a click. The same container is also driven through corral's raw kiosk
-channel (orchestrator.kiosk.KioskChannel: JSON lines on the attached stdin/stdout, no MCP,
+channel (orchestrator.channel.KioskChannel: JSON lines on the attached stdin/stdout, no MCP,
 no gateway), which shows what MCP + the gateway add.
 
 Measured, p50/p95/min in ms:
@@ -96,8 +96,8 @@ from computer_use_site import HEAVY_URL, SECRET_FIELDS, SITE, HeavySite, heavy_d
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.config import AgentConfig, load_config, render_new_agent
-from orchestrator.docker_backend import DockerBackend
 from orchestrator.home import CorralHome
 from orchestrator.owner import Owner
 from orchestrator.owner import read_start_time as owner_start_time

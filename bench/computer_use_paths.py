@@ -23,9 +23,9 @@ from _common import BenchError, Timings, markers
 from mcp import Client
 from rich.console import Console
 
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.config import KioskConfig
-from orchestrator.docker_backend import DockerBackend
-from orchestrator.kiosk import KioskChannel, load_seccomp
 from sandboxes.isolation import kiosk_spec
 from sandboxes.ports import ContainerSpec
 

@@ -361,7 +361,7 @@ session without network, except in the heavy-page rows (below).
   kiosk agent's two masking probes (before and after the grab) and the gateway's masking pass.
 - **kiosk channel** (no MCP, no gateway): the same kind of kiosk container (same image, same
   hardening: `sandboxes.isolation.kiosk_spec` + the rig's seccomp profile) driven
-  from this process through `orchestrator.kiosk.KioskChannel`, ops `screenshot` and `click`:
+  from this process through `orchestrator.channel.KioskChannel`, ops `screenshot` and `click`:
   the difference to the row above is what MCP and the gateway add.
 - **docker exec python3**, **docker exec xdotool** (the reference): what other
   implementations do, a fresh process per action, started through the docker CLI in the

@@ -31,9 +31,9 @@ from computer_use import free_port, mcp_params, running_gateway
 from computer_use_paths import console
 from mcp import Client
 
-from orchestrator.adb import AdbServer
 from orchestrator.config import AndroidRigConfig, render_new_agent
 from orchestrator.home import CorralHome
+from orchestrator.surfaces.android.adb import AdbServer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the simulators live in tests/

@@ -103,10 +103,10 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
+from orchestrator.gateway.signing import load_or_create_key, new_nonce, sign
+from orchestrator.gateway.wire import ADMIN_DECIDE_PATH
 from orchestrator.home import CorralHome
 from orchestrator.owner import read_start_time
-from orchestrator.signing import load_or_create_key, new_nonce, sign
-from orchestrator.wire import ADMIN_DECIDE_PATH
 from sandboxes.rfb import pointer_event
 
 CHECKOUT_URL = f"https://{SITE}/checkout"
@@ -358,7 +358,7 @@ class Bench:
         await self.op.act("approve", approval_id)
 
     async def by_admin_api(self, approval_id: str) -> None:
-        """What `corral approvals approve` sends (orchestrator.admin_client.admin_call),
+        """What `corral approvals approve` sends (orchestrator.gateway.admin_client.admin_call),
         over this process's open connection (admin_call opens a new client per call)."""
         payload = {"id": approval_id, "decision": "approve", "operator": OPERATOR, "reason": ""}
         body = json.dumps(payload).encode()

@@ -13,7 +13,7 @@ from computer_use_report import Machine, machine_line, machine_paragraph, median
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.wire import ADMIN_DECIDE_PATH
+from orchestrator.gateway.wire import ADMIN_DECIDE_PATH
 
 SECTION = "operator_console"
 AGENT = WEB_AGENT  # computer_use on, SITE allowed, the default confirm_words

@@ -6,7 +6,8 @@ Run from the repository root (as root: the session firewall rules need it):
 
 For each N: N agents (each allowed the one local HTTPS site of bench/computer_use_site.py)
 start a session at the same moment through the gateway's own handler
-(`orchestrator.sessions.SessionManager.handle`, in this process: the same checks, kiosk
+(`orchestrator.surfaces.kiosk.sessions.SessionManager.handle`, in this process: the same
+checks, kiosk
 containers, session networks, firewall rules and egress proxies as `corral gateway`, minus
 the loopback HTTP hop and MCP front, which bench/computer_use.py measures), with the pool
 off. Measured:
@@ -46,14 +47,14 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.audit import AuditLog
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.network_reaper import reap_networks
 from orchestrator.config import load_config
-from orchestrator.docker_backend import DockerBackend
-from orchestrator.gateway_service import egress_factory
+from orchestrator.gateway.service import egress_factory
 from orchestrator.home import CorralHome
-from orchestrator.network_reaper import reap_networks
 from orchestrator.owner import Owner
 from orchestrator.owner import read_start_time as owner_start_time
-from orchestrator.sessions import SessionManager
+from orchestrator.surfaces.kiosk.sessions import SessionManager
 
 DEFAULT_SESSIONS = (10, 20, 40)
 DEFAULT_ROUNDS = 3
@@ -84,7 +85,7 @@ def cgroup_mib(container_id: str) -> float:
 
 
 def proxy_of(egress: object) -> str:
-    """The session's egress proxy container (orchestrator.egress.SessionEgress)."""
+    """The session's egress proxy container (orchestrator.backends.docker.egress.SessionEgress)."""
     proxy = getattr(egress, "proxy_container_id", None)
     if not isinstance(proxy, str):
         raise BenchError("a session with an allowlist has no egress proxy")

@@ -8,7 +8,7 @@ recoverable tool error (is_error=True) with a message that says what to do;
 
 It asks for the streamed answer (`"stream": true`): the gateway's progress and log
 events for the call arrive as NDJSON lines before the result and are handed to
-`events` as they come (orchestrator.call_stream).
+`events` as they come (orchestrator.gateway.call_stream).
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ import mcp_types as types
 from pydantic import ValidationError
 
 from orchestrator.errors import KeyFileError
-from orchestrator.home import CorralHome
-from orchestrator.signing import load_or_create_key, new_nonce, sign
-from orchestrator.wire import (
+from orchestrator.gateway.signing import load_or_create_key, new_nonce, sign
+from orchestrator.gateway.wire import (
     CALL_EVENT_LINE,
     COMPUTER_USE_PATH,
     EVENTS_MEDIA_TYPE,
@@ -37,6 +36,7 @@ from orchestrator.wire import (
     TextBlock,
     gateway_base_url,
 )
+from orchestrator.home import CorralHome
 from sandboxes.events import NO_EVENTS, CallEvents
 
 __all__ = ["forward", "gateway_base_url", "gateway_client", "not_running_message", "to_result"]

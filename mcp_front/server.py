@@ -35,13 +35,13 @@ from mcp_front.families.script import run_execute_program
 from mcp_front.forwarder import forward, gateway_client
 from mcp_front.reporting import LogLevels, McpCallEvents, session_key
 from mcp_front.tool_log import ToolCallLog
-from orchestrator.agent_view import load_view
+from orchestrator.agents.view import load_view
 from orchestrator.audit import AuditLog
 from orchestrator.config import load_config
 from orchestrator.errors import NotAvailable
+from orchestrator.gateway.wire import gateway_base_url
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
-from orchestrator.wire import gateway_base_url
 from sandboxes.catalogue import BY_NAME, GATEWAY_TOOLS, NETWORK_EGRESS, ToolSpec
 from sandboxes.events import CallEvents
 from sandboxes.params import validate
@@ -250,7 +250,7 @@ async def serve_http(home: CorralHome, agent: str, port: int, ready: Any = None)
 
     from mcp_front.event_store import RETRY_MILLISECONDS, BoundedEventStore
     from mcp_front.http_auth import BearerAuth
-    from orchestrator.tokens import load_or_create_token
+    from orchestrator.agents.tokens import load_or_create_token
 
     token = load_or_create_token(home, agent)  # before anything listens
     app = CorralMCP(home, agent)

@@ -142,7 +142,7 @@ class KioskConfig(_Model):
     extra_ca_file: str | None = None
     # Host name -> IPv4 address, used instead of DNS when pinning (local/dev sites only).
     resolve_overrides: dict[HostEntry, IPv4Text] = Field(default_factory=dict)
-    # Kiosks the gateway keeps started ahead (orchestrator/kiosk_pool.py; 0: none). Each
+    # Kiosks the gateway keeps started ahead (orchestrator/pools/kiosks.py; 0: none). Each
     # idle one holds its memory (docs/benchmarks.md) and one session network.
     warm: Annotated[int, Field(ge=0, le=16)] = 0
 

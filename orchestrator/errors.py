@@ -36,8 +36,9 @@ bottom layer: sandboxes imports no other corral package); the rest live here.
 Both are re-exported from this module, so callers above import from here.
 
 Docker SDK exceptions are translated into this tree in exactly one place:
-`orchestrator.docker_backend.map_docker_errors`; kr8s and httpx exceptions (the
-Kubernetes backend) in `orchestrator.k8s_stream.map_kube_errors`. The MCP front maps the tree to
+`orchestrator.backends.docker.backend.map_docker_errors`; kr8s and httpx exceptions (the
+Kubernetes backend) in `orchestrator.backends.kubernetes.stream.map_kube_errors`. The MCP
+front maps the tree to
 MCP answers in exactly one place: `mcp_front.errors.call_outcome`.
 """
 

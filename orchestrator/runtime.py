@@ -11,6 +11,12 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from dataclasses import dataclass, field
 
 from orchestrator.audit import AuditLog
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.kubernetes.backend import (
+    KubernetesBackend,
+    KubeSettings,
+    resolve_kubeconfig,
+)
 from orchestrator.config import (
     CorralConfig,
     DockerBackendConfig,
@@ -18,13 +24,11 @@ from orchestrator.config import (
     SandboxConfig,
     load_config,
 )
-from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
-from orchestrator.k8s_backend import KubernetesBackend, KubeSettings, resolve_kubeconfig
 from orchestrator.owner import Owner
-from orchestrator.script_pool import PoolSettings, WarmPool, open_pool
-from orchestrator.script_slots import ScriptSlots, host_default_max_concurrent
+from orchestrator.pools.scripts import PoolSettings, WarmPool, open_pool
+from orchestrator.pools.slots import ScriptSlots, host_default_max_concurrent
 from sandboxes.script import InvalidSettings, ScriptContext, ScriptSettings, script_user
 
 

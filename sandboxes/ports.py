@@ -1,7 +1,7 @@
 """The ports the sandbox kinds need, for `orchestrator` to implement.
 
 The supervisor talks to containers only through `ContainerBackend`. Docker is
-the embedded default (`orchestrator.docker_backend`); an in-memory backend
+the embedded default (`orchestrator.backends.docker.backend`); an in-memory backend
 (tests/fakes.py) runs the session rules in unit tests, and a Kubernetes backend
 is the scale-out path (SPEC S7). Script runs, kiosk containers and the egress
 proxy are all described by one `ContainerSpec`, built by `sandboxes.isolation`

@@ -2,7 +2,7 @@
 
 Pure and incremental: `RfbClientStream.feed(bytes)` returns the messages completed by
 those bytes, whatever way the stream was cut into pieces. Each message is classified so
-the live-view bridge (orchestrator/vnc_bridge.py) can decide what reaches the kiosk:
+the live-view bridge (orchestrator/people/live_view.py) can decide what reaches the kiosk:
 
 - `handshake`: ProtocolVersion, the security type, a VNC authentication response,
   ClientInit;

@@ -15,10 +15,10 @@ import anyio
 import httpx
 
 from orchestrator.audit import AuditLog
-from orchestrator.gateway import serve_gateway
+from orchestrator.gateway.app import serve_gateway
+from orchestrator.gateway.signing import load_or_create_key, new_nonce, sign
+from orchestrator.gateway.wire import COMPUTER_USE_PATH, gateway_base_url
 from orchestrator.home import CorralHome
-from orchestrator.signing import load_or_create_key, new_nonce, sign
-from orchestrator.wire import COMPUTER_USE_PATH, gateway_base_url
 from sandboxes.events import NO_EVENTS, CallEvents
 
 # The classic 1x1 PNG.

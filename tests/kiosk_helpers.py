@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import anyio
 
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.config import DEFAULT_KIOSK_IMAGE
-from orchestrator.docker_backend import DockerBackend
-from orchestrator.kiosk import KioskChannel, load_seccomp
 from sandboxes.isolation import NON_ROOT, kiosk_spec
 from sandboxes.rfb import set_encodings
 

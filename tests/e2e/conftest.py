@@ -20,9 +20,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from orchestrator.agents.tokens import load_or_create_token
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
-from orchestrator.tokens import load_or_create_token
 from tests.helpers import corral_bin, env_with_home, wait_until
 
 __all__ = ["McpHarness", "wait_until"]

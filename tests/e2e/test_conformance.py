@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
+from orchestrator.agents.tokens import load_or_create_token
 from orchestrator.home import CorralHome
-from orchestrator.tokens import load_or_create_token
 from tests.e2e.bearer_proxy import bearer_proxy
 from tests.e2e.conftest import AGENT, free_port, serve_http
 

@@ -10,9 +10,9 @@ import subprocess
 import httpx
 import pytest
 
+from orchestrator.agents.tokens import load_or_create_token, token_path
 from orchestrator.audit import AuditLog
 from orchestrator.home import CorralHome
-from orchestrator.tokens import load_or_create_token, token_path
 from tests.e2e.conftest import AGENT, connect, serve_http
 from tests.helpers import corral_bin, env_with_home
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from mcp_front.event_store import RETRY_MILLISECONDS
+from orchestrator.agents.tokens import load_or_create_token
 from orchestrator.home import CorralHome
-from orchestrator.tokens import load_or_create_token
 from tests.e2e.conftest import AGENT, serve_http
 
 pytestmark = pytest.mark.anyio

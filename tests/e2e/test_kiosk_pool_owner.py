@@ -11,7 +11,7 @@ import subprocess
 import docker
 import pytest
 
-from orchestrator.firewall import input_drop_bridges
+from orchestrator.backends.docker.firewall import input_drop_bridges
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import wait_until
 from tests.e2e.gateways import running_gateway

@@ -81,7 +81,7 @@ async def test_rewriting_a_file_with_the_same_effective_set_sends_nothing(
 
 
 async def test_grants_show_and_hide_a_scoped_tool(agent_home: CorralHome, transport: str) -> None:
-    from orchestrator.grants import add_grant, revoke_grant
+    from orchestrator.agents.grants import add_grant, revoke_grant
 
     set_agent(agent_home, computer_use=True, scoped_tools=["computer_navigate"])
     async with connect(agent_home, transport) as mcp:

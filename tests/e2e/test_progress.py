@@ -22,8 +22,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import LOG_LEVEL_META_KEY
 
+from orchestrator.agents.tokens import load_or_create_token
 from orchestrator.home import CorralHome
-from orchestrator.tokens import load_or_create_token
 from sandboxes.events import PROGRESS_INTERVAL_SECONDS
 from tests.e2e.conftest import AGENT, serve_http
 from tests.helpers import corral_bin, env_with_home

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.agents.tokens import load_or_create_token
 from orchestrator.home import CorralHome
-from orchestrator.tokens import load_or_create_token
 from tests.e2e.conftest import AGENT, serve_http
 from tests.helpers import corral_bin, env_with_home
 

@@ -17,13 +17,13 @@ import pytest
 from adb_shell.adb_device import AdbDeviceTcp
 from PIL import Image
 
-from orchestrator.adb import AdbServer, AndroidDevice
 from orchestrator.audit import AuditLog
 from orchestrator.config import ComputerUseConfig, CorralConfig, render_new_agent
 from orchestrator.errors import DeviceError, SessionRefused
 from orchestrator.home import CorralHome
-from orchestrator.mobile_devices import MobileDevices
-from orchestrator.rigs import RigManager
+from orchestrator.surfaces.android.adb import AdbServer, AndroidDevice
+from orchestrator.surfaces.devices import MobileDevices
+from orchestrator.surfaces.rigs import RigManager
 from sandboxes.mobile_params import MobileUseParams
 from tests.simulators.fake_adbd import FakeAdbd
 from tests.simulators.fake_android import LAUNCHER, PASSWORD_BOX, PASSWORD_RGB, make_apk
@@ -243,7 +243,7 @@ async def test_with_its_adb_server_gone_a_call_fails_and_starts_no_other_server(
 
 
 def test_adbutils_would_start_a_default_server_and_corral_s_client_does_not() -> None:
-    from orchestrator.adb import PrivateAdbClient, free_port
+    from orchestrator.surfaces.android.adb import PrivateAdbClient, free_port
 
     port = free_port()  # nothing listens there
     with pytest.raises(adbutils.AdbError, match="connect to corral's adb server failed"):

@@ -16,9 +16,9 @@ from websockets.exceptions import ConnectionClosed
 
 from orchestrator.config import load_config, render_new_agent
 from orchestrator.home import CorralHome
-from orchestrator.rigs import RigManager
 from orchestrator.runtime import Runtime
-from orchestrator.sessions import no_egress
+from orchestrator.surfaces.kiosk.sessions import no_egress
+from orchestrator.surfaces.rigs import RigManager
 from tests.helpers import wait_until
 from tests.kiosk_helpers import exec_output
 

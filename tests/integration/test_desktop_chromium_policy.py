@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.config import DEFAULT_DESKTOP_IMAGE
-from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import KioskError
-from orchestrator.kiosk import KioskChannel, load_seccomp
 from sandboxes.isolation import kiosk_spec
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -8,8 +8,8 @@ import docker
 import docker.errors
 import pytest
 
+from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
-from orchestrator.docker_backend import DockerBackend
 from orchestrator.owner import Owner
 from tests.helpers import control_labels
 

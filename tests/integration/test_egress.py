@@ -26,9 +26,8 @@ import docker
 import docker.errors
 import pytest
 
-from orchestrator.config import DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
-from orchestrator.docker_backend import DockerBackend
-from orchestrator.egress import (
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.egress import (
     EGRESS_NETWORK,
     KIND_SESSION_NETWORK,
     PROXY_URL,
@@ -36,9 +35,14 @@ from orchestrator.egress import (
     _ensure_egress_network_sync,
     new_session_id,
 )
+from orchestrator.backends.docker.firewall import (
+    add_input_drop,
+    input_drop_bridges,
+    remove_input_drop,
+)
+from orchestrator.backends.docker.network_reaper import reap_networks
+from orchestrator.config import DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
-from orchestrator.firewall import add_input_drop, input_drop_bridges, remove_input_drop
-from orchestrator.network_reaper import reap_networks
 from orchestrator.owner import LABEL_KIND, Owner, read_boot_id
 from tests.integration.conftest import bridge_gateway, control_labels, wait_until
 from tests.sites import make_certs, start_site

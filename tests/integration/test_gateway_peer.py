@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.gateway.wire import COMPUTER_USE_PATH
 from orchestrator.home import CorralHome
-from orchestrator.wire import COMPUTER_USE_PATH
 from tests.gateway_helpers import CALL, Recorder, encode, running_gateway, signed_headers
 from tests.integration.conftest import bridge_gateway, host_addresses
 

@@ -15,7 +15,7 @@ import docker.errors
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from corral_cli.main import main
 from tests.fake_registry import serve_registry
 
 pytestmark = pytest.mark.kubernetes

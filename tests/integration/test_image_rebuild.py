@@ -12,7 +12,7 @@ import docker
 import docker.errors
 import pytest
 
-from orchestrator.images import build_recipe
+from orchestrator.backends.docker.images import build_recipe
 
 pytestmark = pytest.mark.slow
 

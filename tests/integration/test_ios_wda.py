@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from orchestrator import wda as corral_wda
+from orchestrator.surfaces.ios import wda as corral_wda
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import DeviceError
-from orchestrator.ios_rig import IosRig
-from orchestrator.mobile_devices import MobileDevices
+from orchestrator.surfaces.devices import MobileDevices
+from orchestrator.surfaces.ios.rig import IosRig
 from sandboxes.mobile_params import IosUseParams
 from tests.simulators import fake_wda
 from tests.simulators.fake_wda import SCALE, SECURE, SECURE_RGB, FakeWda
@@ -193,7 +193,7 @@ async def test_a_hanging_wda_is_cut_off_and_leaves_no_lease(wda: FakeWda) -> Non
 
 
 async def test_an_unreachable_wda_leaves_no_lease() -> None:
-    from orchestrator.adb import free_port
+    from orchestrator.surfaces.android.adb import free_port
 
     pool = pool_for(f"http://127.0.0.1:{free_port()}")
     with pytest.raises(DeviceError, match="unreachable"):

@@ -11,10 +11,10 @@ import anyio
 import docker
 import pytest
 
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
-from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import KioskError
-from orchestrator.kiosk import KioskChannel
 from sandboxes.isolation import locked_down
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""The kiosk warm pool (issue 14, orchestrator/kiosk_pool.py) on the real engine: a claim
+"""The kiosk warm pool (issue 14, orchestrator/pools/kiosks.py) on the real engine: a claim
 never shows what the pool kiosk showed; it gets the session's egress (its proxy on the
 kiosk's network, or no network at all) and size; a dead pool kiosk or one of an old image
 is replaced, never handed out. (The owner SIGKILLed with a full pool: tests/e2e.)
@@ -21,14 +21,14 @@ import docker.errors
 import pytest
 from PIL import Image
 
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.egress import _ensure_egress_network_sync
 from orchestrator.config import ComputerUseConfig, ContainerConfig, CorralConfig, KioskConfig
-from orchestrator.docker_backend import DockerBackend
-from orchestrator.egress import _ensure_egress_network_sync
-from orchestrator.gateway_service import egress_factory
+from orchestrator.gateway.service import egress_factory
 from orchestrator.home import CorralHome
-from orchestrator.kiosk_pool import KioskPool, KioskPoolSettings, open_kiosk_pool
+from orchestrator.pools.kiosks import KioskPool, KioskPoolSettings, open_kiosk_pool
 from orchestrator.runtime import Runtime, open_runtime
-from orchestrator.sessions import SessionManager
+from orchestrator.surfaces.kiosk.sessions import SessionManager
 from sandboxes.params import SessionStartParams
 from tests.integration.conftest import control_labels, wait_until
 from tests.sites import make_certs, start_site

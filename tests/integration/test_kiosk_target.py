@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from orchestrator.docker_backend import DockerBackend
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.channel import KioskChannel
 from orchestrator.errors import KioskError
-from orchestrator.kiosk import KioskChannel
 from sandboxes.isolation import NON_ROOT
 from tests.helpers import wait_until
 from tests.kiosk_helpers import data_url, running_kiosk

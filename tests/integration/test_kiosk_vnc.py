@@ -1,6 +1,6 @@
 """Live view and take over on a real kiosk (SPEC S6.2): x11vnc in the kiosk container, the
 relay run through the engine's exec API (`DockerBackend.open_exec`), and the gateway's
-bridge (`orchestrator.vnc_bridge.bridge_vnc`) served by uvicorn to a real WebSocket client
+bridge (`orchestrator.people.live_view.bridge_vnc`) served by uvicorn to a real WebSocket client
 (the `websockets` package, offering no subprotocol, as noVNC does).
 
 Effects are read back from the page (the kiosk's eval op), polled, never slept for; the
@@ -26,9 +26,9 @@ from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 from websockets.asyncio.client import ClientConnection, connect
 
-from orchestrator.docker_backend import DockerBackend
-from orchestrator.kiosk import KioskChannel
-from orchestrator.vnc_bridge import BridgeOutcome, bridge_vnc, open_vnc
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.channel import KioskChannel
+from orchestrator.people.live_view import BridgeOutcome, bridge_vnc, open_vnc
 from sandboxes.rfb import ClientMessage, key_event, pointer_event
 from tests.helpers import wait_until
 from tests.kiosk_helpers import (

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from orchestrator.config import ComputerUseConfig, CorralConfig
-from orchestrator.mobile_devices import MobileDevices
+from orchestrator.surfaces.devices import MobileDevices
 from sandboxes.mobile_params import IosUseParams, MobileUseParams
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mobile]

@@ -8,7 +8,7 @@ import pytest
 from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig
 from orchestrator.home import CorralHome
-from orchestrator.sessions import SessionManager
+from orchestrator.surfaces.kiosk.sessions import SessionManager
 from tests.fakes import FakeClock, InMemoryBackend, fake_egress
 
 

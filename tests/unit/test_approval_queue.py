@@ -1,4 +1,4 @@
-"""The approval queue (orchestrator/approvals.py): decided by a named operator, denied
+"""The approval queue (orchestrator/people/approvals.py): decided by a named operator, denied
 at its timeout, never approved by default; every decision audited once."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.approvals import Approval, ApprovalQueue
 from orchestrator.audit import AuditLog
 from orchestrator.errors import ApprovalError
+from orchestrator.people.approvals import Approval, ApprovalQueue
 from sandboxes.approval_rules import Hold
 from tests.fakes import FakeClock
 

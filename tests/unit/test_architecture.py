@@ -19,9 +19,27 @@ pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
 # Lower layers first: a module may import its own layer or a lower one, never a higher one.
-LAYERS = ("sandboxes", "orchestrator", "mcp_front")
-# The one module allowed to reach up: the entry point starts the MCP server.
-ENTRY_POINT = "orchestrator/cli.py"
+# The CLI sits above them all: it starts the MCP server and the gateway.
+LAYERS = ("sandboxes", "orchestrator", "mcp_front", "corral_cli")
+# orchestrator's rooms, lowest first (docs/architecture.md draws them). A module may import
+# its own room or a lower one. The first room is the root's own modules.
+ROOMS: tuple[tuple[str, ...], ...] = (
+    ("errors", "home", "secret_files", "owner", "config", "audit", "channel"),
+    ("agents",),
+    ("backends",),
+    ("pools",),
+    ("runtime",),
+    ("people",),
+    ("surfaces",),
+    ("codrive",),
+    ("gateway",),
+)
+# Imports that still run up a room, each with its reason; the test fails once one goes.
+KNOWN_UPWARD: dict[str, str] = {
+    "orchestrator/surfaces/rigs.py imports orchestrator.codrive.desktop": "issue 21: codrive "
+    "is dispatched by RigManager until the one pipeline drives it from above",
+    "orchestrator/surfaces/rigs.py imports orchestrator.codrive.runs": "issue 21: as above",
+}
 MAX_LINES = 600
 PRODUCT_DIRS = (*LAYERS, "rig_images", "bench")
 
@@ -30,14 +48,14 @@ def _modules(package: str) -> list[Path]:
     return sorted((REPO / package).rglob("*.py"))
 
 
-def _imported(path: Path) -> list[tuple[int, str]]:
-    """(line, top-level package) of every import in `path`, nested ones included."""
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted module) of every absolute import in `path`, nested ones included."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+            found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append((node.lineno, node.module.split(".")[0]))
+            found.append((node.lineno, node.module))
     return found
 
 
@@ -46,17 +64,45 @@ def upward_imports(root: Path = REPO) -> list[str]:
     for rank, package in enumerate(LAYERS):
         for path in sorted((root / package).rglob("*.py")):
             rel = path.relative_to(root).as_posix()
-            for line, top in _imported(path):
-                if top not in LAYERS or LAYERS.index(top) <= rank:
-                    continue
-                if rel == ENTRY_POINT and top == "mcp_front":
-                    continue
-                problems.append(f"{rel}:{line} imports {top} (a higher layer)")
+            for line, module in _imports(path):
+                top = module.split(".")[0]
+                if top in LAYERS and LAYERS.index(top) > rank:
+                    problems.append(f"{rel}:{line} imports {top} (a higher layer)")
     return problems
 
 
-def test_imports_run_one_way_mcp_front_then_orchestrator_then_sandboxes() -> None:
+def room_of(parts: tuple[str, ...]) -> int | None:
+    """The rank of orchestrator's room that holds module `parts` (None: not orchestrator's)."""
+    if len(parts) < 2 or parts[0] != "orchestrator":
+        return None
+    for rank, names in enumerate(ROOMS):
+        if parts[1] in names:
+            return rank
+    raise AssertionError(f"{'.'.join(parts)} is in no room: add it to ROOMS")
+
+
+def upward_room_imports(root: Path = REPO) -> list[str]:
+    problems = []
+    for path in sorted((root / "orchestrator").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mine = room_of(parts)
+        if mine is None:
+            continue
+        for _, module in _imports(path):
+            theirs = room_of(tuple(module.split(".")))
+            if theirs is not None and theirs > mine:
+                problems.append(f"{path.relative_to(root).as_posix()} imports {module}")
+    return problems
+
+
+def test_imports_run_one_way_cli_then_mcp_front_then_orchestrator_then_sandboxes() -> None:
     assert upward_imports() == []
+
+
+def test_orchestrator_rooms_import_one_way_and_every_exception_is_still_needed() -> None:
+    assert sorted(set(upward_room_imports())) == sorted(KNOWN_UPWARD)
 
 
 def test_the_import_check_catches_an_import_that_runs_back_up(tmp_path: Path) -> None:
@@ -66,8 +112,8 @@ def test_the_import_check_catches_an_import_that_runs_back_up(tmp_path: Path) ->
         "def f() -> None:\n    from orchestrator.config import load_config\n"
     )
     (tmp_path / "orchestrator" / "x.py").write_text("import mcp_front.server\n")
-    (tmp_path / "orchestrator" / "cli.py").write_text("from mcp_front.server import serve\n")
     (tmp_path / "mcp_front" / "ok.py").write_text("from sandboxes import catalogue\n")
+    (tmp_path / "corral_cli" / "main.py").write_text("from mcp_front.server import serve\n")
 
     assert upward_imports(tmp_path) == [
         "sandboxes/policy.py:2 imports orchestrator (a higher layer)",
@@ -75,14 +121,27 @@ def test_the_import_check_catches_an_import_that_runs_back_up(tmp_path: Path) ->
     ]
 
 
-def test_only_the_entry_point_starts_the_mcp_server() -> None:
+def test_the_room_check_catches_a_room_that_reaches_up(tmp_path: Path) -> None:
+    (tmp_path / "orchestrator" / "people").mkdir(parents=True)
+    (tmp_path / "orchestrator" / "people" / "seats.py").write_text(
+        "from orchestrator.surfaces.kiosk import KioskSession\nfrom orchestrator.audit import A\n"
+    )
+    (tmp_path / "orchestrator" / "gateway").mkdir()
+    (tmp_path / "orchestrator" / "gateway" / "app.py").write_text("import orchestrator.people\n")
+
+    assert upward_room_imports(tmp_path) == [
+        "orchestrator/people/seats.py imports orchestrator.surfaces.kiosk"
+    ]
+
+
+def test_only_the_cli_starts_the_mcp_server() -> None:
     starters = [
         path.relative_to(REPO).as_posix()
-        for package in ("orchestrator", "sandboxes")
+        for package in ("orchestrator", "sandboxes", "corral_cli")
         for path in _modules(package)
         if "mcp_front.server" in path.read_text()
     ]
-    assert starters == [ENTRY_POINT]
+    assert starters and all(path.startswith("corral_cli/") for path in starters)
 
 
 def test_no_product_module_is_over_600_lines() -> None:

@@ -19,9 +19,9 @@ from mcp_front.forwarder import forward
 from mcp_front.reporting import DEFAULT_LEVEL, LogLevels, McpCallEvents
 from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig
+from orchestrator.gateway.wire import COMPUTER_USE_PATH, EVENTS_MEDIA_TYPE
 from orchestrator.home import CorralHome
-from orchestrator.sessions import SessionManager
-from orchestrator.wire import COMPUTER_USE_PATH, EVENTS_MEDIA_TYPE
+from orchestrator.surfaces.kiosk.sessions import SessionManager
 from sandboxes.events import LOG_LEVELS, OutputTail, at_least
 from tests.fakes import FakeClock, InMemoryBackend, fake_egress
 from tests.gateway_helpers import CALL, Gateway, Recorder, encode, running_gateway, signed_headers

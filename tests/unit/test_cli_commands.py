@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import infer_language, main
+from corral_cli.main import infer_language, main
 from orchestrator.config import load_agent, render_new_agent
 
 pytestmark = pytest.mark.unit

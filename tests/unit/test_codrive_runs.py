@@ -1,4 +1,4 @@
-"""codrive runs (orchestrator/codrive_runs.py) on a fake desktop: approvals before any
+"""codrive runs (orchestrator/codrive/runs.py) on a fake desktop: approvals before any
 rung, the credential handoff, retry once after a person's input, the deny list, the
 30-second answer. The desktop here records and answers at once; it stands below the
 desktop rig's real tests (issue 11), which drive galculator through the same engine."""
@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.approvals import ApprovalQueue
 from orchestrator.audit import AuditLog
-from orchestrator.codrive_runs import CodriveRun, CodriveRuns
+from orchestrator.codrive.runs import CodriveRun, CodriveRuns
+from orchestrator.people.approvals import ApprovalQueue
 from sandboxes.codrive import CodriveRunParams, Step
 from sandboxes.ladder import Located
 

@@ -12,14 +12,14 @@ import docker.errors
 import pytest
 import requests.exceptions
 
-from orchestrator import docker_backend
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
-from orchestrator.docker_backend import (
+from orchestrator.backends.docker import backend as docker_backend
+from orchestrator.backends.docker.backend import (
     DEFAULT_SOCKET,
     classify_connection_error,
     engine_url,
     map_docker_errors,
 )
+from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.errors import EngineError, SandboxUnavailable, UnavailableCode
 
 pytestmark = pytest.mark.unit

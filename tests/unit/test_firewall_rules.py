@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import firewall
+from orchestrator.backends.docker import firewall
 from orchestrator.errors import EgressError
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]

@@ -23,9 +23,8 @@ from starlette.types import Message
 from mcp_front.forwarder import forward, gateway_base_url, not_running_message
 from orchestrator.audit import AuditLog
 from orchestrator.errors import GatewayStartError
-from orchestrator.gateway import create_app, serve_gateway
-from orchestrator.home import CorralHome
-from orchestrator.signing import (
+from orchestrator.gateway.app import create_app, serve_gateway
+from orchestrator.gateway.signing import (
     HEADER_NONCE,
     HEADER_SIGNATURE,
     HEADER_TIMESTAMP,
@@ -33,7 +32,8 @@ from orchestrator.signing import (
     new_nonce,
     sign,
 )
-from orchestrator.wire import COMPUTER_USE_PATH
+from orchestrator.gateway.wire import COMPUTER_USE_PATH
+from orchestrator.home import CorralHome
 from tests.gateway_helpers import (
     CALL,
     TINY_PNG,

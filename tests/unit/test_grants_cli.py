@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.agent_view import load_view
-from orchestrator.cli import main
+from corral_cli.main import main
+from orchestrator.agents.view import load_view
 from orchestrator.home import CorralHome
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.images import recipe_files, rig_dockerfile
+from orchestrator.backends.docker.images import recipe_files, rig_dockerfile
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import main
+from corral_cli.main import main
+from orchestrator.backends.docker.image_push import config_snippet, push_plan
+from orchestrator.backends.kubernetes.backend import resolve_kubeconfig
 from orchestrator.config import (
     DEFAULT_SANDBOX_IMAGE,
     DockerBackendConfig,
@@ -18,8 +20,6 @@ from orchestrator.config import (
     parse_config,
 )
 from orchestrator.errors import ConfigError
-from orchestrator.image_push import config_snippet, push_plan
-from orchestrator.k8s_backend import resolve_kubeconfig
 
 pytestmark = pytest.mark.kubernetes
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.kubernetes
 def wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI's rich consoles fix their width when COLUMNS is set at import: a long
     temporary path would wrap inside the doctor's table. 400 columns keep a row whole."""
-    from orchestrator import cli
+    from corral_cli import main as cli
 
     for console in (cli.out, cli.err):
         monkeypatch.setattr(console, "_width", 400)

@@ -7,10 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import grants as grants_module
-from orchestrator.agent_view import load_view
+from orchestrator.agents import grants as grants_module
+from orchestrator.agents.grants import (
+    add_grant,
+    grants_file,
+    read_grants,
+    revoke_grant,
+    write_grants,
+)
+from orchestrator.agents.view import load_view
 from orchestrator.config import render_new_agent
-from orchestrator.grants import add_grant, grants_file, read_grants, revoke_grant, write_grants
 from orchestrator.home import CorralHome
 from sandboxes.catalogue import BY_NAME
 from sandboxes.visibility import AgentView, permission_refusal, visible_names

@@ -1,4 +1,4 @@
-"""Operators (orchestrator/operators.py): a token shown once, only its hash kept."""
+"""Operators (orchestrator/people/operators.py): a token shown once, only its hash kept."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.errors import OperatorError
 from orchestrator.home import CorralHome
-from orchestrator.operators import (
+from orchestrator.people.operators import (
     add_operator,
     list_operators,
     operator_for_token,

@@ -1,4 +1,4 @@
-"""People over a kiosk session (orchestrator/oversight.py), through the real
+"""People over a kiosk session (orchestrator/surfaces/oversight.py), through the real
 SessionManager and KioskChannel on the in-memory backend: a held click waits for the
 decision; the seat refuses the AI's input; a console viewer's hover never takes the
 desktop, its button does; the timeline never carries typed text. The same paths on
@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.errors import SeatError
 from orchestrator.home import CorralHome
-from orchestrator.sessions import SessionManager
+from orchestrator.surfaces.kiosk.sessions import SessionManager
 from tests.fakes import InMemoryBackend
 from tests.unit.test_session_rules import call, text_of, write_agent
 

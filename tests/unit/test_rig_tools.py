@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mcp_front.server import ACTION_CLASSES_META, _tool
-from orchestrator.agent_view import load_view
+from orchestrator.agents.view import load_view
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from sandboxes.catalogue import BY_NAME, CATALOGUE, RIG_TOOLS

@@ -10,15 +10,15 @@ import docker.errors
 import pytest
 import requests
 
-from orchestrator.config import parse_config
-from orchestrator.docker_backend import create_kwargs, map_docker_errors
-from orchestrator.engine_capacity import (
+from orchestrator.backends.docker.backend import create_kwargs, map_docker_errors
+from orchestrator.backends.docker.capacity import (
     DOCKER_BUILTIN_POOLS,
     network_capacity,
     pool_capacity,
     runsc_registration,
     subnets_of,
 )
+from orchestrator.config import parse_config
 from orchestrator.errors import ConfigError, SandboxUnavailable
 from sandboxes.ports import ContainerSpec
 from sandboxes.script_policy import RUNSC_ENVIRONMENT, build_script_spec, script_command

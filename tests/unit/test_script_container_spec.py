@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from docker.models.containers import _create_container_args
 
+from orchestrator.backends.docker.backend import API_VERSION, create_kwargs
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
-from orchestrator.docker_backend import API_VERSION, create_kwargs
 from sandboxes.isolation import kiosk_spec, locked_down
 from sandboxes.ports import BindMount, ContainerSpec
 from sandboxes.script_policy import HARD_CAP_SECONDS, build_script_spec, sandbox_user

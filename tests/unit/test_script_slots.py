@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from orchestrator.errors import SandboxBusy
-from orchestrator.script_slots import GiB, ScriptSlots, default_max_concurrent
+from orchestrator.pools.slots import GiB, ScriptSlots, default_max_concurrent
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE, CorralConfig
-from orchestrator.docker_backend import DockerBackend
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
 from orchestrator.owner import Owner

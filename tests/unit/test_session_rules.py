@@ -16,7 +16,7 @@ from PIL import Image
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
-from orchestrator.sessions import SessionManager
+from orchestrator.surfaces.kiosk.sessions import SessionManager
 from sandboxes.errors import SessionRefused
 from sandboxes.session_rules import COUNTED, SessionClock
 from tests.fakes import FakeClock, FakeEgress, InMemoryBackend, png_of

@@ -15,8 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.errors import KeyFileError, NonceCacheFull, SignatureRefused
-from orchestrator.home import CorralHome
-from orchestrator.signing import (
+from orchestrator.gateway.signing import (
     HEADER_NONCE,
     HEADER_SIGNATURE,
     HEADER_TIMESTAMP,
@@ -30,6 +29,7 @@ from orchestrator.signing import (
     sign,
     verify,
 )
+from orchestrator.home import CorralHome
 
 pytestmark = pytest.mark.unit
 

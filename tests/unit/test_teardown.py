@@ -8,7 +8,7 @@ import contextlib
 import anyio
 import pytest
 
-from orchestrator.teardown import closed_on_failure
+from orchestrator.surfaces.teardown import closed_on_failure
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""The live-view bridge (orchestrator/vnc_bridge.py) between a WebSocket and an exec
+"""The live-view bridge (orchestrator/people/live_view.py) between a WebSocket and an exec
 stream, with Starlette's test client as the viewer and an in-memory VNC server as the
 kiosk: what is forwarded, what never is, what is released, what closes what. The same
 bridge on a real kiosk (x11vnc, docker exec, uvicorn, a websockets client) is in
@@ -18,7 +18,7 @@ from starlette.routing import WebSocketRoute
 from starlette.testclient import TestClient, WebSocketTestSession
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from orchestrator.vnc_bridge import BridgeOutcome, bridge_vnc
+from orchestrator.people.live_view import BridgeOutcome, bridge_vnc
 from sandboxes.rfb import ClientMessage, key_event, pointer_event, set_encodings
 
 pytestmark = pytest.mark.unit

@@ -149,7 +149,7 @@ class Kiosk:
         return out
 
     def op_claim(self, req: dict[str, Any]) -> dict[str, Any]:
-        """A warm pool kiosk handed to a session (orchestrator/kiosk_pool.py): nothing from
+        """A warm pool kiosk handed to a session (orchestrator/pools/kiosks.py): nothing from
         before the claim may show. Same size: one page is left, navigated to a new
         about:blank document with its history reset, cookies and cache cleared; the answer
         waits until it has been drawn (`Browser.fresh_page`). Another size: Xvfb and

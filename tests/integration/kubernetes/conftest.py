@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
 from orchestrator.config import DEFAULT_KIOSK_IMAGE, DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
-from orchestrator.k8s_backend import KubernetesBackend, KubeSettings
 from orchestrator.owner import Owner
 from tests.fake_kube.server import NAMESPACE, Served, serve
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from kr8s.asyncio.objects import Pod
 
+from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
-from orchestrator.k8s_backend import KubernetesBackend
 from sandboxes.isolation import locked_down
 from sandboxes.k8s_manifests import pod_manifest
 from tests.fake_kube.server import NAMESPACE, Served

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from corral_cli.main import main
 from tests.fake_kube.server import NAMESPACE, Served
 
 pytestmark = pytest.mark.kubernetes

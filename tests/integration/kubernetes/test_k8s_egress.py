@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.k8s_backend import KubernetesBackend
-from orchestrator.k8s_egress import KubeEgress
+from orchestrator.backends.kubernetes.backend import KubernetesBackend
+from orchestrator.backends.kubernetes.egress import KubeEgress
 from sandboxes.isolation import PROXY_PORT
 from sandboxes.k8s_manifests import DENY_ALL_POLICY
 from tests.fake_kube.server import NAMESPACE, Served

@@ -9,9 +9,9 @@ import subprocess
 import anyio
 import pytest
 
-from orchestrator.k8s_backend import KubernetesBackend
+from orchestrator.backends.kubernetes.backend import KubernetesBackend
+from orchestrator.backends.reaper import reap_orphans
 from orchestrator.owner import Owner, read_boot_id
-from orchestrator.reaper import reap_orphans
 from sandboxes.isolation import locked_down
 from sandboxes.k8s_manifests import DENY_ALL_POLICY, configmap_manifest, pod_manifest
 from tests.fake_kube.server import NAMESPACE, Served
@@ -120,7 +120,7 @@ async def test_remove_of_an_object_already_gone_is_not_an_error(backend: Kuberne
 async def test_a_kiosk_pod_gets_the_nodes_localhost_seccomp_profile_when_configured(
     cluster: Served,
 ) -> None:
-    from orchestrator.k8s_backend import KubeSettings
+    from orchestrator.backends.kubernetes.backend import KubeSettings
     from orchestrator.owner import Owner
 
     settings = KubeSettings(

@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
+from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
-from orchestrator.k8s_backend import KubernetesBackend, KubeSettings
 from orchestrator.owner import Owner
 from sandboxes.script import ScriptContext, ScriptResult, ScriptSettings, execute_program
 from sandboxes.script_policy import READ_CAP_BYTES, REPLY_CAP_BYTES, parse_params

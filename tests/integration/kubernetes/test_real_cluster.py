@@ -16,8 +16,8 @@ from typing import Any
 import anyio
 import pytest
 
+from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
-from orchestrator.k8s_backend import KubernetesBackend, KubeSettings
 from orchestrator.owner import Owner
 from sandboxes.script import ScriptContext, ScriptResult, ScriptSettings, execute_program
 from sandboxes.script_policy import parse_params

@@ -1,0 +1,171 @@
+"""Removing orphaned session networks and their firewall rules.
+
+A session network outlives its session only when its owner died before cleaning up;
+`network_is_orphan` (pure) decides, `reap_networks` lists and removes. A network of
+a live owner, with a container attached, or of another host is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import socket
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import docker.errors
+
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.egress import (
+    BRIDGE_NAME_OPTION,
+    KIND_SESSION_NETWORK,
+    SESSION_NETWORK_PREFIX,
+)
+from orchestrator.backends.docker.firewall import input_drop_bridges, remove_input_drop
+from orchestrator.errors import EgressError, EngineError
+from orchestrator.owner import (
+    LABEL_KIND,
+    LABEL_MANAGED,
+    owner_is_alive,
+    read_boot_id,
+    read_start_time,
+)
+
+logger = logging.getLogger("corral.egress")
+
+
+def network_is_orphan(
+    labels: Mapping[str, str],
+    *,
+    attached: int,
+    age_seconds: float,
+    host: str,
+    boot_id: str,
+    start_time_of: Callable[[int], int | None],
+    stale_after: float | None,
+) -> bool:
+    """Whether a session network may be removed (pure).
+
+    Never while a container is attached. Yes when its owner process is gone; also when
+    its owner lives but it has had no container for longer than `stale_after` seconds
+    (a live session always has its proxy attached). A network of another host: never.
+    """
+    if attached:
+        return False
+    alive = owner_is_alive(labels, host=host, boot_id=boot_id, start_time_of=start_time_of)
+    if alive is None:
+        return False
+    if alive is False:
+        return True
+    return stale_after is not None and age_seconds > stale_after
+
+
+def _age_seconds(created: str, now: float) -> float:
+    """Seconds since a Docker `Created` timestamp (RFC 3339 with nanoseconds)."""
+    from datetime import datetime
+
+    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", created)
+    if not match:
+        return 0.0
+    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
+    stamp = datetime.fromisoformat(match.group(1) + zone).timestamp()
+    return now - stamp
+
+
+@dataclass(frozen=True, slots=True)
+class ReapedNetworks:
+    networks: tuple[str, ...]  # session networks removed
+    rules: tuple[str, ...]  # bridges whose orphaned INPUT rules were removed
+
+
+async def reap_networks(
+    backend: DockerBackend,
+    *,
+    stale_after: float | None = 600.0,
+    label_filters: Mapping[str, str] | None = None,
+    sweep_rules: bool | Collection[str] = True,
+) -> ReapedNetworks:
+    """Remove orphaned `corral-s-*` networks (see `network_is_orphan`) with their INPUT
+    rules, then INPUT rules of `crl*` bridges that no network has any more.
+
+    `label_filters` narrows the networks considered (all corral session networks by
+    default); `sweep_rules` is True (every orphaned corral rule), False, or the bridge
+    names whose orphaned rules may be removed.
+
+    Run it after the container reaper (a network with a container attached is kept).
+    The rule snapshot is taken before the network listing: a rule is only ever added
+    for a network that already exists, so a live session's rule is never taken for an
+    orphan."""
+    client = backend.client
+    host, boot_id = socket.gethostname(), read_boot_id()
+    rule_bridges = await input_drop_bridges()
+    if sweep_rules is False:
+        rule_bridges = set()
+    elif sweep_rules is not True:
+        rule_bridges &= set(sweep_rules)
+    wanted = dict(label_filters or {})
+
+    def list_networks() -> list[dict[str, Any]]:
+        return list(client.api.networks())
+
+    networks: list[dict[str, Any]] = await backend.call(list_networks)
+    removed: list[str] = []
+    now = time.time()
+    live_bridges: set[str] = set()
+    for summary in networks:
+        name = str(summary.get("Name", ""))
+        labels = summary.get("Labels") or {}
+        bridge = (summary.get("Options") or {}).get(BRIDGE_NAME_OPTION)
+        is_session = (
+            name.startswith(SESSION_NETWORK_PREFIX)
+            and labels.get(LABEL_MANAGED) == "true"
+            and labels.get(LABEL_KIND) == KIND_SESSION_NETWORK
+        )
+        if not is_session or any(labels.get(k) != v for k, v in wanted.items()):
+            if bridge:
+                live_bridges.add(str(bridge))
+            continue
+        try:
+            info = await backend.call(client.api.inspect_network, summary["Id"])
+        except EngineError:
+            continue
+        if not network_is_orphan(
+            labels,
+            attached=len(info.get("Containers") or {}),
+            age_seconds=_age_seconds(str(info.get("Created", "")), now),
+            host=host,
+            boot_id=boot_id,
+            start_time_of=read_start_time,
+            stale_after=stale_after,
+        ):
+            if bridge:
+                live_bridges.add(str(bridge))
+            continue
+
+        def remove(network_id: str = str(summary["Id"])) -> None:
+            with contextlib.suppress(docker.errors.NotFound):
+                client.api.remove_network(network_id)
+
+        try:
+            await backend.call(remove)
+        except EngineError as exc:  # e.g. a container got attached meanwhile
+            logger.warning("could not remove orphaned network %s: %s", name, exc)
+            if bridge:
+                live_bridges.add(str(bridge))
+            continue
+        removed.append(name)
+        if bridge and sweep_rules is not False:
+            rule_bridges.add(str(bridge))  # removed below even if it was not in the snapshot
+    rules_removed = []
+    for bridge in sorted(rule_bridges - live_bridges):
+        try:
+            deleted = await remove_input_drop(bridge)
+        except EgressError as exc:
+            logger.warning("%s", exc)
+            continue
+        if deleted:
+            rules_removed.append(bridge)
+    return ReapedNetworks(networks=tuple(removed), rules=tuple(rules_removed))

@@ -1,0 +1,102 @@
+"""A sidecar that removes this process's containers if the process dies.
+
+In-process cleanup (context managers, shielded removal) covers cancellation
+and errors, but not a SIGKILL of the owner. For that, the first container a
+process starts spawns one small watchdog process per owner. The watchdog
+holds the read end of a pipe whose write end only the owner has: when the
+owner exits for any reason, the kernel closes the pipe, the watchdog reads EOF
+and force-removes every container labelled with the owner's instance id.
+No polling, no timers.
+
+Run as `python -m orchestrator.backends.docker.watchdog --instance ID --url URL`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import subprocess
+import sys
+import threading
+
+from orchestrator.owner import LABEL_INSTANCE, LABEL_MANAGED, Owner
+
+
+class OwnerWatchdog:
+    def __init__(self, owner: Owner, url: str) -> None:
+        self._owner = owner
+        self._url = url
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def ensure_started(self) -> None:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "orchestrator.backends.docker.watchdog",
+                    "--instance",
+                    self._owner.instance_id,
+                    "--url",
+                    self._url,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+
+    def stop(self) -> None:
+        """Close the pipe (the watchdog sweeps, then exits) and wait for it."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def sweep(instance_id: str, url: str) -> int:
+    """Force-remove every container of `instance_id`; return how many were removed."""
+    import docker
+    import docker.errors
+
+    client = docker.DockerClient(base_url=url, version="1.41")
+    removed = 0
+    try:
+        labels = [f"{LABEL_MANAGED}=true", f"{LABEL_INSTANCE}={instance_id}"]
+        for container in client.containers.list(
+            ignore_removed=True, all=True, filters={"label": labels}
+        ):
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                container.remove(force=True, v=True)
+                removed += 1
+    finally:
+        client.close()
+    return removed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="corral-watchdog")
+    parser.add_argument("--instance", required=True)
+    parser.add_argument("--url", required=True)
+    args = parser.parse_args(argv)
+    # Block until the owner closes the pipe or dies: both give EOF.
+    while sys.stdin.buffer.read(65536):
+        pass
+    with contextlib.suppress(Exception):
+        sweep(args.instance, args.url)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,489 @@
+"""The Kubernetes implementation of `ContainerBackend` (SPEC S7), on kr8s.
+
+A run is a Pod built by `sandboxes.k8s_manifests.pod_manifest`; the one directory a
+script gets travels as an immutable ConfigMap (no host path). The pod's command is
+gated: it waits for one line on stdin, so corral attaches (WebSocket, channel
+protocol) before the script writes a byte, then sends the line; output comes back
+over that attach stream, stdout and stderr in the order the kubelet sends them.
+The exit code and an OOM kill are read from the pod's status; kill and cancel delete
+the pod (grace period 1 s). Every object carries the `corral.*` labels, so
+`orchestrator.backends.reaper` removes a dead owner's pods, ConfigMaps and policies here as
+it does containers on Docker. Errors are translated in `k8s_stream.map_kube_errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+import warnings
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+import kr8s
+import kr8s.asyncio
+
+from orchestrator.backends.kubernetes.stream import (
+    ChannelStream,
+    ClusterTarget,
+    exit_code_of,
+    map_kube_errors,
+    status_code,
+)
+from orchestrator.errors import EngineError, SandboxUnavailable, UnavailableCode
+from orchestrator.owner import LABEL_KIND, LABEL_MANAGED, LABEL_SESSION, Owner
+from sandboxes.k8s_manifests import (
+    CONTAINER,
+    PullPolicy,
+    configmap_manifest,
+    deny_all_policy,
+    object_name,
+    pod_manifest,
+)
+from sandboxes.ports import ContainerSpec, ExitInfo, ManagedContainer
+
+PLURALS = {"pod": "pods", "configmap": "configmaps", "networkpolicy": "networkpolicies"}
+GROUPS = {"networkpolicies": "networking.k8s.io/v1"}
+IMAGE_ERRORS = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}
+START_TIMEOUT = 120.0  # scheduling + pulling; then the run is refused
+GONE_TIMEOUT = 30.0
+KILLED = 137
+
+
+@dataclass(frozen=True, slots=True)
+class KubeSettings:
+    """`[backend] kind = "kubernetes"`, resolved by the CLI (the kubeconfig path is
+    absolute; `images` maps a local image name to the name the cluster pulls)."""
+
+    kubeconfig: str
+    namespace: str
+    context: str | None = None
+    pull_policy: PullPolicy = "IfNotPresent"
+    images: Mapping[str, str] = field(default_factory=dict)
+    # A spec with its own seccomp profile (the kiosk's) gets this Localhost profile;
+    # None: RuntimeDefault, as every other pod.
+    seccomp_localhost: str | None = None
+
+
+def resolve_kubeconfig(configured: str | None, environ: Mapping[str, str]) -> str:
+    """The kubeconfig file corral uses: the configured one, else $KUBECONFIG's first entry,
+    else ~/.kube/config (what kubectl would read)."""
+    if configured:
+        return os.path.expanduser(configured)
+    from_env = environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if from_env:
+        return from_env
+    return os.path.join(environ.get("HOME", os.path.expanduser("~")), ".kube", "config")
+
+
+def _server_of(kubeconfig: str, context: str | None) -> str:
+    """The server URL the kubeconfig names for `context` (for messages), or '?'."""
+    try:
+        import yaml  # type: ignore[import-untyped]  # kr8s's dependency
+
+        data = yaml.safe_load(Path(kubeconfig).read_text())
+        ctx_name = context or data.get("current-context")
+        ctx = next(c["context"] for c in data["contexts"] if c["name"] == ctx_name)
+        return str(
+            next(c["cluster"]["server"] for c in data["clusters"] if c["name"] == ctx["cluster"])
+        )
+    except Exception:
+        return "?"
+
+
+class KubernetesBackend:
+    """One API connection (kr8s) shared by every call of this process."""
+
+    def __init__(self, owner: Owner, settings: KubeSettings) -> None:
+        self.owner = owner
+        self.settings = settings
+        self.target = ClusterTarget(
+            kubeconfig=settings.kubeconfig,
+            context=settings.context,
+            namespace=settings.namespace,
+            server=_server_of(settings.kubeconfig, settings.context),
+        )
+        self._api: Any = None
+        self._policy_ready = False
+
+    @property
+    def url(self) -> str:
+        return self.target.server
+
+    async def api(self) -> Any:
+        if self._api is None:
+            if not await anyio.Path(self.settings.kubeconfig).is_file():
+                raise SandboxUnavailable(
+                    UnavailableCode.DAEMON_UNREACHABLE,
+                    f"no kubeconfig file at {self.settings.kubeconfig} (tried [backend] "
+                    "kubeconfig, then $KUBECONFIG, then ~/.kube/config)",
+                    "set [backend] kubeconfig in config.toml to your cluster's kubeconfig",
+                )
+            with map_kube_errors(self.target), warnings.catch_warnings():
+                # kr8s warns about API versions newer than it was tested with; corral
+                # uses only core objects whose shape has not changed.
+                warnings.simplefilter("ignore", UserWarning)
+                self._api = await kr8s.asyncio.api(
+                    kubeconfig=self.settings.kubeconfig,
+                    context=self.settings.context or "",
+                    namespace=self.settings.namespace,
+                )
+        return self._api
+
+    def labels(self, *, kind: str, agent: str, session: str) -> dict[str, str]:
+        return self.owner.labels(kind=kind, agent=agent, session=session)
+
+    def cluster_image(self, image: str) -> str:
+        return self.settings.images.get(image, image)
+
+    async def request(
+        self, method: str, plural: str, name: str = "", *, body: Any = None, **params: Any
+    ) -> dict[str, Any]:
+        """One API call on a namespaced object or collection; the parsed answer."""
+        api = await self.api()
+        url = f"{plural}/{name}" if name else plural
+        kwargs: dict[str, Any] = {"params": params} if params else {}
+        if body is not None:
+            kwargs["content"] = json.dumps(body)
+        with map_kube_errors(self.target):
+            async with api.call_api(
+                method,
+                version=GROUPS.get(plural, "v1"),
+                namespace=self.settings.namespace,
+                url=url,
+                **kwargs,
+            ) as response:
+                result: dict[str, Any] = response.json()
+                return result
+
+    async def check(self, image: str) -> None:
+        """The API answers, the namespace exists, and the deny-all policy is in place.
+        Whether a node has `image` shows only when a pod starts (then: image_missing).
+        Reading the namespace needs a cluster-wide permission corral's Role may lack
+        (docs/kubernetes.md): refused, listing pods in it proves enough."""
+        api = await self.api()
+        try:
+            with map_kube_errors(self.target):
+                async with api.call_api(
+                    "GET", version="v1", url=f"namespaces/{self.settings.namespace}"
+                ):
+                    pass
+        except SandboxUnavailable as exc:
+            if exc.code is not UnavailableCode.PERMISSION_DENIED:
+                raise
+            await self.request("GET", "pods", limit="1")
+        except EngineError as exc:
+            if isinstance(exc.__cause__, kr8s.ServerError) and status_code(exc.__cause__) == 404:
+                raise SandboxUnavailable(
+                    UnavailableCode.INVALID_CONFIG,
+                    f"the namespace {self.settings.namespace} does not exist on "
+                    f"{self.target.describe()}",
+                    f"kubectl create namespace {self.settings.namespace}",
+                ) from exc
+            raise
+        await self.ensure_policy()
+
+    async def ensure_policy(self) -> None:
+        """The namespace's deny-all NetworkPolicy for pods without a network (once)."""
+        if self._policy_ready:
+            return
+        try:
+            await self.request(
+                "POST", "networkpolicies", body=deny_all_policy(self.settings.namespace)
+            )
+        except EngineError as exc:
+            if status_code(exc.__cause__ or exc) != 409:
+                raise
+        self._policy_ready = True
+
+    def start(self, spec: ContainerSpec) -> KubeRun:
+        return KubeRun(self, spec, gate=True)
+
+    async def open_attached(self, spec: ContainerSpec) -> KubeRun:
+        """A long-lived pod attached on stdin/stdout (a kiosk's or proxy's channel)."""
+        run = KubeRun(self, spec, gate=False)
+        await run.open()
+        return run
+
+    async def open_exec(self, container_id: str, argv: Sequence[str], *, user: str) -> KubeExec:
+        """`argv` in a running pod over the exec WebSocket. `user` cannot be chosen per
+        exec on Kubernetes: it runs as the pod's user (1000:1000)."""
+        stream = KubeExec(self, container_id.removeprefix("pod/"), argv)
+        await stream.open()
+        return stream
+
+    async def list_managed(self, label_filters: Mapping[str, str]) -> list[ManagedContainer]:
+        """Pods, ConfigMaps and NetworkPolicies labelled as corral's; the id is
+        `KIND/NAME` (what `remove` takes)."""
+        selector = ",".join(
+            [f"{LABEL_MANAGED}=true"] + [f"{k}={v}" for k, v in label_filters.items()]
+        )
+        found = []
+        for kind, plural in PLURALS.items():
+            listed = await self.request("GET", plural, labelSelector=selector)
+            for item in listed.get("items") or []:
+                meta = item["metadata"]
+                found.append(
+                    ManagedContainer(
+                        id=f"{kind}/{meta['name']}",
+                        name=meta["name"],
+                        status=str((item.get("status") or {}).get("phase", "")),
+                        labels=dict(meta.get("labels") or {}),
+                    )
+                )
+        return found
+
+    async def remove(self, container_id: str) -> None:
+        """Delete and wait (at most GONE_TIMEOUT) until gone; gone already is fine. A bare
+        name is a pod."""
+        kind, _, name = container_id.rpartition("/")
+        plural = PLURALS[kind or "pod"]
+        # A pod: grace 1, not 0 (0 is a force delete: the API forgets the pod at once
+        # while its containers may still run); its PID 1 gets SIGKILL a second later at
+        # most, and DELETED comes once the kubelet has confirmed it stopped.
+        grace = 1 if plural == "pods" else 0
+        try:
+            await self.request("DELETE", plural, name, gracePeriodSeconds=grace)
+        except EngineError as exc:
+            if status_code(exc.__cause__ or exc) == 404:
+                return
+            raise
+        with anyio.move_on_after(GONE_TIMEOUT):
+            async with aclosing(self.watch(plural, name)) as events:
+                async for event in events:
+                    if event["type"] == "DELETED":
+                        return
+
+    async def watch(self, plural: str, name: str) -> AsyncGenerator[dict[str, Any]]:
+        """Events on one object, from now: a GET (404: one synthetic DELETED), then the
+        watch from its resourceVersion."""
+        try:
+            current = await self.request("GET", plural, name)
+        except EngineError as exc:
+            if status_code(exc.__cause__ or exc) == 404:
+                yield {"type": "DELETED", "object": {}}
+                return
+            raise
+        yield {"type": "MODIFIED", "object": current}
+        api = await self.api()
+        params = {
+            "watch": "true",
+            "fieldSelector": f"metadata.name={name}",
+            "resourceVersion": current["metadata"].get("resourceVersion", "0"),
+        }
+        with map_kube_errors(self.target):
+            async with api.call_api(
+                "GET",
+                version=GROUPS.get(plural, "v1"),
+                namespace=self.settings.namespace,
+                url=plural,
+                params=params,
+                stream=True,
+                timeout=None,
+            ) as response:
+                async for line in response.aiter_lines():
+                    if line.strip():
+                        yield json.loads(line)
+
+    async def close(self) -> None:
+        """Close the client's HTTP session (kr8s keeps the Api object cached; it opens a
+        new session on its next call)."""
+        api, self._api = self._api, None
+        session = getattr(api, "_session", None)
+        if session is not None:
+            await session.aclose()
+
+
+def _container_state(pod: Mapping[str, Any]) -> dict[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    mine: dict[str, Any] = next((s for s in statuses if s.get("name") == CONTAINER), {})
+    return dict(mine.get("state") or {})
+
+
+class KubeRun:
+    """A pod run: `async with backend.start(spec)` (gated) or `open_attached` (not).
+    Leaving, or `close`, deletes the pod and its ConfigMap, shielded."""
+
+    def __init__(self, backend: KubernetesBackend, spec: ContainerSpec, *, gate: bool) -> None:
+        self._backend = backend
+        self._spec = spec
+        self._gate = gate
+        suffix = uuid.uuid4().hex[:8]
+        session = spec.labels.get(LABEL_SESSION, "x")[:20]
+        self.name = object_name(spec.labels.get(LABEL_KIND, "run"), session, suffix)
+        self.id = f"pod/{self.name}"
+        self._configmap: str | None = None
+        self._stream: ChannelStream | None = None
+
+    async def __aenter__(self) -> KubeRun:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        backend, spec = self._backend, self._spec
+        try:
+            await backend.ensure_policy()
+            if spec.mounts:
+                files = await anyio.to_thread.run_sync(_read_dir, spec.mounts[0].source)
+                self._configmap = self.name
+                await backend.request(
+                    "POST",
+                    "configmaps",
+                    body=configmap_manifest(
+                        name=self.name,
+                        namespace=backend.settings.namespace,
+                        labels=spec.labels,
+                        files=files,
+                    ),
+                )
+            manifest = pod_manifest(
+                spec,
+                name=self.name,
+                namespace=backend.settings.namespace,
+                pull_policy=backend.settings.pull_policy,
+                image=backend.cluster_image(spec.image),
+                workspace_configmap=self._configmap,
+                gate=self._gate,
+                seccomp_localhost=(
+                    backend.settings.seccomp_localhost
+                    if any(o.startswith("seccomp=") for o in spec.security_opt)
+                    else None
+                ),
+            )
+            await backend.request("POST", "pods", body=manifest)
+            await self._until_running()
+            params = {"container": CONTAINER, "stdin": "true", "stdout": "true", "stderr": "true"}
+            self._stream = ChannelStream(backend.target, self.name, "attach", params)
+            await self._stream.open(await backend.api())
+            if self._gate:
+                await self._stream.send(b"go\n")
+                await self._stream.close_stdin()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _until_running(self) -> None:
+        image = self._backend.cluster_image(self._spec.image)
+        with anyio.move_on_after(START_TIMEOUT):
+            async with aclosing(self._backend.watch("pods", self.name)) as events:
+                async for event in events:
+                    if event["type"] == "DELETED":
+                        raise EngineError(f"the pod {self.name} was deleted before it ran")
+                    state = _container_state(event["object"])
+                    reason = (state.get("waiting") or {}).get("reason")
+                    if reason in IMAGE_ERRORS:
+                        raise SandboxUnavailable(
+                            UnavailableCode.IMAGE_MISSING,
+                            f"the cluster cannot pull {image} ({reason}) in namespace "
+                            f"{self._backend.settings.namespace}",
+                            "corral images push REGISTRY, then set [backend] image names",
+                        )
+                    if "running" in state or "terminated" in state:
+                        return
+        raise EngineError(f"the pod {self.name} did not start within {START_TIMEOUT:.0f} s")
+
+    async def output(self) -> AsyncIterator[bytes]:
+        stream = self._stream
+        if stream is None:
+            return
+        while (frame := await stream.next_frame()) is not None:
+            yield frame[1]
+
+    async def send(self, data: bytes) -> None:
+        if self._stream is None:
+            raise OSError("the pod's stream is closed")
+        await self._stream.send(data)
+
+    async def receive(self) -> bytes | None:
+        return None if self._stream is None else await self._stream.receive_stdout()
+
+    async def wait(self) -> ExitInfo:
+        """The container's exit from the pod's status; a deleted pod was killed (137). A
+        watch the server ends (they time out) is started again from a fresh GET."""
+        while True:
+            async with aclosing(self._backend.watch("pods", self.name)) as events:
+                async for event in events:
+                    if event["type"] == "DELETED":
+                        return ExitInfo(exit_code=KILLED, oom_killed=False)
+                    pod = event["object"]
+                    terminated = _container_state(pod).get("terminated")
+                    if terminated is not None:
+                        return ExitInfo(
+                            exit_code=int(terminated.get("exitCode", -1)),
+                            oom_killed=terminated.get("reason") == "OOMKilled",
+                        )
+                    if (pod.get("status") or {}).get("reason") == "DeadlineExceeded":
+                        return ExitInfo(exit_code=KILLED, oom_killed=False)
+
+    async def kill(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._backend.remove(self.id)
+
+    async def close(self) -> None:
+        try:
+            stream, self._stream = self._stream, None
+            if stream is not None:
+                await stream.close()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._backend.remove(self.id)
+                if self._configmap is not None:
+                    await self._backend.remove(f"configmap/{self._configmap}")
+                    self._configmap = None
+
+
+class KubeExec:
+    """A process in a running pod over the exec WebSocket (`ExecStream`)."""
+
+    def __init__(self, backend: KubernetesBackend, pod: str, argv: Sequence[str]) -> None:
+        params = {
+            "container": CONTAINER,
+            "command": list(argv),
+            "stdin": "true",
+            "stdout": "true",
+            "stderr": "true",
+        }
+        self._stream = ChannelStream(backend.target, pod, "exec", params)
+        self._backend = backend
+        self.id = f"exec-{uuid.uuid4().hex[:12]}"
+
+    async def open(self) -> None:
+        await self._stream.open(await self._backend.api())
+
+    async def send(self, data: bytes) -> None:
+        await self._stream.send(data)
+
+    async def receive(self) -> bytes | None:
+        return await self._stream.receive_stdout()
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self._stream.status is None else _exit(self._stream.status)
+
+    async def close(self) -> None:
+        await self._stream.close_stdin()
+        await self._stream.close()
+
+
+def _exit(status: Mapping[str, Any]) -> int | None:
+    return exit_code_of(status)
+
+
+def _read_dir(path: str) -> dict[str, str]:
+    """A script workspace's files (flat, UTF-8 text), for its ConfigMap."""
+    return {
+        p.name: p.read_text(encoding="utf-8") for p in sorted(Path(path).iterdir()) if p.is_file()
+    }

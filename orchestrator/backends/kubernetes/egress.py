@@ -1,0 +1,190 @@
+"""A kiosk session's way out on Kubernetes (SPEC S2.6 on S7): the `Egress` a
+SessionManager gets when `[backend] kind = "kubernetes"`.
+
+Where Docker uses an internal network, a proxy container and an iptables rule, a
+cluster uses two NetworkPolicies and a proxy pod:
+
+- the session's kiosk pod may reach only its proxy pod, on the proxy port (no DNS, no
+  other pod, nothing outside);
+- the proxy pod accepts only its kiosk pod and may reach only the pinned addresses,
+  on 443.
+
+The policies are in place before either pod starts. Narrowing the pins (`restrict`)
+tells the proxy over its control channel (the attach stream) and replaces its policy:
+the narrower one is created before the wider one is deleted, so no moment leaves the
+proxy pod unselected (an unselected pod would be unrestricted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+
+import anyio
+
+from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeRun
+from orchestrator.channel import KioskChannel
+from orchestrator.config import DEFAULT_PROXY_IMAGE
+from orchestrator.errors import EgressError
+from sandboxes.isolation import PROXY_PORT, proxy_spec
+from sandboxes.k8s_manifests import kiosk_policy, proxy_policy
+from sandboxes.ports import Egress
+
+EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
+
+CONTROL_DEADLINE = 10.0
+SESSION_NETWORK = "session"  # a pod label value (`corral.network`), not a Docker network
+
+
+class KubeEgress:
+    """`async with KubeEgress(backend, ...) as egress:` (the `Egress` protocol)."""
+
+    def __init__(
+        self,
+        backend: KubernetesBackend,
+        *,
+        session_id: str,
+        agent: str,
+        allowed_hosts: Sequence[str],
+        resolve_override: Mapping[str, str] | None = None,
+        image: str = DEFAULT_PROXY_IMAGE,
+    ) -> None:
+        self._backend = backend
+        self.session_id = session_id
+        self.agent = agent
+        self._allowed = list(allowed_hosts)
+        self._override = dict(resolve_override or {})
+        self.image = image
+        self.pins: dict[str, tuple[str, ...]] = {}
+        self.left_out: dict[str, str] = {}
+        self.network_name: str | None = None
+        self.proxy_url: str | None = None
+        self.policies: list[str] = []  # NetworkPolicy names, oldest first
+        self._generation = 0
+        self._proxy: KubeRun | None = None
+        self._control: KioskChannel | None = None
+
+    @property
+    def dns_servers(self) -> list[str]:
+        return []  # the kiosk asks the proxy for names; DNS is not in its policy
+
+    def _labels(self, kind: str) -> dict[str, str]:
+        return self._backend.labels(kind=kind, agent=self.agent, session=self.session_id)
+
+    async def __aenter__(self) -> KubeEgress:
+        try:
+            await self._enter()
+        except BaseException:
+            await self._cleanup()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._cleanup()
+
+    async def _enter(self) -> None:
+        from orchestrator.backends.docker.egress import resolve_pins
+
+        self.pins, self.left_out = await resolve_pins(self._allowed, self._override)
+        if not self.pins:
+            return  # the kiosk pod gets no network: the namespace's deny-all policy
+        backend, namespace = self._backend, self._backend.settings.namespace
+        name = f"corral-kiosk-{self.session_id}-net"
+        await backend.request(
+            "POST",
+            "networkpolicies",
+            body=kiosk_policy(
+                name=name,
+                namespace=namespace,
+                labels=self._labels("policy"),
+                session=self.session_id,
+            ),
+        )
+        self.policies.append(name)
+        await self._add_proxy_policy(self.pins)
+        spec = proxy_spec(
+            image=self.image,
+            name=f"corral-proxy-{self.session_id}",
+            labels=self._labels("proxy"),
+            network=SESSION_NETWORK,
+            pins=self.pins,
+            allow_from="0.0.0.0/0",  # the policy admits only the session's kiosk pod
+        )
+        self._proxy = await backend.open_attached(spec)
+        self._control = KioskChannel(self._proxy, name="egress proxy")
+        pod = await backend.request("GET", "pods", self._proxy.name)
+        address = (pod.get("status") or {}).get("podIP")
+        if not address:
+            raise EgressError(f"the proxy pod {self._proxy.name} has no address")
+        self.network_name = SESSION_NETWORK
+        self.proxy_url = f"http://{address}:{PROXY_PORT}"
+
+    async def _add_proxy_policy(self, pins: Mapping[str, Sequence[str]]) -> None:
+        self._generation += 1
+        name = f"corral-proxy-{self.session_id}-net-{self._generation}"
+        await self._backend.request(
+            "POST",
+            "networkpolicies",
+            body=proxy_policy(
+                name=name,
+                namespace=self._backend.settings.namespace,
+                labels=self._labels("policy"),
+                session=self.session_id,
+                pins=pins,
+            ),
+        )
+        self.policies.append(name)
+
+    async def restrict(self, hosts: Sequence[str]) -> None:
+        """Keep only `hosts` of the pinned ones (never adds one): the proxy drops the
+        others' pins and tunnels, and its policy narrows to the kept addresses."""
+        if self._control is None:
+            self.pins = {h: a for h, a in self.pins.items() if h in hosts}
+            return
+        answer = await self._control.request("restrict", CONTROL_DEADLINE, hosts=list(hosts))
+        kept = {str(h) for h in answer.get("hosts", [])}
+        self.pins = {h: a for h, a in self.pins.items() if h in kept}
+        wider = [p for p in self.policies if p.startswith(f"corral-proxy-{self.session_id}-")]
+        await self._add_proxy_policy(self.pins)
+        for name in wider:
+            await self._backend.remove(f"networkpolicy/{name}")
+            self.policies.remove(name)
+
+    async def _cleanup(self) -> None:
+        try:
+            proxy, self._proxy, self._control = self._proxy, None, None
+            if proxy is not None:
+                await proxy.close()
+        finally:
+            with anyio.CancelScope(shield=True):
+                for name in reversed(self.policies):
+                    with contextlib.suppress(Exception):
+                        await self._backend.remove(f"networkpolicy/{name}")
+                self.policies = []
+
+
+def kube_egress_factory(backend: KubernetesBackend, proxy_image: str) -> EgressFactory:
+    """The SessionManager's egress factory on a cluster (an empty allowlist: no objects)."""
+
+    @contextlib.asynccontextmanager
+    async def make(
+        *, session_id: str, agent: str, allowed: tuple[str, ...], overrides: dict[str, str]
+    ) -> AsyncIterator[Egress]:
+        async with KubeEgress(
+            backend,
+            session_id=session_id,
+            agent=agent,
+            allowed_hosts=allowed,
+            resolve_override=overrides,
+            image=proxy_image,
+        ) as egress:
+            yield egress
+
+    return make

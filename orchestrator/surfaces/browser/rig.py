@@ -1,0 +1,387 @@
+"""One browser rig (SPEC S4.1): Debian's headless Chromium in a locked-down container,
+driven by Playwright over the CDP channel of `orchestrator.surfaces.browser.cdp`.
+
+Elements are found by `ref` (Playwright's `aria-ref=` engine, from the last
+`extract a11y` snapshot) or by ARIA role + exact accessible name; the model never
+writes a selector. Every piece of text read from the page comes back fenced as
+untrusted data (`sandboxes.fence`). Screenshots are masked by `sandboxes.masking`, as
+the kiosk's are: secret fields found from outside the page's JavaScript world
+(Playwright's utility world and the browser's box model), denied pages whole.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page
+from playwright.async_api import Error as PlaywrightError
+
+from orchestrator.errors import RigError, SessionRefused
+from orchestrator.surfaces.browser.cdp import CdpBridge
+from orchestrator.surfaces.kiosk.session import answer, text_block
+from sandboxes import rig_params as r
+from sandboxes.fence import fence
+from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
+from sandboxes.ports import AttachedContainer, Egress
+from sandboxes.session_rules import SessionClock
+from sandboxes.urls import check_url
+
+ACTION_MS = 10_000
+NAVIGATE_MS = 30_000
+TEXT_MAX_CHARS = 100_000
+CONSOLE_KEPT = 200
+MAX_SECRET_FIELDS = 200
+TABS_MAX = 20
+# What the mask covers: the kiosk probe's secret fields (docs/kiosk-internals.md §2),
+# as a CSS list that corral writes (never the model).
+SECRET_CSS = ", ".join(
+    (
+        "input[type=password i]",
+        *(
+            f"[autocomplete~={token} i]"
+            for token in (
+                "cc-number",
+                "cc-csc",
+                "cc-exp",
+                "cc-exp-month",
+                "cc-exp-year",
+                "one-time-code",
+                "current-password",
+                "new-password",
+            )
+        ),
+    )
+)
+# X keysym names (sandboxes.keys) -> Playwright key names.
+_PW_KEYS = {
+    "Return": "Enter",
+    "BackSpace": "Backspace",
+    "Prior": "PageUp",
+    "Next": "PageDown",
+    "Up": "ArrowUp",
+    "Down": "ArrowDown",
+    "Left": "ArrowLeft",
+    "Right": "ArrowRight",
+    "space": "Space",
+}
+COUNTED_VERBS = frozenset({"navigate", "click", "fill", "press", "select", "back", "clipboard_set"})
+
+
+def playwright_key(key: str) -> str:
+    """`ctrl+c` / `shift+Tab` / `Return` (a check_key verdict) as Playwright spells it."""
+    parts = key.split("+")
+    mods = {"ctrl": "Control", "shift": "Shift"}
+    return "+".join([mods.get(p, p) for p in parts[:-1]] + [_PW_KEYS.get(parts[-1], parts[-1])])
+
+
+@dataclass
+class BrowserRig:
+    id: str
+    agent: str
+    width: int
+    height: int
+    clock: SessionClock
+    allowed_domains: tuple[str, ...]
+    deny_list: tuple[str, ...]
+    stack: contextlib.AsyncExitStack
+    container: AttachedContainer
+    bridge: CdpBridge
+    browser: Browser
+    context: BrowserContext
+    pinned: tuple[str, ...] = ()
+    egress: Egress | None = None
+    chromium_sandbox: bool = True
+    started_at: float = 0.0
+    surface: Literal["browser"] = "browser"
+    controller: Literal["ai", "human"] = "ai"
+    current: int = 0
+    console: deque[str] = field(default_factory=lambda: deque(maxlen=CONSOLE_KEPT))
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    ignored: set[Page] = field(default_factory=set)  # Chromium's UI surfaces, not tabs
+
+    # ------------------------------------------------------------------ pages
+    def watch(self, page: Page) -> None:
+        def on_console(message: ConsoleMessage) -> None:
+            self.console.append(f"[{message.type}] {message.text}"[:2000])
+
+        page.on("console", on_console)
+
+    @property
+    def pages(self) -> list[Page]:
+        pages = self.context.pages
+        return [p for p in pages if not p.is_closed() and p not in self.ignored][:TABS_MAX]
+
+    async def page(self) -> Page:
+        pages = self.pages
+        if not pages:
+            page = await self.context.new_page()
+            self.watch(page)
+            pages = [page]
+        self.current = min(self.current, len(pages) - 1)
+        page = pages[self.current]
+        if page.viewport_size is None:  # a page the rig opened itself (a popup): fix its size
+            await page.set_viewport_size({"width": self.width, "height": self.height})
+        return page
+
+    @property
+    def broken(self) -> str | None:
+        return self.bridge.closed_reason
+
+    @property
+    def state(self) -> str:
+        return "broken" if self.broken else "ready"
+
+    def counts(self, verb: Any) -> bool:
+        """Whether `verb` spends one action of the budget (reads do not)."""
+        if isinstance(verb, r.BrowserTabs):
+            return verb.select is not None or verb.close is not None
+        return verb.verb in COUNTED_VERBS
+
+    # ------------------------------------------------------------------ verbs
+    async def run(self, verb: Any, status: str) -> dict[str, Any]:
+        """Do one verb (already validated and counted); the tool answer."""
+        page = await self.page()
+        try:
+            return await self._run(page, verb, status)
+        except PlaywrightError as exc:
+            raise RigError(_playwright_message(verb, exc)) from exc
+
+    async def _run(self, page: Page, verb: Any, status: str) -> dict[str, Any]:
+        if isinstance(verb, r.BrowserNavigate):
+            verdict = check_url(verb.url, self.allowed_domains, self.pinned)
+            if not verdict.allowed:
+                raise SessionRefused(verdict.message)
+            try:
+                await page.goto(verb.url, wait_until="load", timeout=NAVIGATE_MS)
+            except PlaywrightError as exc:
+                text = str(exc).splitlines()[0]
+                net = text[text.find("net::") :].split()[0] if "net::" in text else "failed"
+                return answer(
+                    text_block(f"Navigation to {verdict.host} failed: {net}. {status}"),
+                    is_error=True,
+                )
+            return await self._page_answer(page, f"Opened {verdict.host}.", status)
+        if isinstance(verb, r.BrowserClick):
+            target = self._target(page, verb)
+            if verb.double:
+                await target.dblclick(timeout=ACTION_MS)
+            else:
+                await target.click(timeout=ACTION_MS)
+            return await self._page_answer(page, f"Clicked {_named(verb)}.", status)
+        if isinstance(verb, r.BrowserFill):
+            await self._target(page, verb).fill(verb.text, timeout=ACTION_MS)
+            return answer(text_block(f"Filled {_named(verb)} ({len(verb.text)} chars). {status}"))
+        if isinstance(verb, r.BrowserSelect):
+            chosen = await self._target(page, verb).select_option(
+                label=verb.option, timeout=ACTION_MS
+            )
+            return answer(
+                text_block(f"Selected {len(chosen)} option(s) in {_named(verb)}. {status}")
+            )
+        if isinstance(verb, r.BrowserPress):
+            key = playwright_key(verb.verdict.key)
+            await page.keyboard.press(key)
+            return answer(text_block(f"Pressed {verb.verdict.key}. {status}"))
+        if isinstance(verb, r.BrowserBack):
+            # The rig's Chromium runs without the back/forward cache, so this is a plain
+            # navigation with a load event of its own.
+            session = await self.context.new_cdp_session(page)
+            try:
+                history = await session.send("Page.getNavigationHistory")
+            finally:
+                await session.detach()
+            if history.get("currentIndex", 0) < 1:
+                return answer(text_block(f"There is no earlier page in this tab. {status}"))
+            await page.go_back(wait_until="load", timeout=NAVIGATE_MS)
+            return await self._page_answer(page, "Went back.", status)
+        if isinstance(verb, r.BrowserExtract):
+            return await self._extract(page, verb.mode, status)
+        if isinstance(verb, r.BrowserClipboardSet):
+            await self._clipboard(page, "navigator.clipboard.writeText", verb.text)
+            return answer(text_block(f"Clipboard set ({len(verb.text)} chars). {status}"))
+        if isinstance(verb, r.BrowserClipboardGet):
+            text = await self._clipboard(page, "navigator.clipboard.readText", None)
+            return answer(text_block(f"Clipboard read. {status}\n" + fence(text, "the clipboard")))
+        if isinstance(verb, r.BrowserTabs):
+            return await self._tabs(verb, status)
+        if isinstance(verb, r.BrowserScreenshot):
+            return await self.screenshot(page, status)
+        raise RigError(f"browser_use has no handler for verb {verb.verb}")
+
+    def _target(self, page: Page, verb: Any) -> Any:
+        if verb.ref is not None:
+            return page.locator(f"aria-ref={verb.ref}")
+        return page.get_by_role(verb.role, name=verb.name, exact=True)
+
+    async def _page_answer(self, page: Page, done: str, status: str) -> dict[str, Any]:
+        title = await page.title()
+        about = fence(f"url: {page.url}\ntitle: {title}", "the page")
+        return answer(text_block(f"{done} {status}\n{about}"))
+
+    async def _extract(self, page: Page, mode: str, status: str) -> dict[str, Any]:
+        if mode == "a11y":
+            text = await page.aria_snapshot(mode="ai", timeout=ACTION_MS)
+            note = "Elements carry [ref=ID]: pass ref to click, fill or select."
+        elif mode == "text":
+            text = await page.locator("body").inner_text(timeout=ACTION_MS)
+            note = "The page's visible text."
+        else:
+            text = "\n".join(self.console)
+            note = f"The last {len(self.console)} console message(s) (at most {CONSOLE_KEPT})."
+        cut = len(text) > TEXT_MAX_CHARS
+        if cut:
+            text = text[:TEXT_MAX_CHARS]
+            note += f" Cut at {TEXT_MAX_CHARS} characters."
+        fenced = fence(text, f"the page {page.url!r} ({mode})")
+        return answer(text_block(f"{note} {status}\n{fenced}"), mode=mode, truncated=cut)
+
+    async def _clipboard(self, page: Page, function: str, text: str | None) -> str:
+        """Call the clipboard API in an isolated world: the page's own globals (which it
+        may have replaced) are never used."""
+        await page.bring_to_front()
+        session = await self.context.new_cdp_session(page)
+        try:
+            tree = await session.send("Page.getFrameTree")
+            world = await session.send(
+                "Page.createIsolatedWorld",
+                {"frameId": tree["frameTree"]["frame"]["id"], "worldName": "corral-clipboard"},
+            )
+            argument = "" if text is None else _js_string(text)
+            result = await session.send(
+                "Runtime.evaluate",
+                {
+                    "expression": f"{function}({argument})",
+                    "contextId": world["executionContextId"],
+                    "awaitPromise": True,
+                    "userGesture": True,
+                    "returnByValue": True,
+                },
+            )
+        finally:
+            await session.detach()
+        if "exceptionDetails" in result:
+            detail = result["exceptionDetails"].get("exception", {}).get("description", "")
+            raise RigError(f"the clipboard could not be used: {detail.splitlines()[0][:200]}")
+        value = result.get("result", {}).get("value")
+        return value if isinstance(value, str) else ""
+
+    async def _tabs(self, verb: r.BrowserTabs, status: str) -> dict[str, Any]:
+        pages = self.pages
+        if verb.select is not None or verb.close is not None:
+            index = verb.select if verb.select is not None else verb.close
+            assert index is not None
+            if index >= len(pages):
+                raise SessionRefused(f"tabs: there is no tab {index} (tabs 0-{len(pages) - 1})")
+            if verb.close is not None:
+                await pages[index].close()
+                self.current = 0 if index == self.current else self.current - (index < self.current)
+            else:
+                self.current = index
+                await pages[index].bring_to_front()
+            pages = self.pages
+        lines = [
+            f"{i}{' (current)' if i == self.current else ''}: {p.url} | {await p.title()}"
+            for i, p in enumerate(pages)
+        ]
+        return answer(
+            text_block(f"{len(pages)} tab(s). {status}\n" + fence("\n".join(lines), "the tabs")),
+            tabs=len(pages),
+            current=self.current,
+        )
+
+    # ------------------------------------------------------------------ screenshot
+    async def screenshot(self, page: Page, status: str) -> dict[str, Any]:
+        """The masked screenshot: never an unmasked image because a check failed."""
+        size = (self.width, self.height)
+        try:
+            before = await self._secret_rects(page)
+            png = await page.screenshot(type="png", timeout=ACTION_MS)
+            after = await self._secret_rects(page)
+            frames = tuple(f.url for f in page.frames[1:])
+            probe = Probe(1, True, tuple(before | after), page.url, "", frame_urls=frames)
+            plan = plan_mask(probe, self.deny_list, _png_size(png) or size)
+            size = _png_size(png) or size
+            masked = blank_png(*size) if plan.full else apply_mask(png, plan, size)
+        except (PlaywrightError, RigError, ValueError) as exc:
+            why = f"the screenshot could not be checked ({str(exc).splitlines()[0][:200]})"
+            plan = plan_mask(Probe(0, False, (), "", "", error=why), self.deny_list, size)
+            masked = blank_png(*size)
+        text = " ".join(part for part in (plan.describe(), status) if part)
+        return answer(
+            {"type": "image", "data": base64.b64encode(masked).decode(), "mimeType": "image/png"},
+            text_block(text),
+            masked=plan.full,
+            mask_reason=plan.reason or None,
+            masked_fields=len(plan.rects),
+            actions_used=self.clock.used,
+            max_actions=self.clock.max_actions,
+        )
+
+    async def _secret_rects(self, page: Page) -> set[tuple[int, int, int, int]]:
+        """Boxes of secret fields in every frame, in page pixels (Playwright finds them in
+        its utility world and measures them with the browser's box model)."""
+        rects: set[tuple[int, int, int, int]] = set()
+        for frame in page.frames:
+            found = frame.locator(SECRET_CSS)
+            count = await found.count()
+            if count > MAX_SECRET_FIELDS:
+                raise RigError(f"more than {MAX_SECRET_FIELDS} secret fields")
+            for index in range(count):
+                box = await found.nth(index).bounding_box(timeout=ACTION_MS)
+                if box is not None and box["width"] > 0 and box["height"] > 0:
+                    rects.add(
+                        (
+                            int(box["x"]),
+                            int(box["y"]),
+                            int(box["width"]) + 1,
+                            int(box["height"]) + 1,
+                        )
+                    )
+        return rects
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.stack.aclose()
+
+
+def _named(verb: Any) -> str:
+    return f"ref {verb.ref}" if verb.ref is not None else f"{verb.role} {verb.name!r}"
+
+
+def _js_string(text: str) -> str:
+    import json
+
+    return json.dumps(text)
+
+
+def _png_size(png: bytes) -> tuple[int, int] | None:
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 24:
+        return None
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def _playwright_message(verb: Any, exc: PlaywrightError) -> str:
+    """Playwright's error, cut to its first line and said in the verb's terms."""
+    first = (exc.message or str(exc)).splitlines()[0][:300]
+    name = getattr(verb, "verb", "?")
+    if "strict mode violation" in first:
+        return (
+            f"{name}: {_named(verb)} matches several elements; use a ref from extract a11y "
+            "(verb extract, mode a11y)"
+        )
+    if "Timeout" in first and getattr(verb, "ref", None) is not None:
+        return (
+            f"{name}: ref {verb.ref} is not on the page now (refs come from the last extract "
+            "a11y; take a new snapshot)"
+        )
+    if "Timeout" in first and getattr(verb, "role", None) is not None:
+        return f"{name}: no element with role {verb.role} and name {verb.name!r} was found"
+    return f"{name} failed: " + fence(first, "Playwright's error (it may quote the page)")
+
+
+__all__ = ["COUNTED_VERBS", "BrowserRig", "MaskPlan", "playwright_key"]

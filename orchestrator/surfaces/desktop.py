@@ -1,0 +1,220 @@
+"""One desktop rig (SPEC S4.1 `computer_use`): a Linux desktop (Xvfb, openbox, GTK apps,
+Chromium) in a locked-down container, driven over the agent's JSON-lines channel
+(`rig_images/desktop/desktop_agent.py`, the kiosk agent's protocol, through the same
+`KioskChannel`). Screenshots go through `orchestrator.surfaces.screenshots.masked_screenshot`,
+the kiosk's own code: password fields (found through AT-SPI) blacked out, an unclear
+screen masked whole. Text read from the desktop (window titles, the clipboard) is
+fenced as untrusted data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from orchestrator.channel import KioskChannel, load_seccomp
+from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.errors import RigError
+from orchestrator.surfaces.kiosk.session import answer, fresh_clock, text_block
+from orchestrator.surfaces.screenshots import masked_screenshot
+from orchestrator.surfaces.teardown import closed_on_failure
+from sandboxes import rig_params as r
+from sandboxes.events import CallEvents
+from sandboxes.fence import fence
+from sandboxes.isolation import kiosk_spec
+from sandboxes.ports import ContainerBackend, Egress
+from sandboxes.session_rules import SessionClock
+
+if TYPE_CHECKING:
+    from orchestrator.people.approvals import Approval
+    from orchestrator.people.timeline import TimelineEntry
+
+START_DEADLINE = 60.0
+ACTION_DEADLINE = 10.0
+WIDTH, HEIGHT = 1280, 800
+COUNTED_VERBS = frozenset(
+    {"move", "click", "drag", "scroll", "type", "key", "resize", "clipboard_set"}
+)
+
+
+@dataclass
+class DesktopRig:
+    id: str
+    agent: str
+    width: int
+    height: int
+    clock: SessionClock
+    allowed_domains: tuple[str, ...]
+    deny_list: tuple[str, ...]
+    stack: contextlib.AsyncExitStack
+    channel: KioskChannel
+    pinned: tuple[str, ...] = ()
+    egress: Egress | None = None
+    started_at: float = 0.0
+    surface: Literal["desktop"] = "desktop"
+    controller: Literal["ai", "human"] = "ai"
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    # The seat, as for kiosk sessions (orchestrator.surfaces.oversight): the console's take over,
+    # hand back and timeline work on a desktop rig the same way.
+    holder: str | None = None
+    holder_viewer: str | None = None
+    waiting: Approval | None = None
+    timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=200))
+    needs_person: str | None = None
+    seat_count: int = 0
+    seat_changed: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def used(self) -> int:
+        return self.clock.used
+
+    @property
+    def max_actions(self) -> int:
+        return self.clock.max_actions
+
+    @property
+    def broken(self) -> str | None:
+        return self.channel.broken
+
+    @property
+    def state(self) -> str:
+        return "broken" if self.broken else "ready"
+
+    def counts(self, verb: Any) -> bool:
+        return verb.verb in COUNTED_VERBS
+
+    async def run(self, verb: Any, status: str) -> dict[str, Any]:
+        """Do one verb (validated and counted already); the tool answer."""
+        req = self.channel.request
+        if isinstance(verb, r.DesktopScreenshot):
+            return (await masked_screenshot(self, status)).answer
+        if isinstance(verb, r.DesktopMove):
+            await req("move", ACTION_DEADLINE, x=verb.x, y=verb.y)
+            done = f"Moved the pointer to {verb.x},{verb.y}."
+        elif isinstance(verb, r.DesktopClick):
+            await req(
+                "click", ACTION_DEADLINE, x=verb.x, y=verb.y, button=verb.button, double=verb.double
+            )
+            done = f"Clicked {verb.button} at {verb.x},{verb.y}."
+        elif isinstance(verb, r.DesktopDrag):
+            await req("drag", ACTION_DEADLINE, x=verb.x, y=verb.y, to_x=verb.to_x, to_y=verb.to_y)
+            done = f"Dragged from {verb.x},{verb.y} to {verb.to_x},{verb.to_y}."
+        elif isinstance(verb, r.DesktopScroll):
+            await req(
+                "scroll",
+                ACTION_DEADLINE,
+                x=verb.x,
+                y=verb.y,
+                direction=verb.direction,
+                amount=verb.amount,
+            )
+            done = f"Scrolled {verb.direction} {verb.amount} at {verb.x},{verb.y}."
+        elif isinstance(verb, r.DesktopType):
+            await req("type", ACTION_DEADLINE * 3, text=verb.text)
+            done = f"Typed {len(verb.text)} characters."
+        elif isinstance(verb, r.DesktopKey):
+            from sandboxes.keys import check_key
+
+            pressed = check_key(verb.key)
+            await req("key", ACTION_DEADLINE, key=pressed.key)
+            done = f"Pressed {pressed.key}."
+        elif isinstance(verb, r.DesktopResize):
+            result = await req(
+                "resize", ACTION_DEADLINE, window=verb.window, width=verb.width, height=verb.height
+            )
+            title = fence(str(result.get("title", "")), "the desktop's window title")
+            done = f"Resized a window to {verb.width}x{verb.height}. {status}\n{title}"
+            return answer(text_block(done))
+        elif isinstance(verb, r.DesktopClipboardSet):
+            await req("clipboard_set", ACTION_DEADLINE, text=verb.text)
+            done = f"Clipboard set ({len(verb.text)} chars)."
+        elif isinstance(verb, r.DesktopClipboardGet):
+            result = await req("clipboard_get", ACTION_DEADLINE)
+            text = fence(str(result.get("text", "")), "the desktop's clipboard")
+            return answer(text_block(f"Clipboard read. {status}\n{text}"))
+        else:
+            raise RigError(f"computer_use has no handler for verb {verb.verb}")
+        return answer(text_block(f"{done} {status}"))
+
+    async def windows(self) -> list[str]:
+        result = await self.channel.request("windows", ACTION_DEADLINE)
+        return [str(t) for t in result.get("windows", [])]
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.stack.aclose()
+
+
+async def start_desktop(
+    *,
+    rig_id: str,
+    agent: str,
+    cfg: ComputerUseConfig,
+    config: CorralConfig,
+    backend: ContainerBackend,
+    egress_factory: Any,
+    events: CallEvents,
+    now: float,
+) -> DesktopRig:
+    """Egress, the container, then the agent's `start` (display, D-Bus, openbox, x11vnc,
+    Mousepad); everything started is removed again if a step fails."""
+    stack = contextlib.AsyncExitStack()
+    async with closed_on_failure(stack):
+        await events.progress("egress", f"setting up egress for rig {rig_id}")
+        egress = await stack.enter_async_context(
+            egress_factory(
+                session_id=rig_id,
+                agent=agent,
+                allowed=tuple(cfg.allowed_domains),
+                overrides=dict(config.container.kiosk.resolve_overrides),
+            )
+        )
+        await events.progress("container", "starting the desktop rig")
+        channel = await KioskChannel.open(
+            backend,
+            kiosk_spec(
+                image=config.container.rigs.desktop_image,
+                labels=backend.labels(kind="rig-desktop", agent=agent, session=rig_id),
+                network=egress.network_name,
+                seccomp=load_seccomp(),
+                dns=egress.dns_servers,
+            ),
+        )
+        stack.push_async_callback(channel.close)
+        ca_pem = None
+        if config.container.kiosk.extra_ca_file:  # a private CA the egress proxy's sites use
+            ca_pem = await anyio.to_thread.run_sync(read_text, config.container.kiosk.extra_ca_file)
+        await events.progress("display", "starting the desktop", remaining=START_DEADLINE)
+        await channel.request(
+            "start",
+            START_DEADLINE,
+            width=WIDTH,
+            height=HEIGHT,
+            proxy=egress.proxy_url,
+            ca_pem=ca_pem,
+        )
+    return DesktopRig(
+        id=rig_id,
+        agent=agent,
+        width=WIDTH,
+        height=HEIGHT,
+        clock=fresh_clock(cfg, now),
+        allowed_domains=tuple(cfg.allowed_domains),
+        deny_list=tuple(cfg.deny_list),
+        stack=stack,
+        channel=channel,
+        pinned=tuple(sorted(egress.pins)),
+        egress=egress,
+        started_at=time.time(),
+    )
+
+
+def read_text(path: str) -> str:
+    """A small config file's text (called in a worker thread)."""
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()

@@ -1,0 +1,586 @@
+"""Kiosk sessions (SPEC S2.3-S2.7): the gateway's handler for the computer_* tools.
+
+The gateway performs every check itself (the MCP front only forwards): the
+agent's capability and permissions, the parameters, the action budget, the
+URL policy, the session's idle timeout and lifetime. One session per agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from orchestrator.agents.view import load_agent_and_view
+from orchestrator.audit import AuditLog
+from orchestrator.channel import KioskChannel, load_seccomp
+from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
+from orchestrator.home import CorralHome
+from orchestrator.people.approvals import ApprovalQueue
+from orchestrator.surfaces.kiosk.session import KioskSession, answer, fresh_clock, text_block
+from orchestrator.surfaces.oversight import Oversight, step_of
+from orchestrator.surfaces.screenshots import masked_screenshot
+from orchestrator.surfaces.teardown import closed_on_failure
+from sandboxes.approval_rules import describe_rules
+from sandboxes.catalogue import BY_NAME, RIG_TOOLS
+from sandboxes.events import NO_EVENTS, CallEvents
+from sandboxes.isolation import kiosk_spec
+from sandboxes.params import (
+    ClickParams,
+    KeyParams,
+    NavigateParams,
+    ScrollParams,
+    SessionStartParams,
+    SessionStopParams,
+    TypeParams,
+    validate,
+)
+from sandboxes.ports import ContainerBackend, Egress
+from sandboxes.urls import UrlVerdict, check_url
+from sandboxes.visibility import AgentView, decide
+
+if TYPE_CHECKING:
+    from orchestrator.pools.kiosks import KioskPool, PoolKiosk
+
+logger = logging.getLogger("corral.sessions")
+
+START_DEADLINE = 60.0
+ACTION_DEADLINE = 10.0
+NAVIGATE_DEADLINE = 30.0
+
+
+EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
+Clock = Callable[[], float]
+
+
+class SessionManager:
+    def __init__(
+        self,
+        home: CorralHome,
+        config: CorralConfig,
+        backend: ContainerBackend,
+        audit: AuditLog,
+        egress_factory: EgressFactory,
+        *,
+        clock: Clock = time.monotonic,
+        approvals: ApprovalQueue | None = None,
+        kiosk_pool: KioskPool | None = None,
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.backend = backend
+        self.audit = audit
+        self.egress_factory = egress_factory
+        self.clock = clock
+        self.sessions: dict[str, KioskSession] = {}
+        self.ended: dict[str, str] = {}  # agent -> why its last session ended
+        self._starting: set[str] = set()
+        self.approvals = approvals or ApprovalQueue(audit, config.approvals.timeout_seconds)
+        self.oversight = Oversight(self, audit, self.approvals, clock=clock)
+        self.kiosk_pool = kiosk_pool  # `[container.kiosk] warm` (orchestrator/pools/kiosks.py)
+
+    # ------------------------------------------------------------------ handler
+    async def handle(
+        self, agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
+    ) -> dict[str, Any]:
+        """The gateway's computer-use handler: every check, then the action. `events` hears
+        the call's phases and corral's events for the caller (session ready, lost ...)."""
+        spec = BY_NAME.get(tool)
+        if spec is None or not tool.startswith("computer_") or tool in RIG_TOOLS:
+            return answer(text_block(f"Unknown tool: {tool}"), is_error=True)
+        view, agent_cfg = load_agent_and_view(self.home, agent)  # one read per call
+        decision = decide(spec, view)
+        if not decision.visible or agent_cfg is None:
+            self.audit.record("computer_use_refused", agent, {"tool": tool})
+            ended = ""
+            if agent in self.sessions and (why := revocation(view)) is not None:
+                await self.end(agent, why)
+                ended = f" Your session ended: {why}."
+            return answer(text_block(decision.message + ended), is_error=True)
+        try:
+            params = validate(spec.params, arguments)
+            cfg = agent_cfg.capabilities.computer_use_config
+            return await self._run(agent, tool, params, cfg, events)
+        except ParamError as exc:
+            return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
+        except (SessionRefused, KioskError, CorralError) as exc:
+            ended = await self._end_if_broken(agent, events)
+            return answer(text_block(f"{exc}{ended}"), is_error=True)
+
+    async def _end_if_broken(self, agent: str, events: CallEvents = NO_EVENTS) -> str:
+        """End the agent's session when its kiosk channel broke (no answer in time, closed,
+        flooded): its container is removed now, not at the idle timeout. Returns the
+        sentence to add to the answer, or ""."""
+        session = self.sessions.get(agent)
+        if session is None or not session.channel.broken:
+            return ""
+        why = f"its kiosk failed ({session.channel.broken})"
+        await self.end(agent, why)
+        await events.log("warning", "session_lost", {"session": session.id, "why": why})
+        return f" Your session ended: {why}; start a new one with computer_session_start."
+
+    async def _run(
+        self, agent: str, tool: str, params: Any, cfg: ComputerUseConfig, events: CallEvents
+    ) -> dict[str, Any]:
+        if tool == "computer_session_start":
+            return await self.start(agent, params, cfg, events)
+        if tool == "computer_session_stop":
+            assert isinstance(params, SessionStopParams)
+            return await self.stop_tool(agent, params.session_id)
+        session = self._session_of(agent)
+        await self._follow_settings(session, cfg)
+        if tool == "computer_screenshot":
+            return await self.screenshot(session, record=True)
+        self.oversight.check_seat(session, tool)
+        try:
+            session.clock.check_budget(tool)
+        except SessionRefused:
+            self.audit.record("computer_action_refused", agent, {"tool": tool, "why": "budget"})
+            raise
+        details: dict[str, Any] = {"session": session.id, "tool": tool}
+        verdict = None
+        if isinstance(params, NavigateParams):
+            verdict = check_url(params.url, session.allowed_domains, session.pinned)
+            if not verdict.allowed:
+                self.audit.record("computer_action_refused", agent, {**details, "why": "url"})
+                raise SessionRefused(verdict.message)
+        hold = await self.oversight.hold_for(session, tool, params, cfg)
+        if hold is not None:
+            await self.oversight.wait_for_operator(
+                session, tool, params, hold, self._status(session), events
+            )
+        try:
+            return await self._act(session, tool, params, details, verdict)
+        except (SessionRefused, KioskError, CorralError) as exc:
+            self.oversight.record(session, tool, step_of(tool, params), f"failed: {exc}"[:300])
+            raise
+
+    async def _act(
+        self,
+        session: KioskSession,
+        tool: str,
+        params: Any,
+        details: dict[str, Any],
+        verdict: UrlVerdict | None,
+    ) -> dict[str, Any]:
+        """Do one approved input action and record it (audit, timeline)."""
+        agent = session.agent
+        step = step_of(tool, params)
+        if isinstance(params, NavigateParams):
+            assert verdict is not None
+            session.clock.spend(self.clock())
+            result = await session.channel.request("navigate", NAVIGATE_DEADLINE, url=params.url)
+            details["host"] = verdict.host
+            self.audit.record("computer_action", agent, details)
+            outcome = f"failed: {result['error_text']}" if result.get("error_text") else "ok"
+            self.oversight.record(session, tool, step, outcome[:300])
+            if result.get("error_text"):
+                return answer(
+                    text_block(
+                        f"Navigation to {verdict.host} failed: {result['error_text']}. "
+                        + self._status(session)
+                    ),
+                    is_error=True,
+                )
+            return answer(
+                text_block(f"Opened {result.get('url', params.url)}. " + self._status(session))
+            )
+        session.clock.spend(self.clock())
+        if isinstance(params, ClickParams):
+            await session.channel.request(
+                "click",
+                ACTION_DEADLINE,
+                x=params.x,
+                y=params.y,
+                button=params.button,
+                double=params.double,
+            )
+            done = f"Clicked {params.button} at {params.x},{params.y}."
+        elif isinstance(params, TypeParams):
+            await session.channel.request("type", ACTION_DEADLINE, text=params.text)
+            details["chars"] = len(params.text)  # the text itself is never audited
+            done = f"Typed {len(params.text)} characters."
+            step = f"typed {len(params.text)} characters"
+        elif isinstance(params, KeyParams):
+            pressed = params.verdict
+            await session.channel.request("key", ACTION_DEADLINE, key=pressed.key)
+            details["key_class"] = pressed.key_class  # never the key: keys can spell secrets
+            done = f"Pressed {pressed.key}."
+            step = f"pressed a {pressed.key_class}"
+        elif isinstance(params, ScrollParams):
+            await session.channel.request(
+                "scroll",
+                ACTION_DEADLINE,
+                x=params.x,
+                y=params.y,
+                direction=params.direction,
+                amount=params.amount,
+            )
+            done = f"Scrolled {params.direction} {params.amount} at {params.x},{params.y}."
+            step = f"scrolled {params.direction} {params.amount} at {params.x},{params.y}"
+        else:
+            raise SessionRefused(f"{tool} is not a kiosk action")
+        self.audit.record("computer_action", agent, details)
+        self.oversight.record(session, tool, step, "ok")
+        return answer(text_block(f"{done} {self._status(session)}"))
+
+    def _status(self, session: KioskSession) -> str:
+        return session.clock.status_line(self.clock())
+
+    def _session_of(self, agent: str) -> KioskSession:
+        session = self.sessions.get(agent)
+        if session is None:
+            why = self.ended.get(agent)
+            raise SessionRefused(
+                (f"Your session ended: {why}. " if why else "You have no session. ")
+                + "Start one with computer_session_start."
+            )
+        return session
+
+    # ------------------------------------------------------------------ start / stop
+    async def start(
+        self,
+        agent: str,
+        params: SessionStartParams,
+        cfg: ComputerUseConfig,
+        events: CallEvents = NO_EVENTS,
+    ) -> dict[str, Any]:
+        if agent in self.sessions or agent in self._starting:
+            existing = self.sessions.get(agent)
+            ident = existing.id if existing else "starting"
+            raise SessionRefused(
+                f"You already have a session ({ident}); one session per agent. Stop it with "
+                "computer_session_stop first."
+            )
+        self._starting.add(agent)
+        try:
+            return await self._start(agent, params, cfg, events)
+        finally:
+            self._starting.discard(agent)
+
+    async def _start(
+        self,
+        agent: str,
+        params: SessionStartParams,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
+    ) -> dict[str, Any]:
+        kiosk_cfg = self.config.container.kiosk
+        session_id = uuid.uuid4().hex[:10]
+        stack = contextlib.AsyncExitStack()
+        started = self.clock()
+        pooled = await self.kiosk_pool.claim() if self.kiosk_pool is not None else None
+        if pooled is not None:
+            return await self._start_warm(agent, params, cfg, events, pooled, started)
+        async with closed_on_failure(stack):
+            await events.progress("egress", _egress_phase(cfg.allowed_domains))
+            egress = await stack.enter_async_context(
+                self.egress_factory(
+                    session_id=session_id,
+                    agent=agent,
+                    allowed=tuple(cfg.allowed_domains),
+                    overrides=dict(kiosk_cfg.resolve_overrides),
+                )
+            )
+            await events.progress("container", "starting the kiosk container")
+            channel = await KioskChannel.open(
+                self.backend,
+                kiosk_spec(
+                    image=kiosk_cfg.image,
+                    labels=self.backend.labels(kind="kiosk", agent=agent, session=session_id),
+                    network=egress.network_name,
+                    seccomp=load_seccomp(),
+                    dns=egress.dns_servers,
+                ),
+            )
+            stack.push_async_callback(channel.close)
+            await events.log("info", "sandbox_started", {"kind": "kiosk", "session": session_id})
+            ca_pem = None
+            if kiosk_cfg.extra_ca_file:
+                ca_pem = await anyio.to_thread.run_sync(_read_text, kiosk_cfg.extra_ca_file)
+            # The kiosk's `start` op in its two stages, each reported.
+            await events.progress("display", "starting the display", remaining=START_DEADLINE)
+            await channel.request(
+                "start",
+                START_DEADLINE,
+                stage="display",
+                width=params.width,
+                height=params.height,
+                ca_pem=ca_pem,
+            )
+            await events.progress("browser", "starting the browser", remaining=START_DEADLINE)
+            ready = await channel.request(
+                "start", START_DEADLINE, stage="browser", proxy=egress.proxy_url, url=None
+            )
+        return await self._ready(
+            agent, params, cfg, events, session_id, channel, stack, egress, ready, started
+        )
+
+    async def _start_warm(
+        self,
+        agent: str,
+        params: SessionStartParams,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
+        pooled: PoolKiosk,
+        started: float,
+    ) -> dict[str, Any]:
+        """A session on a claimed pool kiosk (orchestrator/pools/kiosks.py): its egress joins
+        the kiosk's network (or the kiosk leaves it: no allowlist, no network), then the
+        kiosk's `claim` op wipes what it showed and takes the session's size. On exit:
+        proxy, kiosk, then the network and its rule."""
+        kiosk_cfg = self.config.container.kiosk
+        session_id, channel = pooled.session_id, pooled.channel
+        stack = contextlib.AsyncExitStack()
+        stack.push_async_callback(pooled.network.remove)
+        stack.push_async_callback(channel.close)
+        async with closed_on_failure(stack):
+            await events.progress("egress", _egress_phase(cfg.allowed_domains))
+            egress = await stack.enter_async_context(
+                self.egress_factory(
+                    session_id=session_id,
+                    agent=agent,
+                    allowed=tuple(cfg.allowed_domains),
+                    overrides=dict(kiosk_cfg.resolve_overrides),
+                    network=pooled.network,
+                )
+            )
+            await events.log(
+                "info", "sandbox_started", {"kind": "kiosk", "session": session_id, "warm": True}
+            )
+            await events.progress("browser", "taking a started kiosk", remaining=START_DEADLINE)
+            async with anyio.create_task_group() as tg:
+                if egress.network_name is None:  # nothing pinned: only loopback is left (till
+                    tg.start_soon(pooled.network.disconnect, channel.id)  # then: no proxy)
+                size = {"width": params.width, "height": params.height}
+                ready = await channel.request("claim", START_DEADLINE, **size)
+            if egress.network_name is None and self.kiosk_pool is not None:
+                await self.kiosk_pool.release(pooled.network)  # empty now: removed soon
+        return await self._ready(
+            agent, params, cfg, events, session_id, channel, stack, egress, ready, started
+        )
+
+    async def _ready(
+        self,
+        agent: str,
+        params: SessionStartParams,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
+        session_id: str,
+        channel: KioskChannel,
+        stack: contextlib.AsyncExitStack,
+        egress: Egress,
+        ready: dict[str, Any],
+        started: float,
+    ) -> dict[str, Any]:
+        """Record the started session and make computer_session_start's answer."""
+        session = KioskSession(
+            id=session_id,
+            agent=agent,
+            width=params.width,
+            height=params.height,
+            clock=fresh_clock(cfg, self.clock()),
+            allowed_domains=tuple(cfg.allowed_domains),
+            deny_list=tuple(cfg.deny_list),
+            channel=channel,
+            stack=stack,
+            pinned=tuple(sorted(egress.pins)),
+            egress=egress,
+            started_at=time.time(),
+            chromium_sandbox=bool(ready.get("chromium_sandbox", False)),
+        )
+        self.sessions[agent] = session
+        self.ended.pop(agent, None)
+        self.audit.record(
+            "computer_session_started",
+            agent,
+            {
+                "session": session_id,
+                "width": params.width,
+                "height": params.height,
+                "sites": list(session.pinned),
+                "chromium_sandbox": session.chromium_sandbox,
+                "ms": int((self.clock() - started) * 1000),
+                "warm": ready.get("restarted") is not None,
+            },
+        )
+        await events.log(
+            "info", "session_ready", {"session": session_id, "sites": list(session.pinned)}
+        )
+        left_out = dict(egress.left_out)
+        sites = navigable_sites(cfg.allowed_domains, session.pinned, left_out)
+        sandbox_note = (
+            "Chromium's own sandbox is on."
+            if session.chromium_sandbox
+            else "Chromium's own sandbox could not be used on this host; the container is the "
+            "only boundary."
+        )
+        text = (
+            f"Session {session_id} started ({params.width}x{params.height}). "
+            f"Limits: {session.max_actions} actions (click, type, key, scroll, navigate), "
+            f"{session.clock.idle_timeout} s idle timeout, "
+            f"{session.clock.max_lifetime} s lifetime. "
+            f"computer_navigate may open: {sites}. {sandbox_note} "
+            + describe_rules(cfg.confirm_words, cfg.confirm_urls, self.approvals.timeout_seconds)
+            + " Nothing can be approved from chat or by a tool: a named operator decides."
+        )
+        return answer(
+            text_block(text),
+            session_id=session_id,
+            max_actions=session.max_actions,
+            idle_timeout_seconds=session.clock.idle_timeout,
+            max_lifetime_seconds=session.clock.max_lifetime,
+            navigable_sites=list(session.pinned),
+            left_out=left_out,
+            high_risk_confirmable=False,
+            approval_rules={
+                "confirm_urls": list(cfg.confirm_urls),
+                "confirm_words": list(cfg.confirm_words),
+                "timeout_seconds": self.approvals.timeout_seconds,
+            },
+            chromium_sandbox=session.chromium_sandbox,
+        )
+
+    async def stop_tool(self, agent: str, session_id: str | None) -> dict[str, Any]:
+        session = self.sessions.get(agent)
+        if session is None or (session_id is not None and session_id != session.id):
+            raise SessionRefused(
+                f"No session {session_id} of yours is running."
+                if session_id
+                else "You have no session to stop."
+            )
+        await self.end(agent, "stopped by the agent")
+        return answer(text_block(f"Session {session.id} stopped; its container is removed."))
+
+    async def end(self, agent: str, why: str) -> None:
+        session = self.sessions.pop(agent, None)
+        if session is None:
+            return
+        self.ended[agent] = why
+        self.approvals.cancel_session(session.id, f"the session ended: {why}")
+        with anyio.CancelScope(shield=True):
+            await session.stack.aclose()
+        self.audit.record(
+            "computer_session_ended",
+            agent,
+            {"session": session.id, "why": why, "actions": session.used},
+        )
+
+    async def close_all(self, why: str = "the gateway stopped") -> None:
+        for agent in list(self.sessions):
+            await self.end(agent, why)
+
+    async def _follow_settings(self, session: KioskSession, cfg: ComputerUseConfig) -> None:
+        """Apply the agent's current allowlist and deny list: they take effect from the next
+        navigation and screenshot. A host removed from the allowlist is refused from now on
+        and loses its route through the proxy (open tunnels closed); one added since the
+        start is still not pinned (the URL check says to restart the session)."""
+        session.allowed_domains = tuple(cfg.allowed_domains)
+        session.deny_list = tuple(cfg.deny_list)
+        kept = tuple(h for h in session.pinned if h in session.allowed_domains)
+        if kept != session.pinned and session.egress is not None:
+            removed = sorted(set(session.pinned) - set(kept))
+            await session.egress.restrict(kept)
+            session.pinned = kept
+            self.audit.record(
+                "computer_allowlist_narrowed",
+                session.agent,
+                {"session": session.id, "removed": removed},
+            )
+
+    async def expire(self) -> list[str]:
+        """End every session past its lifetime or idle timeout, or whose agent lost access,
+        now; the agents whose session ended."""
+        ended = []
+        now = self.clock()
+        self.approvals.expire_due()
+        for agent, session in list(self.sessions.items()):
+            if session.controller == "human" or session.waiting is not None:
+                session.clock.last_action = now  # a person is working: not idle
+            view, agent_cfg = load_agent_and_view(self.home, agent)
+            why = session.clock.expiry(now) or revocation(view)
+            if why is None and agent_cfg is not None:
+                # a host removed from the allowlist loses its route now
+                await self._follow_settings(session, agent_cfg.capabilities.computer_use_config)
+            else:
+                await self.end(agent, why or "its agent.toml could not be used")
+                ended.append(agent)
+        return ended
+
+    async def expire_forever(self, interval: float = 1.0) -> None:
+        """`expire` every `interval` seconds, until cancelled."""
+        while True:
+            await anyio.sleep(interval)
+            await self.expire()
+
+    # ------------------------------------------------------------------ screenshot
+    async def screenshot(self, session: KioskSession, *, record: bool = False) -> dict[str, Any]:
+        """The masked screenshot (orchestrator.surfaces.screenshots): never an error without an
+        image, never an unmasked one. A broken kiosk channel ends the session."""
+        result = await masked_screenshot(session, self._status(session))
+        if record:
+            outcome = "failed" if result.failed else "ok"
+            self.oversight.record(
+                session, "computer_screenshot", "screenshot", outcome, png=result.png
+            )
+        if result.failed:
+            ended = await self._end_if_broken(session.agent)
+            if ended:
+                result.answer["content"][1]["text"] += ended
+        return result.answer
+
+
+def revocation(view: AgentView) -> str | None:
+    """Why an agent with this view may no longer hold a session (computer_use turned off,
+    the tools denied, read-only, agent.toml unusable or deleted), or None."""
+    decision = decide(BY_NAME["computer_session_start"], view)
+    return None if decision.visible else f"its access was revoked ({decision.message})"
+
+
+def navigable_sites(
+    allowed: Sequence[str], pinned: Sequence[str], left_out: Mapping[str, str]
+) -> str:
+    """What the start result says computer_navigate may open, and what was left out why."""
+    gone = "; ".join(f"{host} ({why})" for host, why in left_out.items())
+    if not allowed:
+        return "none: this session has no network (allowed_domains is empty)"
+    if not pinned:
+        return f"none: every allowed name was left out, so this session has no network: {gone}"
+    return ", ".join(pinned) + (f" (left out: {gone})" if gone else "")
+
+
+def _egress_phase(allowed: Sequence[str]) -> str:
+    if not allowed:
+        return "no network for this session (allowed_domains is empty)"
+    return f"setting up the egress proxy for {len(allowed)} allowed site(s)"
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+@asynccontextmanager
+async def no_egress(**_: Any) -> AsyncIterator[Egress]:
+    """For sessions without an allowlist: no network at all."""
+
+    @dataclass
+    class _None:
+        network_name: str | None = None
+        proxy_url: str | None = None
+        pins: dict[str, list[str]] = field(default_factory=dict)
+        left_out: dict[str, str] = field(default_factory=dict)
+        dns_servers: list[str] = field(default_factory=list)
+
+        async def restrict(self, hosts: Sequence[str]) -> None:
+            return None  # nothing is pinned without an allowlist
+
+    yield _None()

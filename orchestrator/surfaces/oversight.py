@@ -1,0 +1,358 @@
+"""People over kiosk sessions (SPEC S6): held actions, take over and hand back, the
+timeline. Used by the session handler (`sessions`), the signed admin API (`corral
+approvals`, `corral sessions`) and the console.
+
+- A click or navigation a rule covers (sandboxes.approval_rules) waits for an operator;
+  the held call answers only after the decision.
+- While a person holds the desktop, the AI's input tools are refused at once; its
+  screenshots still work (masked). Input from a console viewer while the AI holds the
+  seat starts a take over by itself, before that input is forwarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+import anyio
+
+from orchestrator.audit import AuditLog
+from orchestrator.config import ComputerUseConfig
+from orchestrator.errors import KioskError, SeatError, SessionRefused
+from orchestrator.people.approvals import ApprovalQueue
+from orchestrator.people.timeline import (
+    QUIET_SECONDS,
+    TimelineEntry,
+    new_entry,
+    settle_superseded,
+    thumbnail,
+)
+from orchestrator.surfaces.desktop import DesktopRig
+from orchestrator.surfaces.kiosk.session import KioskSession
+from orchestrator.surfaces.screenshots import masked_screenshot
+from sandboxes.approval_rules import Hold, click_hold, navigate_hold
+from sandboxes.events import NO_EVENTS, CallEvents
+from sandboxes.params import ClickParams, NavigateParams
+
+logger = logging.getLogger("corral.oversight")
+
+PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
+TARGET_DEADLINE = 3.0
+DOCUMENT_ROLES = frozenset({"RootWebArea", "WebArea", "document"})
+PROGRESS_EVERY_SECONDS = 2.0
+INPUT_TOOLS = frozenset(
+    {"computer_click", "computer_type", "computer_key", "computer_scroll", "computer_navigate"}
+)
+
+
+Seat = KioskSession | DesktopRig
+"""What a person can watch and take over: a kiosk session (keyed by its agent) or a
+desktop rig, the shared desktop of codrive (keyed by its rig id)."""
+
+
+class SessionHost(Protocol):
+    """What oversight needs of the session manager."""
+
+    sessions: dict[str, KioskSession]
+
+    async def end(self, agent: str, why: str) -> None: ...
+
+
+class Oversight:
+    def __init__(
+        self,
+        host: SessionHost,
+        audit: AuditLog,
+        approvals: ApprovalQueue,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.host = host
+        self.audit = audit
+        self.approvals = approvals
+        self.clock = clock
+        self._last_input: dict[str, float] = {}  # session id -> monotonic time of an action
+        # Desktop rigs, set by the gateway: their seats, and how one is stopped.
+        self.rig_seats: Callable[[], Mapping[str, DesktopRig]] = dict
+        self.end_rig: Callable[[str, str], Awaitable[None]] | None = None
+
+    def seats(self) -> dict[str, Seat]:
+        """Every seat by its console key: kiosk sessions by agent, desktop rigs by rig id."""
+        out: dict[str, Seat] = dict(self.host.sessions)
+        out.update(self.rig_seats())
+        return out
+
+    # ------------------------------------------------------------------ the AI's calls
+    def check_seat(self, session: KioskSession, tool: str) -> None:
+        """Refuse the AI's input at once while a person holds the desktop."""
+        if tool in INPUT_TOOLS and session.controller == "human":
+            self.audit.record(
+                "computer_action_refused",
+                session.agent,
+                {"session": session.id, "tool": tool, "why": "a person has the desktop"},
+            )
+            self.record(session, tool, step_of(tool, None), "refused: a person has the desktop")
+            raise SessionRefused(PERSON_HAS_IT)
+
+    async def hold_for(
+        self, session: KioskSession, tool: str, params: Any, cfg: ComputerUseConfig
+    ) -> Hold | None:
+        """The rule that makes this call wait, if any."""
+        if isinstance(params, NavigateParams):
+            return navigate_hold(params.url, cfg.confirm_urls)
+        if isinstance(params, ClickParams) and (cfg.confirm_words or cfg.confirm_urls):
+            try:
+                target = await session.channel.request(
+                    "target", TARGET_DEADLINE, x=params.x, y=params.y
+                )
+            except KioskError as exc:
+                target = {"name": None, "error": f"the kiosk could not tell ({exc})"}
+            name = target.get("name")
+            if target.get("role") in DOCUMENT_ROLES:
+                name = ""  # the page itself: its name is the title, not a control's
+            return click_hold(
+                name,
+                target.get("role"),
+                cfg.confirm_words,
+                href=target.get("href"),
+                confirm_urls=cfg.confirm_urls,
+                unknown_reason=target.get("error"),
+                text=target.get("text"),
+            )
+        return None
+
+    async def wait_for_operator(
+        self,
+        session: KioskSession,
+        tool: str,
+        params: Any,
+        hold: Hold,
+        status: str,
+        events: CallEvents = NO_EVENTS,
+    ) -> None:
+        """Raise the approval (with the masked screen as it is now) and wait for the
+        decision; return when approved, raise SessionRefused naming the rule otherwise.
+        `events` hears "waiting for an operator" with the time left, every few seconds."""
+        shot = await masked_screenshot(session, status)
+        step = step_of(tool, params)
+        approval = self.approvals.raise_(
+            agent=session.agent,
+            session=session.id,
+            tool=tool,
+            step=step,
+            hold=hold,
+            screenshot_png=shot.png,
+        )
+        entry = self.record(
+            session, tool, step, f"held for an operator ({hold.rule})", png=shot.png
+        )
+        session.waiting = approval
+        await events.log(
+            "info",
+            "approval_raised",
+            {"approval": approval.id, "category": hold.category, "rule": hold.rule},
+        )
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def tell() -> None:
+                    while True:
+                        left = max(0.0, approval.expires_at - self.approvals.clock())
+                        await events.progress(
+                            "approval",
+                            f"waiting for an operator ({hold.rule}): {int(left)} s left",
+                            remaining=left,
+                        )
+                        await anyio.sleep(PROGRESS_EVERY_SECONDS)
+
+                tg.start_soon(tell)
+                await self.approvals.wait(approval)
+                tg.cancel_scope.cancel()
+        finally:
+            session.waiting = None
+            if approval.state == "pending":  # the call itself was cancelled
+                self.approvals.cancel_session(session.id, "the held call was cancelled")
+        entry.outcome = f"{approval.state} ({hold.rule})"
+        await events.log(
+            "info" if approval.state == "approved" else "warning",
+            "approval_decided",
+            {"approval": approval.id, "decision": approval.state, "operator": approval.decided_by},
+        )
+        if approval.state == "approved":
+            if session.controller == "human":
+                raise SessionRefused(f"Approved, but {PERSON_HAS_IT[0].lower()}{PERSON_HAS_IT[1:]}")
+            return
+        if approval.state == "denied":
+            why = f": {approval.reason}" if approval.reason else ""
+            raise SessionRefused(
+                f"Operator {approval.decided_by} denied this action ({hold.rule}){why}. "
+                "It was not done."
+            )
+        raise SessionRefused(
+            f"This action needs an operator's approval ({hold.rule}) and "
+            f"{'the session ended' if approval.state == 'cancelled' else 'nobody approved it'} "
+            f"within {self.approvals.timeout_seconds} s, so it was not done."
+        )
+
+    # ------------------------------------------------------------------ the timeline
+    def record(
+        self,
+        session: Seat,
+        tool: str,
+        step: str,
+        outcome: str,
+        *,
+        actor: str = "ai",
+        png: bytes | None = None,
+    ) -> TimelineEntry:
+        entry = new_entry(tool, step, outcome, actor, png)
+        session.timeline.append(entry)
+        self._last_input[session.id] = self.clock()
+        return entry
+
+    async def thumbnails_forever(self) -> None:
+        """Give the newest timeline entry of each quiet session its thumbnail."""
+        while True:
+            await anyio.sleep(QUIET_SECONDS / 2)
+            for session in list(self.seats().values()):
+                try:
+                    await self._thumbnail(session)
+                except Exception:  # a thumbnail is never worth a gateway task
+                    logger.exception("thumbnail for session %s failed", session.id)
+
+    async def _thumbnail(self, session: Seat) -> None:
+        if not session.timeline:
+            return
+        newest = session.timeline[-1]
+        if newest.thumb_state != "pending":
+            return
+        if self.clock() - self._last_input.get(session.id, 0.0) < QUIET_SECONDS:
+            return
+        settle_superseded(list(session.timeline), newest)
+        png = newest.source_png
+        if png is None:
+            png = (await masked_screenshot(session, "")).png
+        newest.thumb = await anyio.to_thread.run_sync(thumbnail, png)
+        newest.thumb_state = "ready"
+        newest.source_png = None
+
+    # ------------------------------------------------------------------ the seat
+    def _session(self, agent: str) -> Seat:
+        session = self.seats().get(agent)
+        if session is None:
+            raise SeatError(f"{agent!r} has no running session (and is not a rig id)")
+        return session
+
+    @staticmethod
+    def _moved(session: Seat) -> None:
+        """The seat changed hands: count it and wake whoever waits for a change."""
+        session.seat_count += 1
+        session.seat_changed.set()
+        session.seat_changed = anyio.Event()
+
+    def take_over(self, agent: str, operator: str, *, viewer: str | None, how: str) -> None:
+        session = self._session(agent)
+        if session.controller == "human":
+            if session.holder == operator:
+                session.holder_viewer = viewer or session.holder_viewer
+                return
+            raise SeatError(f"{session.holder} has the desktop of {agent}; ask them to hand back")
+        session.controller, session.holder, session.holder_viewer = "human", operator, viewer
+        self._moved(session)
+        self.audit.record(
+            "takeover", agent, {"session": session.id, "operator": operator, "how": how}
+        )
+        self.record(
+            session, "takeover", f"{operator} took the desktop ({how})", "ok", actor=operator
+        )
+
+    def hand_back(self, agent: str, operator: str) -> None:
+        session = self._session(agent)
+        if session.controller != "human":
+            raise SeatError(f"the AI already has the desktop of {agent}")
+        holder = session.holder
+        session.controller, session.holder, session.holder_viewer = "ai", None, None
+        session.needs_person = None
+        self._moved(session)
+        self.audit.record(
+            "handback", agent, {"session": session.id, "operator": operator, "holder": holder}
+        )
+        self.record(
+            session, "handback", f"{operator} handed the desktop back", "ok", actor=operator
+        )
+
+    async def stop(self, agent: str, operator: str) -> None:
+        session = self._session(agent)
+        why = f"stopped by operator {operator}"
+        if isinstance(session, DesktopRig) and self.end_rig is not None:
+            await self.end_rig(agent, why)
+        else:
+            await self.host.end(agent, why)
+
+    def viewer_input(self, agent: str, operator: str, viewer: str, *, take: bool = True) -> bool:
+        """A console viewer's input event (RFB key or pointer): forward it only when this
+        viewer holds the seat; when the AI holds it, input that acts (`take`: a key or a
+        button, not a mere hover) takes the seat now, before it is forwarded."""
+        session = self.seats().get(agent)
+        if session is None:
+            return False
+        if session.controller == "human":
+            if session.holder == operator and session.holder_viewer is None:
+                session.holder_viewer = viewer  # taken from the CLI or a button: this view
+            return session.holder == operator and session.holder_viewer == viewer
+        if not take:
+            return False
+        self.take_over(agent, operator, viewer=viewer, how="console input")
+        return True
+
+    def viewer_left(self, agent: str, viewer: str) -> None:
+        """A console connection closed: its seat stays taken (hand back is explicit), but
+        no other connection's input is forwarded until the holder reconnects."""
+        session = self.seats().get(agent)
+        if session is not None and session.holder_viewer == viewer:
+            session.holder_viewer = None
+
+    # ------------------------------------------------------------------ reads
+    def sessions_view(self) -> list[dict[str, Any]]:
+        out = []
+        for agent, session in sorted(self.seats().items()):
+            if session.controller == "human":
+                state = f"human ({session.holder})"
+            elif session.needs_person is not None:
+                state = session.needs_person
+            elif session.waiting is not None:
+                state = "waiting approval"
+            else:
+                state = "AI"
+            rig = isinstance(session, DesktopRig)
+            out.append(
+                {
+                    "agent": agent,
+                    "owner": session.agent,
+                    "session": session.id,
+                    "kind": f"desktop rig of {session.agent}" if rig else "kiosk",
+                    "needs_person": session.needs_person,
+                    "started_at": session.started_at,
+                    "actions_used": session.used,
+                    "actions_left": max(0, session.max_actions - session.used),
+                    "state": state,
+                    "controller": session.controller,
+                    "holder": session.holder,
+                    "size": [session.width, session.height],
+                }
+            )
+        return out
+
+
+def step_of(tool: str, params: Any) -> str:
+    """What a call does, for approvals and the timeline: never the text typed or the key."""
+    if params is None:
+        return tool.removeprefix("computer_")
+    if isinstance(params, ClickParams):
+        kind = "double-click" if params.double else "click"
+        return f"{params.button} {kind} at {params.x},{params.y}"
+    if isinstance(params, NavigateParams):
+        return f"open {params.url[:300]}"
+    return tool.removeprefix("computer_")

@@ -1,0 +1,141 @@
+"""What the two mobile rigs (android_rig, ios_rig) share: the rig's bookkeeping fields the
+rig manager reads (clock, controller, state), the device lease, and the masked
+screenshot answer.
+
+A phone rig has no container and no egress of its own: it is a lease on a configured
+device (`[rigs.android]` / `[rigs.ios]`), held by one agent at a time and released when
+the rig ends (rig_close, idle timeout, lifetime, the agent losing the tool, the
+gateway stopping, or the device failing).
+
+Screenshots are masked like every other rig's (`sandboxes.masking`): the UI tree is read
+before and after the capture and every secret field found in either (Android
+`password="true"`, iOS `XCUIElementTypeSecureTextField`) is blacked out; when the tree
+cannot be read, the whole image is masked. An unmasked image never leaves because a
+check failed.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from orchestrator.errors import DeviceError
+from orchestrator.surfaces.kiosk.session import answer, text_block
+from sandboxes.fence import fence
+from sandboxes.masking import MaskPlan, Probe, Rect, apply_mask, blank_png, plan_mask, png_size
+from sandboxes.mobile_params import MOBILE_COUNTED
+from sandboxes.mobile_ui import UiTree, UiTreeError
+from sandboxes.ports import Egress
+from sandboxes.session_rules import SessionClock
+
+PNG_MAX_BYTES = 32 * 1024 * 1024
+
+
+@dataclass
+class MobileRig:
+    id: str
+    agent: str
+    device: str  # the leased device: an adb serial or the WDA URL
+    clock: SessionClock
+    width: int = 0
+    height: int = 0
+    allowed_domains: tuple[str, ...] = ()
+    deny_list: tuple[str, ...] = ()
+    pinned: tuple[str, ...] = ()
+    egress: Egress | None = None  # phones keep their own network
+    started_at: float = 0.0
+    controller: Literal["ai", "human"] = "ai"
+    broken: str | None = None
+    tree: UiTree | None = None  # the last inspect: what refs point at
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    @property
+    def state(self) -> str:
+        return "broken" if self.broken else "ready"
+
+    def counts(self, verb: Any) -> bool:
+        return verb.verb in MOBILE_COUNTED
+
+    def lost(self, exc: DeviceError) -> None:
+        """A device that is gone ends the rig (the manager sees `broken`)."""
+        if exc.lost:
+            self.broken = str(exc)
+
+    def point(self, verb: Any) -> tuple[int, int, str]:
+        """x, y of a tap: given, or the centre of a ref from the last inspect."""
+        if verb.ref is None:
+            return verb.x, verb.y, f"{verb.x},{verb.y}"
+        element = self.tree.by_ref(verb.ref) if self.tree is not None else None
+        if element is None:
+            raise DeviceError(
+                f"ref: {verb.ref} is not in the last inspect of this rig; run inspect again"
+            )
+        x, y = element.center
+        return x, y, f"{verb.ref} ({element.role}) at {x},{y}"
+
+    def inspect_answer(self, tree: UiTree, source: str, status: str) -> dict[str, Any]:
+        self.tree = tree
+        text = fence(tree.render(), source)
+        secrets = sum(1 for e in tree.elements if e.secret)
+        return answer(
+            text_block(f"{len(tree.elements)} element(s). {status}\n{text}"),
+            elements=len(tree.elements),
+            secret_fields=secrets,
+        )
+
+    async def masked_screenshot(
+        self,
+        capture: Callable[[], Awaitable[bytes]],
+        secrets: Callable[[], Awaitable[tuple[Rect, ...]]],
+        status: str,
+    ) -> dict[str, Any]:
+        """One image: the capture with every secret field seen before or after it masked."""
+        size = (self.width or 1, self.height or 1)
+        try:
+            before = await secrets()
+            png = await capture()
+            if len(png) > PNG_MAX_BYTES or png_size(png) is None:
+                raise UiTreeError("the device did not send a PNG")
+            after = await secrets()
+            size = png_size(png) or size
+            probe = Probe(1, True, tuple(sorted(set(before) | set(after))), "", "")
+            plan = plan_mask(probe, (), size)
+            masked = apply_mask(png, plan, size)
+        except (UiTreeError, ValueError, OSError) as exc:
+            plan = _whole(f"the secret fields could not be found ({str(exc)[:200]})")
+            masked = blank_png(*size)
+        except DeviceError as exc:
+            self.lost(exc)
+            if exc.lost:
+                raise
+            plan = _whole(f"the screen could not be checked ({str(exc)[:200]})")
+            masked = blank_png(*size)
+        text = " ".join(part for part in (plan.describe(), status) if part)
+        return answer(
+            {"type": "image", "data": base64.b64encode(masked).decode(), "mimeType": "image/png"},
+            text_block(text),
+            masked=plan.full,
+            mask_reason=plan.reason or None,
+            masked_fields=len(plan.rects),
+            actions_used=self.clock.used,
+            max_actions=self.clock.max_actions,
+        )
+
+
+def _whole(reason: str) -> MaskPlan:
+    return MaskPlan(
+        True, reason=reason, next_step="Take the screenshot again; if this repeats, rig_close."
+    )
+
+
+def done(text: str, status: str, **structured: Any) -> dict[str, Any]:
+    return answer(text_block(f"{text} {status}"), **structured)
+
+
+def device_output(text: str, source: str, status: str, what: str) -> dict[str, Any]:
+    """A command's output: the device wrote it, so it is fenced."""
+    return answer(text_block(f"{what} {status}\n{fence(text[:100_000], source)}"))

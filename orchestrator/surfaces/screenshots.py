@@ -1,0 +1,123 @@
+"""A kiosk session's masked screenshot (SPEC S2.4).
+
+Whatever fails on the way (the kiosk, its answer, the probe, decoding or masking), the
+result is an all-black PNG that says why: never an error without an image, never an
+unmasked one. The masked PNG is also what approvals and the console's timeline show.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+
+from orchestrator.channel import KioskChannel
+from orchestrator.errors import KioskError
+from orchestrator.surfaces.kiosk.session import answer, text_block
+from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
+
+logger = logging.getLogger("corral.sessions")
+
+SCREENSHOT_DEADLINE = 5.0
+
+
+class Screened(Protocol):
+    """What is screenshotted: a kiosk session, or a desktop rig (the same agent protocol)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def channel(self) -> KioskChannel: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def deny_list(self) -> tuple[str, ...]: ...
+    @property
+    def used(self) -> int: ...
+    @property
+    def max_actions(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Shot:
+    answer: dict[str, Any]  # the tool answer: the image block and its text
+    png: bytes  # the masked PNG
+    failed: bool  # the kiosk did not answer (its channel may be broken)
+
+
+async def masked_screenshot(session: Screened, status: str) -> Shot:
+    try:
+        shot = await session.channel.request("screenshot", SCREENSHOT_DEADLINE)
+    except KioskError as exc:
+        return _black(session, f"the screenshot failed ({exc})", status, failed=True)
+    try:
+        png, plan = await _masked(session, shot)
+    except Exception:
+        incident = uuid.uuid4().hex[:8]
+        logger.exception("screenshot of session %s failed (incident %s)", session.id, incident)
+        why = f"the screenshot could not be checked (incident {incident})"
+        return _black(session, why, status, failed=False)
+    return Shot(_image_answer(session, png, plan, status), png, failed=False)
+
+
+def _black(session: Screened, why: str, status: str, *, failed: bool) -> Shot:
+    plan = plan_mask(
+        Probe(0, False, (), "", "", error=why),
+        session.deny_list,
+        (session.width, session.height),
+    )
+    png = blank_png(session.width, session.height)
+    return Shot(_image_answer(session, png, plan, status), png, failed=failed)
+
+
+def _probe(raw: dict[str, Any]) -> Probe:
+    return Probe(
+        windows=int(raw.get("windows", 0)),
+        focused_ok=bool(raw.get("focused_ok", False)),
+        password_rects=tuple(
+            (int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in raw.get("password_rects") or ()
+        ),
+        url=str(raw.get("url") or ""),
+        title=str(raw.get("title") or ""),
+        error=raw.get("error"),
+        pages=int(raw.get("pages", 1)),
+        frame_urls=tuple(str(u) for u in raw.get("frame_urls") or ()),
+        zoom=float(raw.get("zoom", 1.0)),
+    )
+
+
+async def _masked(session: Screened, shot: dict[str, Any]) -> tuple[bytes, MaskPlan]:
+    png = base64.b64decode(shot["png"], validate=True)
+    raw_probe = shot.get("probe")
+    probe = _probe(raw_probe) if isinstance(raw_probe, dict) else None
+    size = (int(shot.get("width", session.width)), int(shot.get("height", session.height)))
+    plan = plan_mask(probe, session.deny_list, size)
+    painted = {tuple(int(v) for v in r) for r in shot.get("painted") or ()}
+    if plan.full:
+        masked = blank_png(*size)
+    elif plan.rects and not set(plan.rects) <= painted:
+        masked = await anyio.to_thread.run_sync(apply_mask, png, plan, size)
+    else:
+        # Nothing to mask, or the kiosk already painted every rectangle of this plan
+        # black before encoding: a header check only (no decode, no re-encode).
+        masked = apply_mask(png, MaskPlan(False), size)
+    return masked, plan
+
+
+def _image_answer(session: Screened, png: bytes, plan: MaskPlan, status: str) -> dict[str, Any]:
+    text = " ".join(part for part in (plan.describe(), status) if part)
+    return answer(
+        {"type": "image", "data": base64.b64encode(png).decode(), "mimeType": "image/png"},
+        text_block(text),
+        masked=plan.full,
+        mask_reason=plan.reason or None,
+        masked_fields=len(plan.rects),
+        actions_used=session.used,
+        max_actions=session.max_actions,
+    )
