@@ -56,7 +56,6 @@ MCP1_PYTHON = MCP1_BIN / "python"
 FAMILIES: tuple[str, ...] = (
     "computer_use",
     "codrive",
-    "os_native",
     "browser_use",
     "mobile_use",
     "ios_use",

@@ -1,6 +1,6 @@
 """Config models (pydantic) and their loaders.
 
-`config.toml` holds the gateway, `[container]` and integrations; one
+`config.toml` holds the gateway, `[container]`, `[backend]` and the rigs; one
 `agents/<name>/agent.toml` per AI employee holds its capabilities and
 permissions. Every model forbids unknown keys so a typo is an error, and every
 error names the file, the dotted key and what is allowed.
@@ -16,7 +16,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from orchestrator.errors import ConfigError
 from sandboxes.approval_rules import DEFAULT_CONFIRM_WORDS, word_problem
@@ -343,7 +351,6 @@ class CorralConfig(_Model):
     rigs: MobileRigsConfig = MobileRigsConfig()
     # Unset: Docker at `[container] docker_host` (configs older than issue 15).
     backend: BackendConfig | None = None
-    integrations: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     def effective_backend(self) -> DockerBackendConfig | KubernetesBackendConfig:
         """`[backend]`, or the Docker engine `[container]` names."""
@@ -387,7 +394,6 @@ class Capabilities(_Model):
 
     computer_use: bool = False
     codrive: bool = False
-    os_native: bool = False
     browser_use: bool = False
     desktop_use: bool = False  # the desktop rig's computer_use tool (not the kiosk family)
     mobile_use: bool = False
@@ -398,6 +404,15 @@ class Capabilities(_Model):
     denied_tools: list[ToolPattern] = Field(default_factory=list)
     scoped_tools: list[ToolPattern] = Field(default_factory=list)
     computer_use_config: ComputerUseConfig = ComputerUseConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_os_native(cls, data: Any) -> Any:
+        # `os_native` gated no tool and is gone; agent files written before (the template
+        # had `os_native = false`) still load.
+        if isinstance(data, dict) and "os_native" in data:
+            return {k: v for k, v in data.items() if k != "os_native"}
+        return data
 
 
 class Permissions(_Model):
@@ -492,7 +507,6 @@ display_name = ""
 [capabilities]
 computer_use = false
 codrive = false
-os_native = false
 browser_use = false
 desktop_use = false
 mobile_use = false

@@ -67,7 +67,6 @@ ANDROID_KEYS = frozenset(
         "PAGE_DOWN",
     }
 )
-IOS_BUTTONS = ("home", "volumeUp", "volumeDown")
 
 MX = Annotated[Int, Field(ge=0, le=7999, description="Device pixels (Android) or points (iOS).")]
 MobileRef = Annotated[

@@ -11,7 +11,6 @@ from sandboxes.visibility import AgentView
 FAMILIES = (
     "computer_use",
     "codrive",
-    "os_native",
     "browser_use",
     "desktop_use",
     "mobile_use",

@@ -77,12 +77,10 @@ class ApprovalQueue:
         timeout_seconds: int,
         *,
         clock: Callable[[], float] = time.time,
-        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.audit = audit
         self.timeout_seconds = timeout_seconds
         self.clock = clock
-        self.on_change = on_change
         self._all: OrderedDict[str, Approval] = OrderedDict()
 
     # ------------------------------------------------------------------ raise / wait
@@ -125,7 +123,6 @@ class ApprovalQueue:
                 "timeout_seconds": self.timeout_seconds,
             },
         )
-        self._changed()
         return approval
 
     async def wait(self, approval: Approval) -> Approval:
@@ -187,7 +184,6 @@ class ApprovalQueue:
                 "latency_ms": int((now - approval.created_at) * 1000),
             },
         )
-        self._changed()
 
     # ------------------------------------------------------------------ reads
     def get(self, approval_id: str) -> Approval | None:
@@ -216,7 +212,3 @@ class ApprovalQueue:
         decided = [k for k, a in self._all.items() if a.state != "pending"]
         for key in decided[: max(0, len(decided) - KEEP_DECIDED)]:
             del self._all[key]
-
-    def _changed(self) -> None:
-        if self.on_change is not None:
-            self.on_change()

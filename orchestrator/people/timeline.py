@@ -20,7 +20,7 @@ from PIL import Image
 
 QUIET_SECONDS = 0.25
 THUMB_WIDTH = 320
-KEEP_ENTRIES = 200
+KEEP_ENTRIES = 200  # per surface: the console's timeline keeps this many, newest first
 
 ThumbState = Literal["pending", "ready", "none"]
 

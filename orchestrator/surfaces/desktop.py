@@ -20,6 +20,7 @@ import anyio
 from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import RigError
+from orchestrator.people.timeline import KEEP_ENTRIES
 from orchestrator.surfaces.kiosk.session import answer, fresh_clock, text_block
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.teardown import closed_on_failure
@@ -64,7 +65,7 @@ class DesktopRig:
     holder: str | None = None
     holder_viewer: str | None = None
     waiting: Approval | None = None
-    timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=200))
+    timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=KEEP_ENTRIES))
     needs_person: str | None = None
     seat_count: int = 0
     seat_changed: anyio.Event = field(default_factory=anyio.Event)

@@ -48,7 +48,6 @@ def test_defaults_are_in_force_when_config_toml_is_absent(tmp_path: Path) -> Non
     assert config.container.sandbox.base_image == DEFAULT_BASE_IMAGE
     assert config.container.sandbox.script_when_unavailable == "refuse"
     assert config.container.sandbox.tmp_size_mb == 64
-    assert config.integrations == {}
 
 
 def test_an_empty_config_toml_means_every_default(tmp_path: Path) -> None:
@@ -72,9 +71,6 @@ docker_host = "tcp://127.0.0.1:2375"
 image = "registry.example.com:5000/team/sandbox:v1.2"
 script_when_unavailable = "run_unsandboxed"
 tmp_size_mb = 128
-
-[integrations.slack]
-channel = "ops"
 """,
     )
 
@@ -86,7 +82,6 @@ channel = "ops"
     assert config.container.sandbox.image == "registry.example.com:5000/team/sandbox:v1.2"
     assert config.container.sandbox.script_when_unavailable == "run_unsandboxed"
     assert config.container.sandbox.tmp_size_mb == 128
-    assert config.integrations == {"slack": {"channel": "ops"}}
 
 
 @pytest.mark.parametrize(
@@ -173,6 +168,12 @@ def test_an_unknown_top_level_table_is_reported(tmp_path: Path) -> None:
     assert "'gatway'" in str(config_error(path))
 
 
+def test_an_integrations_table_is_an_unknown_key_since_nothing_reads_it(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", '[integrations.slack]\nchannel = "ops"\n')
+
+    assert "'integrations'" in str(config_error(path))
+
+
 def test_every_bad_key_is_reported_not_only_the_first(tmp_path: Path) -> None:
     path = write(
         tmp_path / "config.toml",
@@ -230,7 +231,6 @@ def test_a_new_agent_has_every_optional_capability_off() -> None:
     assert set(flags) >= {
         "computer_use",
         "codrive",
-        "os_native",
         "browser_use",
         "mobile_use",
         "ios_use",
@@ -289,6 +289,16 @@ def test_a_typo_in_an_agent_capability_is_an_unknown_key(tmp_path: Path) -> None
 
     assert "'capabilities.computeruse'" in str(info.value)
     assert "unknown key" in str(info.value)
+
+
+def test_an_agent_toml_written_with_the_old_os_native_key_still_loads(tmp_path: Path) -> None:
+    text = 'name = "alice"\n[capabilities]\nos_native = true\ncodrive = true\n'
+    path = write(tmp_path / "agent.toml", text)
+
+    agent = load_agent(path)
+
+    assert agent.capabilities.codrive is True
+    assert "os_native" not in Capabilities.model_fields
 
 
 def test_a_missing_agent_toml_is_an_error_naming_the_file(tmp_path: Path) -> None:

@@ -96,7 +96,7 @@ def test_every_capabilities_key_of_agent_toml_reaches_the_view(home: CorralHome)
     view = load_view(home, "ann")
 
     assert view.file_problem is None
-    assert view.capabilities == {"codrive", "os_native"}
+    assert view.capabilities == {"codrive"}
     assert view.read_only is True
     assert view.allowed_tools == ("codrive_*", "execute_program")
     assert view.denied_tools == ("codrive_run",)

@@ -349,7 +349,7 @@ def test_a_visible_decision_carries_no_message() -> None:
 VIEWS = st.builds(
     AgentView,
     name=st.sampled_from(["ann", "bob-2"]),
-    capabilities=st.frozensets(st.sampled_from(["computer_use", "codrive", "os_native"])),
+    capabilities=st.frozensets(st.sampled_from(["computer_use", "codrive", "desktop_use"])),
     read_only=st.booleans(),
     allowed_tools=st.lists(
         st.sampled_from(["*", "computer_*", "execute_program", "mcp__corral__codrive_*", "x"]),

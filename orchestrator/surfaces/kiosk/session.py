@@ -14,6 +14,7 @@ import anyio
 
 from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
+from orchestrator.people.timeline import KEEP_ENTRIES
 from sandboxes.ports import Egress
 from sandboxes.session_rules import SessionClock
 
@@ -43,7 +44,7 @@ class KioskSession:
     holder: str | None = None  # the operator who has the desktop, when controller is human
     holder_viewer: str | None = None  # the console connection whose input reaches it
     waiting: Approval | None = None  # the approval a held call waits for
-    timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=200))
+    timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=KEEP_ENTRIES))
     needs_person: str | None = None  # shown in the console: why a person is asked for
     seat_count: int = 0  # how many times the seat changed hands
     seat_changed: anyio.Event = field(default_factory=anyio.Event)  # set at each change
