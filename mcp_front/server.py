@@ -35,7 +35,7 @@ from mcp_front.families.script import run_execute_program
 from mcp_front.forwarder import forward, gateway_client
 from mcp_front.reporting import LogLevels, McpCallEvents, session_key
 from mcp_front.tool_log import ToolCallLog
-from orchestrator.agents.view import load_view
+from orchestrator.agents.view import view_of
 from orchestrator.audit import AuditLog
 from orchestrator.config import load_config
 from orchestrator.errors import NotAvailable
@@ -114,10 +114,10 @@ class CorralMCP:
                 self._http = None
 
     async def _watch(self) -> None:
-        last = visible_names(load_view(self.home, self.agent))
+        last = visible_names(await view_of(self.home, self.agent))
         while True:
             await anyio.sleep(WATCH_INTERVAL_SECONDS)
-            current = visible_names(load_view(self.home, self.agent))
+            current = visible_names(await view_of(self.home, self.agent))
             if current != last:
                 last = current
                 await self._notify_list_changed()
@@ -145,7 +145,7 @@ class CorralMCP:
         self, ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         self._remember(ctx)
-        view = load_view(self.home, self.agent)
+        view = await view_of(self.home, self.agent)
         return types.ListToolsResult(tools=[_tool(spec) for spec in visible_tools(view)])
 
     async def _call_tool(
@@ -171,7 +171,7 @@ class CorralMCP:
         if spec is None:
             log("refused", INVALID_PARAMS, "unknown tool")
             raise GateRefusal(f"Unknown tool: {name}", code=INVALID_PARAMS)
-        view = load_view(self.home, self.agent)
+        view = await view_of(self.home, self.agent)
         decision = decide(spec, view)
         if not decision.visible:
             log("refused", -32003, decision.message)

@@ -1,8 +1,22 @@
-"""Reading an agent's files into an `AgentView` (the I/O half of the visibility gate)."""
+"""Reading an agent's files into an `AgentView` (the I/O half of the visibility gate).
+
+The gateway and the MCP front ask for a view on every call and from loops that poll
+(the tool-list watch, the expiry loops), so the async readers (`agent_and_view`,
+`view_of`) keep the last parse per agent and re-read only when agent.toml or grants.json
+changes (inode, size, mtime or ctime), off the event loop. A file changed within
+`RACY_SECONDS` is re-read every time: an edit in the same clock tick as the last read
+would otherwise look unchanged."""
 
 from __future__ import annotations
 
-from orchestrator.agents.grants import read_grants
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+
+from orchestrator.agents.grants import grants_file, read_grants
 from orchestrator.config import AgentConfig, load_agent
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
@@ -54,3 +68,55 @@ def load_agent_and_view(home: CorralHome, name: str) -> tuple[AgentView, AgentCo
         problem = f"its name is {agent.name!r}, not {name!r}"
         return AgentView(name=name, grants=grants, file_problem=problem), None
     return view_from_config(agent, grants), agent
+
+
+RACY_SECONDS = 2.0
+Stamp = tuple[int, int, int, int] | None  # (inode, size, mtime_ns, ctime_ns); None: absent
+Loaded = tuple[AgentView, AgentConfig | None]
+
+
+def _stamp(path: Path) -> Stamp:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class ViewCache:
+    """The last view read per (CORRAL_HOME, agent), with the stamps of the files it came
+    from. Thread-safe enough for its use: a lost race re-reads, never serves stale."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._kept: dict[tuple[Path, str], tuple[tuple[Stamp, Stamp], Loaded]] = {}
+
+    def get(self, home: CorralHome, name: str) -> Loaded:
+        """The view and config (as `load_agent_and_view`), parsed again only if a file
+        changed. The stamps are taken before the read, so a change during it is seen next
+        time."""
+        stamps = (_stamp(home.agent_file(name)), _stamp(grants_file(home, name)))
+        key = (home.root, name)
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] == stamps:
+            return kept[1]
+        loaded = load_agent_and_view(home, name)
+        recent = self.clock() - RACY_SECONDS
+        if all(s is None or s[2] / 1e9 < recent for s in stamps):
+            self._kept[key] = (stamps, loaded)
+        else:
+            self._kept.pop(key, None)
+        return loaded
+
+
+VIEWS = ViewCache()
+
+
+async def agent_and_view(home: CorralHome, name: str) -> Loaded:
+    """`load_agent_and_view` for async callers: cached, and read off the event loop."""
+    return await anyio.to_thread.run_sync(VIEWS.get, home, name)
+
+
+async def view_of(home: CorralHome, name: str) -> AgentView:
+    """`load_view` for async callers: cached, and read off the event loop."""
+    return (await agent_and_view(home, name))[0]

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 from playwright.async_api import Playwright, async_playwright
 
-from orchestrator.agents.view import load_agent_and_view
+from orchestrator.agents.view import agent_and_view
 from orchestrator.audit import AuditLog
 from orchestrator.channel import load_seccomp
 from orchestrator.codrive.desktop import RigDesktop
@@ -141,7 +141,7 @@ class RigManager:
         spec = BY_NAME.get(tool)
         if spec is None or tool not in RIG_TOOLS | CODRIVE_TOOLS:
             return answer(text_block(f"Unknown tool: {tool}"), is_error=True)
-        view, agent_cfg = load_agent_and_view(self.home, agent)
+        view, agent_cfg = await agent_and_view(self.home, agent)
         decision = decide(spec, view)
         if not decision.visible or agent_cfg is None:
             self.audit.record("rig_refused", agent, {"tool": tool})
@@ -498,7 +498,7 @@ class RigManager:
         ended = []
         now = self.clock()
         for key, rig in list(self.rigs.items()):
-            view, agent_cfg = load_agent_and_view(self.home, key[0])
+            view, agent_cfg = await agent_and_view(self.home, key[0])
             why = rig.clock.expiry(now)
             if why is None and not any(
                 decide(BY_NAME[tool], view).visible for tool in USERS_OF[key[1]]

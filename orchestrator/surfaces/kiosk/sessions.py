@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from orchestrator.agents.view import load_agent_and_view
+from orchestrator.agents.view import agent_and_view
 from orchestrator.audit import AuditLog
 from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.config import ComputerUseConfig, CorralConfig
@@ -96,7 +96,7 @@ class SessionManager:
         spec = BY_NAME.get(tool)
         if spec is None or not tool.startswith("computer_") or tool in RIG_TOOLS:
             return answer(text_block(f"Unknown tool: {tool}"), is_error=True)
-        view, agent_cfg = load_agent_and_view(self.home, agent)  # one read per call
+        view, agent_cfg = await agent_and_view(self.home, agent)  # one read per call
         decision = decide(spec, view)
         if not decision.visible or agent_cfg is None:
             self.audit.record("computer_use_refused", agent, {"tool": tool})
@@ -505,7 +505,7 @@ class SessionManager:
         for agent, session in list(self.sessions.items()):
             if session.controller == "human" or session.waiting is not None:
                 session.clock.last_action = now  # a person is working: not idle
-            view, agent_cfg = load_agent_and_view(self.home, agent)
+            view, agent_cfg = await agent_and_view(self.home, agent)
             why = session.clock.expiry(now) or revocation(view)
             if why is None and agent_cfg is not None:
                 # a host removed from the allowlist loses its route now
