@@ -41,7 +41,7 @@ from computer_use_paths import console
 from mcp import Client
 
 from orchestrator.config import render_new_agent
-from orchestrator.home import CorralHome
+from orchestrator.home import CorralHome, Environment
 from tests.e2e.gateways import add_operator
 from tests.e2e.person import console_login, live_view
 
@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write", default=None)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="corral-bench-codrive-") as tmp:
-        home = CorralHome(root=Path(tmp) / "home")
+        home = CorralHome(root=Path(tmp) / "home", env=Environment.from_environ(os.environ))
         port = free_port()
         prepare(home, port)
         token = add_operator(home, "bench-operator")

@@ -98,7 +98,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.config import AgentConfig, load_config, render_new_agent
-from orchestrator.home import CorralHome
+from orchestrator.home import CorralHome, Environment
 from orchestrator.owner import Owner
 from orchestrator.owner import read_start_time as owner_start_time
 
@@ -445,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The site goes last: its containers are removed after the gateway has stopped.
     with tempfile.TemporaryDirectory(prefix="corral-bench-cu-") as tmp, heavy_site() as site:
         console.print(f"[dim]the heavy page's site at {site.ip} ({HEAVY_URL})[/dim]")
-        home = CorralHome(Path(tmp).resolve() / "home")
+        home = CorralHome(Path(tmp).resolve() / "home", env=Environment.from_environ(os.environ))
         port = free_port()
         prepare_home(home, port, site)
         try:

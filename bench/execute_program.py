@@ -50,8 +50,8 @@ from _common import (
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
-from orchestrator.home import CorralHome
+from orchestrator.config import image_name
+from orchestrator.home import CorralHome, Environment
 from orchestrator.runtime import Runtime, open_runtime
 from sandboxes.script import execute_program
 from sandboxes.script_policy import parse_params
@@ -60,7 +60,7 @@ CODE = "print(1)"
 EXPECTED = "1"
 WARMUP = 2
 DEFAULT_RUNS = 30
-IMAGE = DEFAULT_SANDBOX_IMAGE
+IMAGE = image_name("sandbox", Environment.from_environ(os.environ).image_tag)
 MANAGED_LABEL = "corral.managed=true"
 SECTION_START, SECTION_END = markers("execute_program")
 DIR_PLACEHOLDER = "DIR"
@@ -285,10 +285,10 @@ def run_benchmark(runs: int) -> list[PathResult]:
         tempfile.TemporaryDirectory(prefix="corral-bench-runsc-") as runsc_dir,
     ):
         # A throwaway CORRAL_HOME: default config, its own audit log and work dir.
-        home = CorralHome(Path(home_dir).resolve())
+        home = CorralHome(Path(home_dir).resolve(), env=Environment.from_environ(os.environ))
         raw_workspace = Path(raw_dir).resolve()
         write_raw_workspace(raw_workspace)
-        runsc_home = CorralHome(Path(runsc_dir).resolve())
+        runsc_home = CorralHome(Path(runsc_dir).resolve(), env=Environment.from_environ(os.environ))
         runsc_home.root.mkdir(parents=True, exist_ok=True)
         runsc_home.config_file.write_text(RUNSC_CONFIG, encoding="utf-8")
         samples = anyio.run(interleaved_samples, home, runsc_home, raw_workspace, runs)

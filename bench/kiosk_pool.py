@@ -46,7 +46,7 @@ from rich.table import Table
 
 from orchestrator.audit import AuditLog
 from orchestrator.config import load_config
-from orchestrator.home import CorralHome
+from orchestrator.home import CorralHome, Environment
 from orchestrator.owner import read_start_time as owner_start_time
 
 DEFAULT_STARTS = 15
@@ -233,8 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     owners: list[tuple[int, int | None]] = [(me, owner_start_time(me))]
     with tempfile.TemporaryDirectory(prefix="corral-bench-pool-") as tmp, heavy_site() as site:
         homes = {
-            "warm pool": CorralHome(Path(tmp) / "warm"),
-            "cold": CorralHome(Path(tmp) / "cold"),
+            "warm pool": CorralHome(Path(tmp) / "warm", env=Environment.from_environ(os.environ)),
+            "cold": CorralHome(Path(tmp) / "cold", env=Environment.from_environ(os.environ)),
         }
         ports = {name: free_port() for name in homes}
         for name, home in homes.items():

@@ -17,6 +17,7 @@ path once, in rotating order) after WARMUP uncounted rounds.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -32,7 +33,7 @@ from computer_use_paths import console
 from mcp import Client
 
 from orchestrator.config import AndroidRigConfig, render_new_agent
-from orchestrator.home import CorralHome
+from orchestrator.home import CorralHome, Environment
 from orchestrator.surfaces.android.adb import AdbServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="corral-bench-mobile-") as tmp, FakeAdbd() as adbd:
             serial = f"127.0.0.1:{adbd.port}"
-            home = CorralHome(root=Path(tmp) / "home")
+            home = CorralHome(root=Path(tmp) / "home", env=Environment.from_environ(os.environ))
             port = free_port()
             prepare(home, port, serial, wda.url)
             baseline = AdbServer(AndroidRigConfig(devices=[serial]))

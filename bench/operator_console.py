@@ -105,7 +105,7 @@ from websockets.typing import Origin
 
 from orchestrator.gateway.signing import load_or_create_key, new_nonce, sign
 from orchestrator.gateway.wire import ADMIN_DECIDE_PATH
-from orchestrator.home import CorralHome
+from orchestrator.home import CorralHome, Environment
 from orchestrator.owner import read_start_time
 from sandboxes.rfb import pointer_event
 
@@ -504,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         heavy_site(checkout_routes()) as site,
     ):
         console.print(f"[dim]the checkout page's site at {site.ip} ({CHECKOUT_URL})[/dim]")
-        home = CorralHome(Path(tmp).resolve() / "home")
+        home = CorralHome(Path(tmp).resolve() / "home", env=Environment.from_environ(os.environ))
         port = free_port()
         prepare_home(home, port, site)
         token = add_operator(home)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import tempfile
 import time
@@ -43,7 +44,7 @@ from computer_use_site import HEAVY_URL, SITE, heavy_site
 from mcp import Client
 
 from orchestrator.config import render_new_agent
-from orchestrator.home import CorralHome
+from orchestrator.home import CorralHome, Environment
 
 AGENT = "bench-rig"
 WARMUP = 3
@@ -149,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write", default=None)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="corral-bench-rigs-") as tmp, heavy_site() as site:
-        home = CorralHome(root=Path(tmp) / "home")
+        home = CorralHome(root=Path(tmp) / "home", env=Environment.from_environ(os.environ))
         port = free_port()
         prepare(home, port, site.ca_file, site.ip)
         with running_gateway(home, port, Path(tmp) / "gateway.log"):

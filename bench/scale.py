@@ -51,7 +51,7 @@ from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.docker.network_reaper import reap_networks
 from orchestrator.config import load_config
 from orchestrator.gateway.service import egress_factory
-from orchestrator.home import CorralHome
+from orchestrator.home import CorralHome, Environment
 from orchestrator.owner import Owner
 from orchestrator.owner import read_start_time as owner_start_time
 from orchestrator.surfaces.kiosk.sessions import SessionManager
@@ -274,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     me = os.getpid()
     owners: list[tuple[int, int | None]] = [(me, owner_start_time(me))]
     with tempfile.TemporaryDirectory(prefix="corral-bench-scale-") as tmp, heavy_site() as site:
-        home = CorralHome(Path(tmp) / "home")
+        home = CorralHome(Path(tmp) / "home", env=Environment.from_environ(os.environ))
         prepare(home, site.ca_file, site.ip, max(args.sessions))
         try:
             steps = anyio.run(measure, home, args.sessions, args.rounds)

@@ -88,7 +88,7 @@ from soak_report import (
 )
 
 from orchestrator.config import AgentConfig, load_config, render_new_agent
-from orchestrator.home import CorralHome
+from orchestrator.home import CorralHome, Environment
 from orchestrator.owner import read_start_time
 
 CALL_TIMEOUT_S = 120.0
@@ -441,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     record.owners.add((me, read_start_time(me)))
     interrupted = False
     with tempfile.TemporaryDirectory(prefix="corral-bench-soak-") as tmp:
-        home = CorralHome(Path(tmp).resolve() / "home")
+        home = CorralHome(Path(tmp).resolve() / "home", env=Environment.from_environ(os.environ))
         port = free_port()
         prepare_home(home, port, plan)
         try:

@@ -41,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.config import render_new_agent
-from orchestrator.home import CorralHome
+from orchestrator.home import CorralHome, Environment
 
 SECTION = "tools_list"
 SECTION_START, SECTION_END = markers(SECTION)
@@ -192,7 +192,7 @@ def run_benchmark() -> list[Measurement]:
         tempfile.TemporaryDirectory(prefix="corral-bench-home-") as home_dir,
         tempfile.TemporaryDirectory(prefix="corral-bench-git-") as git_dir,
     ):
-        home = CorralHome(Path(home_dir).resolve())
+        home = CorralHome(Path(home_dir).resolve(), env=Environment.from_environ(os.environ))
         write_agent(home, AGENT_OFF, render_new_agent(AGENT_OFF))
         write_agent(home, AGENT_ON, all_families_on(render_new_agent(AGENT_ON)))
         repo = Path(git_dir).resolve()

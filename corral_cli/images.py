@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from orchestrator.backends.docker.backend import DEFAULT_SOCKET
 from orchestrator.backends.docker.image_push import config_snippet, push_plan, push_to_registry
 from orchestrator.errors import CorralError
 
@@ -17,13 +18,16 @@ def images_push(registry: str) -> None:
     from orchestrator.config import load_config
 
     try:
-        config = load_config(_home().config_file)
+        home = _home()
+        config = load_config(home.config_file, home.env.image_tag)
         container = config.container
         steps = push_plan(
             registry, [container.sandbox.image, container.kiosk.image, container.kiosk.proxy_image]
         )
         push_to_registry(
-            container.docker_host, steps, lambda line: err.print(f"  {line}", markup=False)
+            container.docker_host or home.env.docker_host or DEFAULT_SOCKET,
+            steps,
+            lambda line: err.print(f"  {line}", markup=False),
         )
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from functools import partial
@@ -45,7 +46,12 @@ out = Console(highlight=False, emoji=False)
 
 
 def _home() -> CorralHome:
-    return CorralHome.from_env()
+    """The environment, read once per command (the only read of it in corral)."""
+    try:
+        return CorralHome.from_env(os.environ)
+    except ValueError as exc:  # a CORRAL_IMAGE_TAG that is not a Docker tag
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise SystemExit(2) from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -180,8 +186,8 @@ def images_build(rebuild: bool, pull_base: bool, mirror: str) -> None:
 
     home = _home()
     try:
-        config = load_config(home.config_file)
-        url = engine_url(config.container.docker_host)
+        config = load_config(home.config_file, home.env.image_tag)
+        url = engine_url(config.container.docker_host, {"DOCKER_HOST": home.env.docker_host or ""})
         with err.status("building images…") as status, map_docker_errors(url):
             client = docker.DockerClient(base_url=url, version=API_VERSION)
 

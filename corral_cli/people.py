@@ -30,7 +30,9 @@ out = Console(highlight=False, emoji=False)
 
 
 def _home() -> CorralHome:
-    return CorralHome.from_env()
+    from corral_cli.main import _home as home
+
+    return home()
 
 
 def _fail(exc: CorralError) -> None:

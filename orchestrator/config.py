@@ -9,12 +9,11 @@ error names the file, the dotted key and what is allowed.
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -27,28 +26,25 @@ from pydantic import (
 )
 
 from orchestrator.errors import ConfigError
+from orchestrator.home import DEFAULT_IMAGE_TAG
 from sandboxes.approval_rules import DEFAULT_CONFIRM_WORDS, word_problem
 from sandboxes.hostnames import deny_entry_problem, host_entry_problem
 from sandboxes.visibility import pattern_problem
 
 
-def _image_tag() -> str:
-    """The tag of the images corral builds and runs by default: `latest`, or
-    $CORRAL_IMAGE_TAG, so two checkouts on one engine (two worktrees, a CI clone beside a
-    developer's tree) each build and run their own images instead of rebuilding each
-    other's."""
-    tag = os.environ.get("CORRAL_IMAGE_TAG", "latest")
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag):
-        raise ValueError(f"CORRAL_IMAGE_TAG={tag!r} is not a Docker tag ([A-Za-z0-9_.-], 1-128)")
-    return tag
+def image_name(kind: str, tag: str = DEFAULT_IMAGE_TAG) -> str:
+    """The image corral builds and runs for `kind` under `tag` (`CorralHome.env.image_tag`:
+    `latest`, or $CORRAL_IMAGE_TAG as the CLI read it)."""
+    return f"corral-{kind}:{tag}"
 
 
-IMAGE_TAG = _image_tag()
-DEFAULT_SANDBOX_IMAGE = f"corral-sandbox:{IMAGE_TAG}"
-DEFAULT_KIOSK_IMAGE = f"corral-kiosk:{IMAGE_TAG}"
-DEFAULT_PROXY_IMAGE = f"corral-proxy:{IMAGE_TAG}"
-DEFAULT_BROWSER_IMAGE = f"corral-browser:{IMAGE_TAG}"
-DEFAULT_DESKTOP_IMAGE = f"corral-desktop:{IMAGE_TAG}"
+# The default images under the default tag; `load_config(..., image_tag=)` names the ones
+# config.toml leaves unset under another tag.
+DEFAULT_SANDBOX_IMAGE = image_name("sandbox")
+DEFAULT_KIOSK_IMAGE = image_name("kiosk")
+DEFAULT_PROXY_IMAGE = image_name("proxy")
+DEFAULT_BROWSER_IMAGE = image_name("browser")
+DEFAULT_DESKTOP_IMAGE = image_name("desktop")
 DEFAULT_BASE_IMAGE = "corral-base:bookworm"
 
 # A Docker image reference: [registry/]name[:tag][@digest], lower-case repository.
@@ -109,6 +105,9 @@ ConfirmWord = Annotated[str, AfterValidator(_confirm_word)]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_M = TypeVar("_M", bound=_Model)
 
 
 def _check_image(value: str) -> str:
@@ -372,6 +371,25 @@ class CorralConfig(_Model):
         ]
         return {local: remote for local, remote in pairs if remote and remote != local}
 
+    def with_image_tag(self, tag: str) -> CorralConfig:
+        """This config with every image config.toml leaves unset named under `tag`."""
+        if tag == DEFAULT_IMAGE_TAG:
+            return self
+        c = self.container
+        update = {
+            "sandbox": _retag(c.sandbox, {"image": "sandbox"}, tag),
+            "kiosk": _retag(c.kiosk, {"image": "kiosk", "proxy_image": "proxy"}, tag),
+            "rigs": _retag(c.rigs, {"browser_image": "browser", "desktop_image": "desktop"}, tag),
+        }
+        return self.model_copy(update={"container": c.model_copy(update=update)})
+
+
+def _retag(model: _M, kinds: dict[str, str], tag: str) -> _M:
+    unset = {name: image_name(kind, tag) for name, kind in kinds.items()}
+    return model.model_copy(
+        update={k: v for k, v in unset.items() if k not in model.model_fields_set}
+    )
+
 
 class ComputerUseConfig(_Model):
     max_actions: Annotated[int, Field(ge=1, le=10_000)] = 50
@@ -481,11 +499,12 @@ def parse_config(data: Mapping[str, Any], source: str) -> CorralConfig:
         raise ConfigError(source, format_validation_error(exc)) from exc
 
 
-def load_config(path: Path) -> CorralConfig:
-    """Read `config.toml`; a missing file means every default."""
+def load_config(path: Path, image_tag: str = DEFAULT_IMAGE_TAG) -> CorralConfig:
+    """Read `config.toml`; a missing file means every default. Images it leaves unset are
+    corral's own under `image_tag` (`home.env.image_tag`)."""
     if not path.exists():
-        return CorralConfig()
-    return parse_config(_read_toml(path), str(path))
+        return CorralConfig().with_image_tag(image_tag)
+    return parse_config(_read_toml(path), str(path)).with_image_tag(image_tag)
 
 
 def load_agent(path: Path) -> AgentConfig:

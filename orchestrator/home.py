@@ -1,22 +1,67 @@
-"""Where corral keeps its files: CORRAL_HOME (default ~/.corral)."""
+"""Where corral keeps its files (CORRAL_HOME, default ~/.corral) and what else it takes
+from the environment. The CLI reads the environment once, into a `CorralHome`, and passes
+that down; nothing below it reads `os.environ`."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+
+DEFAULT_IMAGE_TAG = "latest"
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """The environment variables corral follows, as the CLI read them.
+
+    `image_tag` is $CORRAL_IMAGE_TAG (default `latest`): the tag of the images corral
+    builds and runs when config.toml names none, so two checkouts on one engine (two
+    worktrees, a CI clone beside a developer's tree) each build and run their own images
+    instead of rebuilding each other's. `docker_host` is $DOCKER_HOST (used when config.toml
+    names no engine); `kubeconfig` and `user_home` are $KUBECONFIG and $HOME (where the
+    Kubernetes backend looks for its kubeconfig)."""
+
+    image_tag: str = DEFAULT_IMAGE_TAG
+    docker_host: str | None = None
+    kubeconfig: str | None = None
+    user_home: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _TAG_RE.fullmatch(self.image_tag):
+            raise ValueError(
+                f"CORRAL_IMAGE_TAG={self.image_tag!r} is not a Docker tag ([A-Za-z0-9_.-], 1-128)"
+            )
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Environment:
+        return cls(
+            image_tag=environ.get("CORRAL_IMAGE_TAG", DEFAULT_IMAGE_TAG),
+            docker_host=environ.get("DOCKER_HOST") or None,
+            kubeconfig=environ.get("KUBECONFIG") or None,
+            user_home=environ.get("HOME") or None,
+        )
+
+    def kube_environ(self) -> dict[str, str]:
+        """KUBECONFIG and HOME as a mapping, for `resolve_kubeconfig`."""
+        pairs = (("KUBECONFIG", self.kubeconfig), ("HOME", self.user_home))
+        return {name: value for name, value in pairs if value is not None}
 
 
 @dataclass(frozen=True, slots=True)
 class CorralHome:
     root: Path
+    env: Environment = field(default_factory=Environment)
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> CorralHome:
-        env = os.environ if environ is None else environ
-        raw = env.get("CORRAL_HOME")
+    def from_env(cls, environ: Mapping[str, str]) -> CorralHome:
+        """CORRAL_HOME (default ~/.corral) and the rest of `Environment`, from `environ`
+        (the CLI passes `os.environ`). A bad CORRAL_IMAGE_TAG raises ValueError."""
+        raw = environ.get("CORRAL_HOME")
         root = Path(raw).expanduser() if raw else Path.home() / ".corral"
-        return cls(root=root.resolve())
+        return cls(root=root.resolve(), env=Environment.from_environ(environ))
 
     @property
     def config_file(self) -> Path:

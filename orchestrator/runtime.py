@@ -5,13 +5,12 @@ Read from the environment only by the CLI entry point, then passed down.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from orchestrator.audit import AuditLog
-from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.backend import DEFAULT_SOCKET, DockerBackend
 from orchestrator.backends.kubernetes.backend import (
     KubernetesBackend,
     KubeSettings,
@@ -137,15 +136,18 @@ async def open_runtime(
     containers while the runtime is open; a one-shot command leaves it off."""
     home.ensure()
     try:
-        config: CorralConfig | ConfigError = load_config(home.config_file)
+        config: CorralConfig | ConfigError = load_config(home.config_file, home.env.image_tag)
     except ConfigError as exc:
         config = exc
     chosen = None if isinstance(config, ConfigError) else config.effective_backend()
     docker_host = chosen.docker_host if isinstance(chosen, DockerBackendConfig) else None
     if docker_host is None and not isinstance(config, ConfigError):
         docker_host = config.container.docker_host
-    backend = DockerBackend(Owner.current(), docker_host)
-    kubernetes = kubernetes_for(config, backend.owner, os.environ if environ is None else environ)
+    engine = docker_host or home.env.docker_host or DEFAULT_SOCKET
+    backend = DockerBackend(Owner.current(), engine)
+    kubernetes = kubernetes_for(
+        config, backend.owner, home.env.kube_environ() if environ is None else environ
+    )
     try:
         async with pool_for(home, config, backend, warm=warm) as pool:
             yield Runtime(

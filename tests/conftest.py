@@ -12,6 +12,7 @@ import pytest
 from testcontainers.core.config import testcontainers_config
 
 from orchestrator.home import CorralHome
+from tests.images import ENV
 
 if TYPE_CHECKING:
     import docker
@@ -127,7 +128,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def corral_home(tmp_path: Path) -> CorralHome:
-    home = CorralHome(root=tmp_path / "corral-home")
+    home = CorralHome(root=tmp_path / "corral-home", env=ENV)  # as the CLI reads it
     home.ensure()
     return home
 

@@ -14,9 +14,9 @@ import anyio
 
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.channel import KioskChannel, load_seccomp
-from orchestrator.config import DEFAULT_KIOSK_IMAGE
 from sandboxes.isolation import NON_ROOT, kiosk_spec
 from sandboxes.rfb import set_encodings
+from tests.images import DEFAULT_KIOSK_IMAGE
 
 KIOSK_IMAGE = DEFAULT_KIOSK_IMAGE
 START_DEADLINE = 60.0

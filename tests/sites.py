@@ -22,8 +22,8 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.exceptions import ContainerStartException
 from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from tests.helpers import control_labels
+from tests.images import DEFAULT_SANDBOX_IMAGE
 
 SANDBOX_IMAGE = DEFAULT_SANDBOX_IMAGE
 EGRESS_NETWORK = "corral-egress"

@@ -126,7 +126,7 @@ async def run_gateway(
 ) -> None:
     """Serve until cancelled; every session is ended (its containers removed) before this
     returns, whichever way it stops. `host`/`port` override [gateway] in config.toml."""
-    config = load_config(home.config_file)
+    config = load_config(home.config_file, home.env.image_tag)
     listen_host = config.gateway.host if host is None else host
     listen_port = config.gateway.port if port is None else port
     async with open_runtime(home) as runtime:

@@ -26,6 +26,7 @@ from tests.e2e.conftest import McpHarness, connect, wait_until
 from tests.e2e.gateways import add_operator, running_gateway
 from tests.e2e.person import console_login, live_view
 from tests.helpers import corral_bin, env_with_home, leaked_containers
+from tests.images import ENV
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -70,7 +71,7 @@ def docker_module() -> Iterator[docker.DockerClient]:
 async def desk(
     tmp_path_factory: pytest.TempPathFactory, docker_module: docker.DockerClient
 ) -> AsyncIterator[Desk]:
-    home = CorralHome(root=tmp_path_factory.mktemp("codrive") / "home")
+    home = CorralHome(root=tmp_path_factory.mktemp("codrive") / "home", env=ENV)
     home.ensure()
     write_alice(home)
     token = add_operator(home, "olga")

@@ -24,6 +24,7 @@ from sandboxes.fence import unfence
 from tests.e2e.conftest import connect, wait_until
 from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import image_of, text_of
+from tests.images import ENV
 from tests.simulators import fake_wda
 from tests.simulators.fake_adbd import FakeAdbd
 from tests.simulators.fake_android import INJECTION, PASSWORD_BOX, PASSWORD_RGB, make_apk
@@ -90,7 +91,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 @pytest.fixture(scope="module")
 async def gateway(world: World) -> AsyncIterator[CorralHome]:
     """One gateway for the module; when it stops, its adb server must be gone too."""
-    home = CorralHome(root=world.root / "corral-home")
+    home = CorralHome(root=world.root / "corral-home", env=ENV)
     home.ensure()
     write_agent(home, "alice")
     write_agent(home, "reader", read_only=True)

@@ -30,6 +30,7 @@ from tests.e2e.test_computer_use import (
     write_agent,
 )
 from tests.helpers import corral_bin, env_with_home
+from tests.images import ENV
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -165,7 +166,7 @@ async def test_takeover_freezes_the_ai_and_handback_releases_it(world: World) ->
 
 
 async def test_the_cli_needs_the_gateway_and_the_key(world: World, tmp_path: Any) -> None:
-    other = CorralHome(tmp_path / "elsewhere")
+    other = CorralHome(tmp_path / "elsewhere", env=ENV)
     other.root.mkdir()
     other.config_file.write_text(f"[gateway]\nport = {free_port()}\n")
     done = corral(other, "approvals", "list")

@@ -16,7 +16,6 @@ import docker.errors
 import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.home import CorralHome
 from orchestrator.owner import Owner
 from orchestrator.runtime import Runtime, open_runtime
@@ -33,6 +32,7 @@ from tests.helpers import (  # re-exported: test modules import them from here
     wait_until,
     write_config,
 )
+from tests.images import DEFAULT_SANDBOX_IMAGE
 
 __all__ = [
     "bridge_gateway",

@@ -12,9 +12,9 @@ import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.channel import KioskChannel, load_seccomp
-from orchestrator.config import DEFAULT_DESKTOP_IMAGE
 from orchestrator.errors import KioskError
 from sandboxes.isolation import kiosk_spec
+from tests.images import DEFAULT_DESKTOP_IMAGE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -9,9 +9,9 @@ import docker.errors
 import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.owner import Owner
 from tests.helpers import control_labels
+from tests.images import DEFAULT_SANDBOX_IMAGE
 
 pytestmark = pytest.mark.anyio
 

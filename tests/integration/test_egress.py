@@ -41,9 +41,9 @@ from orchestrator.backends.docker.firewall import (
     remove_input_drop,
 )
 from orchestrator.backends.docker.network_reaper import reap_networks
-from orchestrator.config import DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
 from orchestrator.owner import LABEL_KIND, Owner, read_boot_id
+from tests.images import DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
 from tests.integration.conftest import bridge_gateway, control_labels, wait_until
 from tests.sites import make_certs, start_site
 

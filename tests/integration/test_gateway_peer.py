@@ -11,6 +11,7 @@ import pytest
 from orchestrator.gateway.wire import COMPUTER_USE_PATH
 from orchestrator.home import CorralHome
 from tests.gateway_helpers import CALL, Recorder, encode, running_gateway, signed_headers
+from tests.images import ENV
 from tests.integration.conftest import bridge_gateway, host_addresses
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +23,7 @@ async def test_a_non_loopback_peer_is_refused_with_403_and_audited(
     # Listen on this host's own docker0 address (not 0.0.0.0: nothing else needs to reach it)
     # and connect to it: the peer is this host, but not on loopback. Docker's MASQUERADE rule
     # may rewrite the source to the host's primary address: still one of its own.
-    home = CorralHome(root=tmp_path / "bridge-home")
+    home = CorralHome(root=tmp_path / "bridge-home", env=ENV)
     address = bridge_gateway()
     async with running_gateway(home, address, free_tcp_port, Recorder()) as gw:
         body = encode(CALL)

@@ -29,7 +29,7 @@ import docker.errors
 import pytest
 from docker.utils.socket import STDOUT, frames_iter
 
-from orchestrator.config import DEFAULT_KIOSK_IMAGE
+from tests.images import DEFAULT_KIOSK_IMAGE
 
 KIOSK_IMAGE = DEFAULT_KIOSK_IMAGE
 SECCOMP = Path(__file__).resolve().parents[2] / "rig_images" / "kiosk" / "seccomp.json"

@@ -13,9 +13,9 @@ import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.channel import KioskChannel
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.errors import KioskError
 from sandboxes.isolation import locked_down
+from tests.images import DEFAULT_SANDBOX_IMAGE
 
 pytestmark = pytest.mark.anyio
 

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.home import CorralHome
 from orchestrator.runtime import open_runtime
 from sandboxes.script import execute_program
 from sandboxes.script_policy import parse_params
+from tests.images import DEFAULT_SANDBOX_IMAGE
 from tests.integration.conftest import (
     RunScript,
     bridge_gateway,

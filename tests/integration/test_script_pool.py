@@ -172,12 +172,12 @@ async def test_a_warm_container_never_runs_a_script_beyond_the_slot_limit(
 
 
 OWNER = """
-import sys, anyio
+import os, sys, anyio
 from orchestrator.home import CorralHome
 from orchestrator.runtime import open_runtime
 
 async def main():
-    async with open_runtime(CorralHome.from_env(), warm=True) as rt:
+    async with open_runtime(CorralHome.from_env(os.environ), warm=True) as rt:
         with anyio.fail_after(60):
             while len(rt.pool.idle_ids()) < 2:
                 await anyio.sleep(0.05)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
-from orchestrator.config import DEFAULT_KIOSK_IMAGE, DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
 from orchestrator.owner import Owner
 from tests.fake_kube.server import NAMESPACE, Served, serve
+from tests.images import DEFAULT_KIOSK_IMAGE, DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
 
 KIOSK_IMAGE = DEFAULT_KIOSK_IMAGE
 PROXY_IMAGE = DEFAULT_PROXY_IMAGE

@@ -13,10 +13,10 @@ import pytest
 from kr8s.asyncio.objects import Pod
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from sandboxes.isolation import locked_down
 from sandboxes.k8s_manifests import pod_manifest
 from tests.fake_kube.server import NAMESPACE, Served
+from tests.images import DEFAULT_SANDBOX_IMAGE
 from tests.integration.kubernetes.conftest import KIOSK_IMAGE
 from tests.unit.test_k8s_manifests import LABELS, script_pod
 

@@ -11,12 +11,12 @@ import anyio
 import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
 from orchestrator.owner import Owner
 from sandboxes.script import ScriptContext, ScriptResult, ScriptSettings, execute_program
 from sandboxes.script_policy import READ_CAP_BYTES, REPLY_CAP_BYTES, parse_params
 from tests.fake_kube.server import Served
+from tests.images import DEFAULT_SANDBOX_IMAGE
 from tests.integration.kubernetes.conftest import leftovers
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.anyio]

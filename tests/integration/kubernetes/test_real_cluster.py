@@ -17,10 +17,10 @@ import anyio
 import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
-from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from orchestrator.owner import Owner
 from sandboxes.script import ScriptContext, ScriptResult, ScriptSettings, execute_program
 from sandboxes.script_policy import parse_params
+from tests.images import DEFAULT_SANDBOX_IMAGE
 
 KUBECONFIG = os.environ.get("CORRAL_TEST_KUBECONFIG", "")
 NAMESPACE = os.environ.get("CORRAL_TEST_NAMESPACE", "corral-test")
