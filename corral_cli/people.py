@@ -11,10 +11,10 @@ import time
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from corral_cli.common import fail, out, read_home
 from orchestrator.errors import CorralError
 from orchestrator.gateway.admin_client import admin_call
 from orchestrator.gateway.wire import (
@@ -23,21 +23,9 @@ from orchestrator.gateway.wire import (
     ADMIN_SESSION_ACT_PATH,
     ADMIN_SESSIONS_PATH,
 )
-from orchestrator.home import CorralHome
 
-err = Console(stderr=True, highlight=False, emoji=False)
-out = Console(highlight=False, emoji=False)
-
-
-def _home() -> CorralHome:
-    from corral_cli.main import _home as home
-
-    return home()
-
-
-def _fail(exc: CorralError) -> None:
-    err.print(f"[red]error:[/red] {escape(str(exc))}")
-    raise SystemExit(1) from exc
+_home = read_home
+_fail = fail
 
 
 def _operator(name: str | None) -> str:

@@ -67,9 +67,6 @@ SIZE_EXCEPTIONS: dict[str, str] = {
     "restructure in progress",
     "orchestrator/surfaces/rigs.py": "issue 21: surfaces restructure in progress",
     "orchestrator/surfaces/rigs.py::RigManager._start_browser": "issue 21: one start path",
-    "corral_cli/main.py": "issue 21: being split into modules (helper envsize)",
-    "corral_cli/main.py::run": "issue 21: being split (helper envsize)",
-    "corral_cli/main.py::gateway": "issue 21: being split (helper envsize)",
     "rig_images/desktop/codrive_ops.py": "runs inside the desktop image (one file copied in); "
     "not yet split",
     "rig_images/kiosk/kiosk_agent/browser.py": "inside the kiosk image; not yet split",

@@ -1,0 +1,136 @@
+"""`corral gateway`: run the gateway (kiosk sessions, rigs, the console) until a signal."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from functools import partial
+from pathlib import Path
+
+import anyio
+import click
+from pydantic import ValidationError
+from rich.markup import escape
+
+from corral_cli.common import err, fail, read_home
+from orchestrator.config import GatewayConfig, load_config
+from orchestrator.errors import ConfigError, CorralError
+from orchestrator.home import CorralHome
+
+MCP_SNIPPET = """
+Connect an MCP client (agent "alice"; create it with `corral agents new alice`):
+  {{"mcpServers": {{"corral": {{"command": "{corral}",
+                              "args": ["mcp", "--agent", "alice"],
+                              "env": {{"CORRAL_HOME": "{home}"}}}}}}}}
+"""
+OPTION_ALLOWED = {"host": "127.0.0.1, ::1 or localhost", "port": "an integer from 1 to 65535"}
+
+
+@click.command()
+@click.option(
+    "--host",
+    default=None,
+    help="Listen address for this run: 127.0.0.1, ::1 or localhost (default: [gateway] host).",
+)
+@click.option("--port", default=None, help="Port for this run, 1-65535 (default: [gateway] port).")
+@click.option(
+    "--rotate-key",
+    is_flag=True,
+    help="Replace CORRAL_HOME/gateway.key with a new key before starting.",
+)
+def gateway(host: str | None, port: str | None, rotate_key: bool) -> None:
+    """Run the gateway on [gateway] host:port (default 127.0.0.1:9030). It owns kiosk
+    sessions; `corral mcp` forwards computer_* calls to it over signed loopback HTTP.
+
+    SIGTERM or Ctrl-C ends every session (its containers removed) before it exits.
+    `corral mcp` finds the gateway through config.toml: when --port differs from
+    [gateway] port, set it there too for MCP clients."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    home = read_home()
+    home.ensure()
+    settings = _settings(home, host, port)
+    if rotate_key:
+        _rotate_key(home)
+    snippet = MCP_SNIPPET.format(corral=Path(sys.argv[0]).resolve(), home=home.root)
+    try:
+        anyio.run(_serve, home, settings, snippet)
+    except* CorralError as group:  # GatewayStartError (port taken), KeyFileError (key mode)
+        for problem in group.exceptions:
+            err.print(f"[red]error:[/red] {escape(str(problem))}")
+        raise SystemExit(1) from None
+    except* KeyboardInterrupt:
+        pass
+
+
+def _settings(home: CorralHome, host: str | None, port: str | None) -> GatewayConfig:
+    """[gateway] with --host/--port over it; a bad option exits 2 naming what it allows."""
+    try:
+        settings = load_config(home.config_file, home.env.image_tag).gateway
+    except ConfigError as exc:
+        fail(exc)
+    try:
+        overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+        return GatewayConfig.model_validate({**settings.model_dump(), **overrides})
+    except ValidationError as exc:
+        for bad in exc.errors():
+            name = str(bad["loc"][0])
+            got = escape(repr(bad.get("input")))
+            allowed = OPTION_ALLOWED.get(name, "?")
+            err.print(f"[red]error:[/red] --{name}: must be {allowed} (got {got})")
+        raise SystemExit(2) from exc
+
+
+def _rotate_key(home: CorralHome) -> None:
+    from orchestrator.errors import KeyFileError
+    from orchestrator.gateway.signing import key_path
+    from orchestrator.gateway.signing import rotate_key as rotate
+
+    try:
+        rotate(home)
+    except (KeyFileError, OSError) as exc:
+        fail(f"cannot rotate the gateway key: {exc}")
+    err.print(f"new gateway key in {key_path(home)}")
+
+
+async def _serve(home: CorralHome, settings: GatewayConfig, snippet: str) -> None:
+    from orchestrator.gateway.service import run_gateway
+    from orchestrator.gateway.wire import gateway_base_url
+
+    url = gateway_base_url(settings.host, settings.port)
+    ready = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_stop_on_signal, tg.cancel_scope)
+        tg.start_soon(partial(run_gateway, home, ready, host=settings.host, port=settings.port))
+        await ready.wait()
+        err.print(f"corral gateway listening on {url} (Ctrl-C stops it)")
+        err.print(snippet, markup=False)
+        err.print(console_hint(home, url), markup=False)
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            err.print(f"{signal.Signals(signum).name}: ending every session, then stopping")
+            scope.cancel()
+            return
+
+
+def console_hint(home: CorralHome, url: str) -> str:
+    """Where the console is, and how to get in."""
+    from orchestrator.errors import OperatorError
+    from orchestrator.people.operators import list_operators
+
+    try:
+        names = [op.name for op in list_operators(home)]
+    except OperatorError as exc:
+        names, problem = [], f" ({exc})"
+    else:
+        problem = ""
+    first = (
+        f"operators: {', '.join(names)} (log in with the token `corral operators add` printed)"
+        if names
+        else "no operator yet: create the first one with `corral operators add NAME` "
+        "(it prints the login token once)"
+    )
+    return f"operator console: {url}/console/ ; {first}{problem}"
