@@ -55,7 +55,6 @@ SIZE_EXCEPTIONS: dict[str, str] = {
     "orchestrator/backends/docker/egress.py": "issue 21: the engine seam splits backends/",
     "orchestrator/backends/docker/network_reaper.py::reap_networks": "issue 21: engine seam",
     "orchestrator/backends/kubernetes/backend.py": "issue 21: the engine seam splits backends/",
-    "orchestrator/config.py": "issue 21: being split into a package (helper envsize)",
     "orchestrator/people/console.py::console_routes": "the console's routes are closures over "
     "one state; issue 21 gives them a module of their own",
     "orchestrator/surfaces/browser/rig.py::BrowserRig._run": "issue 21: one action pipeline",

@@ -1,0 +1,103 @@
+"""The pieces every config model is built from: corral's image names, the checked string
+types (host names, deny entries, confirm words, tool patterns), and the strict base model."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+)
+
+from orchestrator.home import DEFAULT_IMAGE_TAG
+from sandboxes.approval_rules import word_problem
+from sandboxes.hostnames import deny_entry_problem, host_entry_problem
+from sandboxes.visibility import pattern_problem
+
+
+def image_name(kind: str, tag: str = DEFAULT_IMAGE_TAG) -> str:
+    """The image corral builds and runs for `kind` under `tag` (`CorralHome.env.image_tag`:
+    `latest`, or $CORRAL_IMAGE_TAG as the CLI read it)."""
+    return f"corral-{kind}:{tag}"
+
+
+# The default images under the default tag; `load_config(..., image_tag=)` names the ones
+# config.toml leaves unset under another tag.
+DEFAULT_SANDBOX_IMAGE = image_name("sandbox")
+DEFAULT_KIOSK_IMAGE = image_name("kiosk")
+DEFAULT_PROXY_IMAGE = image_name("proxy")
+DEFAULT_BROWSER_IMAGE = image_name("browser")
+DEFAULT_DESKTOP_IMAGE = image_name("desktop")
+DEFAULT_BASE_IMAGE = "corral-base:bookworm"
+
+# A Docker image reference: [registry/]name[:tag][@digest], lower-case repository.
+_IMAGE_RE = re.compile(
+    r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@sha256:[a-f0-9]{64})?$"
+)
+AGENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+
+
+def _host_entry(value: str) -> str:
+    problem = host_entry_problem(value)
+    if problem is not None:
+        raise ValueError(
+            f"the host name {problem}" if problem.startswith(("must", "is ")) else problem
+        )
+    return value
+
+
+def _deny_entry(value: str) -> str:
+    problem = deny_entry_problem(value)
+    if problem is not None:
+        raise ValueError(f"the entry {problem}" if problem.startswith(("must", "is ")) else problem)
+    return value
+
+
+def _confirm_word(value: str) -> str:
+    problem = word_problem(value)
+    if problem is not None:
+        raise ValueError(f"the confirm word {problem}")
+    return value
+
+
+def _ipv4(value: str) -> str:
+    try:
+        address = ipaddress.IPv4Address(value)
+    except ValueError:
+        raise ValueError("must be an IPv4 address such as '172.18.0.5'") from None
+    if str(address) != value:
+        raise ValueError(f"write the address as {str(address)!r}")
+    return value
+
+
+def _tool_pattern(value: str) -> str:
+    problem = pattern_problem(value)
+    if problem is not None:
+        raise ValueError(f"the pattern can never match a corral tool: {problem}")
+    return value
+
+
+HostEntry = Annotated[str, AfterValidator(_host_entry)]
+ToolPattern = Annotated[str, AfterValidator(_tool_pattern)]
+DenyEntry = Annotated[str, AfterValidator(_deny_entry)]
+IPv4Text = Annotated[str, AfterValidator(_ipv4)]
+ConfirmWord = Annotated[str, AfterValidator(_confirm_word)]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_image(value: str) -> str:
+    if not _IMAGE_RE.fullmatch(value):
+        raise ValueError(
+            "must be a Docker image reference such as 'corral-sandbox:latest' "
+            "(lower-case name, optional :tag)"
+        )
+    return value
