@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import (
@@ -43,27 +44,21 @@ _IMAGE_RE = re.compile(
 AGENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 
 
-def _host_entry(value: str) -> str:
-    problem = host_entry_problem(value)
-    if problem is not None:
-        raise ValueError(
-            f"the host name {problem}" if problem.startswith(("must", "is ")) else problem
-        )
-    return value
+def _checked(problem_of: Callable[[str], str | None], say: Callable[[str], str]) -> AfterValidator:
+    """A validator: the value as given, or a ValueError saying `say(problem)`."""
+
+    def check(value: str) -> str:
+        problem = problem_of(value)
+        if problem is not None:
+            raise ValueError(say(problem))
+        return value
+
+    return AfterValidator(check)
 
 
-def _deny_entry(value: str) -> str:
-    problem = deny_entry_problem(value)
-    if problem is not None:
-        raise ValueError(f"the entry {problem}" if problem.startswith(("must", "is ")) else problem)
-    return value
-
-
-def _confirm_word(value: str) -> str:
-    problem = word_problem(value)
-    if problem is not None:
-        raise ValueError(f"the confirm word {problem}")
-    return value
+def _named(what: str) -> Callable[[str], str]:
+    """`what` before a problem that reads as a predicate ("must ...", "is ...")."""
+    return lambda problem: f"{what} {problem}" if problem.startswith(("must", "is ")) else problem
 
 
 def _ipv4(value: str) -> str:
@@ -76,18 +71,13 @@ def _ipv4(value: str) -> str:
     return value
 
 
-def _tool_pattern(value: str) -> str:
-    problem = pattern_problem(value)
-    if problem is not None:
-        raise ValueError(f"the pattern can never match a corral tool: {problem}")
-    return value
-
-
-HostEntry = Annotated[str, AfterValidator(_host_entry)]
-ToolPattern = Annotated[str, AfterValidator(_tool_pattern)]
-DenyEntry = Annotated[str, AfterValidator(_deny_entry)]
+HostEntry = Annotated[str, _checked(host_entry_problem, _named("the host name"))]
+ToolPattern = Annotated[
+    str, _checked(pattern_problem, "the pattern can never match a corral tool: {}".format)
+]
+DenyEntry = Annotated[str, _checked(deny_entry_problem, _named("the entry"))]
 IPv4Text = Annotated[str, AfterValidator(_ipv4)]
-ConfirmWord = Annotated[str, AfterValidator(_confirm_word)]
+ConfirmWord = Annotated[str, _checked(word_problem, "the confirm word {}".format)]
 
 
 class StrictModel(BaseModel):
