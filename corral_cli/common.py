@@ -1,5 +1,6 @@
 """What every `corral` command shares: the two consoles, the environment read once into a
-`CorralHome` (the only read of `os.environ` in corral), and the agent-name check."""
+`CorralHome` (the one place corral takes its settings from `os.environ`), and the
+agent-name check."""
 
 from __future__ import annotations
 

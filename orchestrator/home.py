@@ -1,6 +1,7 @@
 """Where corral keeps its files (CORRAL_HOME, default ~/.corral) and what else it takes
 from the environment. The CLI reads the environment once, into a `CorralHome`, and passes
-that down; nothing below it reads `os.environ`."""
+that down; nothing below it takes a setting from `os.environ` (child processes such as
+adb's server still inherit the environment)."""
 
 from __future__ import annotations
 
