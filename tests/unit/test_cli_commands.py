@@ -22,6 +22,17 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+# ------------------------------------------------------------------ the environment
+
+
+def test_a_corral_image_tag_that_is_not_a_docker_tag_is_a_usage_error(tmp_path: Path) -> None:
+    env = {"CORRAL_HOME": str(tmp_path), "CORRAL_IMAGE_TAG": "a b"}
+    result = CliRunner().invoke(main, ["agents", "list"], env=env)
+
+    assert result.exit_code == 2
+    assert "CORRAL_IMAGE_TAG='a b' is not a Docker tag" in flat(result.stderr)
+
+
 # ------------------------------------------------------------------ agents new
 
 
