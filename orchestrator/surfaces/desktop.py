@@ -11,28 +11,23 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import anyio
 
 from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import RigError
-from orchestrator.surfaces.kiosk.session import answer, fresh_clock, text_block
+from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.base import Surface, fresh_clock
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes import rig_params as r
 from sandboxes.events import CallEvents
 from sandboxes.fence import fence
 from sandboxes.isolation import kiosk_spec
-from sandboxes.ports import ContainerBackend, Egress
-from sandboxes.session_rules import SessionClock
-
-if TYPE_CHECKING:
-    from orchestrator.people.approvals import Approval
-    from orchestrator.people.timeline import TimelineEntry
+from sandboxes.ports import ContainerBackend
 
 START_DEADLINE = 60.0
 ACTION_DEADLINE = 10.0
@@ -42,48 +37,18 @@ COUNTED_VERBS = frozenset(
 )
 
 
-@dataclass
-class DesktopRig:
-    id: str
-    agent: str
-    width: int
-    height: int
-    clock: SessionClock
-    allowed_domains: tuple[str, ...]
-    deny_list: tuple[str, ...]
-    stack: contextlib.AsyncExitStack
+@dataclass(kw_only=True)
+class DesktopRig(Surface):
+    """The desktop's driver is the desktop agent's channel; its seat works as a kiosk's
+    (take over, hand back, the timeline in the console)."""
+
+    kind: ClassVar[str] = "desktop"
+
     channel: KioskChannel
-    pinned: tuple[str, ...] = ()
-    egress: Egress | None = None
-    started_at: float = 0.0
-    surface: Literal["desktop"] = "desktop"
-    controller: Literal["ai", "human"] = "ai"
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-    # The seat, as for kiosk sessions (orchestrator.surfaces.oversight): the console's take over,
-    # hand back and timeline work on a desktop rig the same way.
-    holder: str | None = None
-    holder_viewer: str | None = None
-    waiting: Approval | None = None
-    timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=200))
-    needs_person: str | None = None
-    seat_count: int = 0
-    seat_changed: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def used(self) -> int:
-        return self.clock.used
-
-    @property
-    def max_actions(self) -> int:
-        return self.clock.max_actions
 
     @property
     def broken(self) -> str | None:
         return self.channel.broken
-
-    @property
-    def state(self) -> str:
-        return "broken" if self.broken else "ready"
 
     def counts(self, verb: Any) -> bool:
         return verb.verb in COUNTED_VERBS
@@ -144,10 +109,6 @@ class DesktopRig:
     async def windows(self) -> list[str]:
         result = await self.channel.request("windows", ACTION_DEADLINE)
         return [str(t) for t in result.get("windows", [])]
-
-    async def close(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.stack.aclose()
 
 
 async def start_desktop(

@@ -245,13 +245,6 @@ class Oversight:
             raise SeatError(f"{agent!r} has no running session (and is not a rig id)")
         return session
 
-    @staticmethod
-    def _moved(session: Seat) -> None:
-        """The seat changed hands: count it and wake whoever waits for a change."""
-        session.seat_count += 1
-        session.seat_changed.set()
-        session.seat_changed = anyio.Event()
-
     def take_over(self, agent: str, operator: str, *, viewer: str | None, how: str) -> None:
         session = self._session(agent)
         if session.controller == "human":
@@ -260,7 +253,7 @@ class Oversight:
                 return
             raise SeatError(f"{session.holder} has the desktop of {agent}; ask them to hand back")
         session.controller, session.holder, session.holder_viewer = "human", operator, viewer
-        self._moved(session)
+        session.moved()
         self.audit.record(
             "takeover", agent, {"session": session.id, "operator": operator, "how": how}
         )
@@ -275,7 +268,7 @@ class Oversight:
         holder = session.holder
         session.controller, session.holder, session.holder_viewer = "ai", None, None
         session.needs_person = None
-        self._moved(session)
+        session.moved()
         self.audit.record(
             "handback", agent, {"session": session.id, "operator": operator, "holder": holder}
         )

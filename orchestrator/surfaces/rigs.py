@@ -31,12 +31,13 @@ from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.surfaces.android.rig import AndroidRig
+from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.base import fresh_clock
 from orchestrator.surfaces.browser.cdp import CdpBridge, handshake
 from orchestrator.surfaces.browser.rig import BrowserRig
 from orchestrator.surfaces.desktop import DesktopRig, read_text, start_desktop
 from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.ios.rig import IosRig
-from orchestrator.surfaces.kiosk.session import answer, fresh_clock, text_block
 from orchestrator.surfaces.kiosk.sessions import EgressFactory, navigable_sites
 from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.phones import MobileRig
@@ -210,13 +211,8 @@ class RigManager:
         """The agent's current allowlist and deny list apply from the next call; a host
         removed from the allowlist also loses its route through the proxy now (as for
         kiosk sessions). A host added since the start is not pinned: close the rig."""
-        rig.allowed_domains = tuple(cfg.allowed_domains)
-        rig.deny_list = tuple(cfg.deny_list)
-        kept = tuple(h for h in rig.pinned if h in rig.allowed_domains)
-        if kept != rig.pinned and rig.egress is not None:
-            removed = sorted(set(rig.pinned) - set(kept))
-            await rig.egress.restrict(kept)
-            rig.pinned = kept
+        removed = await rig.follow(cfg)
+        if removed:
             self.audit.record(
                 "rig_allowlist_narrowed", rig.agent, {"rig": rig.id, "removed": removed}
             )

@@ -17,7 +17,7 @@ import anyio
 
 from orchestrator.channel import KioskChannel
 from orchestrator.errors import KioskError
-from orchestrator.surfaces.kiosk.session import answer, text_block
+from orchestrator.surfaces.answers import image_answer
 from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
 
 logger = logging.getLogger("corral.sessions")
@@ -111,13 +111,4 @@ async def _masked(session: Screened, shot: dict[str, Any]) -> tuple[bytes, MaskP
 
 
 def _image_answer(session: Screened, png: bytes, plan: MaskPlan, status: str) -> dict[str, Any]:
-    text = " ".join(part for part in (plan.describe(), status) if part)
-    return answer(
-        {"type": "image", "data": base64.b64encode(png).decode(), "mimeType": "image/png"},
-        text_block(text),
-        masked=plan.full,
-        mask_reason=plan.reason or None,
-        masked_fields=len(plan.rects),
-        actions_used=session.used,
-        max_actions=session.max_actions,
-    )
+    return image_answer(png, plan, status, used=session.used, max_actions=session.max_actions)

@@ -25,7 +25,9 @@ from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.people.approvals import ApprovalQueue
-from orchestrator.surfaces.kiosk.session import KioskSession, answer, fresh_clock, text_block
+from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.base import fresh_clock
+from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.oversight import Oversight, step_of
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.teardown import closed_on_failure
@@ -466,8 +468,7 @@ class SessionManager:
             return
         self.ended[agent] = why
         self.approvals.cancel_session(session.id, f"the session ended: {why}")
-        with anyio.CancelScope(shield=True):
-            await session.stack.aclose()
+        await session.close()
         self.audit.record(
             "computer_session_ended",
             agent,
@@ -483,13 +484,8 @@ class SessionManager:
         navigation and screenshot. A host removed from the allowlist is refused from now on
         and loses its route through the proxy (open tunnels closed); one added since the
         start is still not pinned (the URL check says to restart the session)."""
-        session.allowed_domains = tuple(cfg.allowed_domains)
-        session.deny_list = tuple(cfg.deny_list)
-        kept = tuple(h for h in session.pinned if h in session.allowed_domains)
-        if kept != session.pinned and session.egress is not None:
-            removed = sorted(set(session.pinned) - set(kept))
-            await session.egress.restrict(kept)
-            session.pinned = kept
+        removed = await session.follow(cfg)
+        if removed:
             self.audit.record(
                 "computer_allowlist_narrowed",
                 session.agent,
