@@ -67,6 +67,12 @@ class Surface:
         return self.clock.max_actions
 
     @property
+    def seat(self) -> str:
+        """The seat's one name (orchestrator.surfaces.registry): a kiosk session is its
+        agent's only one, so its agent; a rig `AGENT.KIND` (agent names have no dot)."""
+        return self.agent if self.kind == "kiosk" else f"{self.agent}.{self.kind}"
+
+    @property
     def broken(self) -> str | None:
         """Why the surface's channel failed (it ends at the next call), or None."""
         return None

@@ -16,7 +16,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -25,14 +26,12 @@ from playwright.async_api import Playwright, async_playwright
 from orchestrator.agents.view import load_agent_and_view
 from orchestrator.audit import AuditLog
 from orchestrator.channel import load_seccomp
-from orchestrator.codrive.desktop import RigDesktop
-from orchestrator.codrive.runs import CodriveRun, CodriveRuns
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.surfaces.android.rig import AndroidRig
 from orchestrator.surfaces.answers import answer, text_block
-from orchestrator.surfaces.base import fresh_clock
+from orchestrator.surfaces.base import Surface, fresh_clock
 from orchestrator.surfaces.browser.cdp import CdpBridge, handshake
 from orchestrator.surfaces.browser.rig import BrowserRig
 from orchestrator.surfaces.desktop import DesktopRig, read_text, start_desktop
@@ -43,11 +42,8 @@ from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.phones import MobileRig
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
-from sandboxes.codrive import CodriveRunParams, CodriveStatusParams
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.fence import fence
 from sandboxes.isolation import kiosk_spec
-from sandboxes.ladder import StepResult
 from sandboxes.params import validate
 from sandboxes.ports import ContainerBackend
 from sandboxes.rig_params import RigCloseParams, VerbUnion
@@ -56,10 +52,9 @@ from sandboxes.visibility import decide
 logger = logging.getLogger("corral.rigs")
 
 START_DEADLINE = 60.0
-APP_DEADLINE = 45.0  # starting a target app (the agent waits up to 40 s for its window)
 CONNECT_MS = 30_000
 Clock = Callable[[], float]
-Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], Any]
+RigTool = Callable[[str, Any, ComputerUseConfig, CallEvents], Awaitable[dict[str, Any]]]
 Rig = BrowserRig | DesktopRig | AndroidRig | IosRig
 SURFACES = {
     "browser_use": "browser",
@@ -89,6 +84,7 @@ class RigManager:
         egress_factory: EgressFactory,
         *,
         clock: Clock = time.monotonic,
+        oversight: Oversight | None = None,
     ) -> None:
         self.home = home
         self.config = config
@@ -103,37 +99,38 @@ class RigManager:
         self._playwright_cm: Any = None
         self._playwright_lock = anyio.Lock()
         self.mobile = MobileDevices(config)
-        self.oversight: Oversight | None = None
-        self.codrive: CodriveRuns | None = None
+        # Tools a room above registers (codrive): gated here, then handed the params.
+        self.tools: dict[str, RigTool] = {}
+        self.oversight = oversight  # the gateway's seats: rigs are listed, taken over there
+        if oversight is not None:
+            oversight.surfaces.add(self)
 
-    def attach_people(self, oversight: Oversight, spawn: Spawn) -> None:
-        """Operators and persons over rigs: desktop rigs become seats in the console (take
-        over, hand back, live view), and codrive runs raise approvals in its queue; `spawn`
-        runs a codrive run in the gateway's task group (it outlives the call)."""
-        self.oversight = oversight
-        oversight.rig_seats = lambda: {
-            rig.id: rig for rig in self.rigs.values() if isinstance(rig, DesktopRig)
-        }
-        oversight.end_rig = self._end_by_id
-        self.codrive = CodriveRuns(
-            oversight.approvals,
-            self.audit,
-            spawn,
-            handoff_timeout=float(self.config.codrive.handoff_timeout_seconds),
-        )
+    def register(self, tools: Iterable[str], handler: RigTool) -> None:
+        """Serve `tools` (codrive's, from the gateway) behind this manager's gate: the
+        handler gets the agent, the validated params, its computer_use_config, events."""
+        for tool in tools:
+            self.tools[tool] = handler
 
-        def on_step(seat: str, run: CodriveRun, result: StepResult) -> None:
-            rig = oversight.rig_seats().get(seat)
-            if rig is not None:  # never the typed text: the result holds only its length
-                step = f"{run.app} step {result.index}: {result.rung}"
-                oversight.record(rig, "codrive_run", step, f"{result.effect}: {result.outcome}")
+    def surfaces(self) -> list[Rig]:
+        return list(self.rigs.values())
 
-        self.codrive.on_step = on_step
-
-    async def _end_by_id(self, rig_id: str, why: str) -> None:
+    async def end_surface(self, surface: Surface, why: str) -> None:
         for key, rig in list(self.rigs.items()):
-            if rig.id == rig_id:
+            if rig is surface:
                 await self.end(key, why)
+
+    @asynccontextmanager
+    async def holding(
+        self, agent: str, surface: str, cfg: ComputerUseConfig, events: CallEvents
+    ) -> AsyncIterator[Rig]:
+        """The agent's rig of `surface` (started if needed), held: one start per agent and
+        surface, and the calls on one rig in order."""
+        key = (agent, surface)
+        async with self._locks.setdefault(key, anyio.Lock()):
+            rig = self.rigs.get(key)
+            if rig is None:
+                rig = await self._start(agent, surface, cfg, events)
+            yield rig
 
     # ------------------------------------------------------------------ handler
     async def handle(
@@ -155,10 +152,17 @@ class RigManager:
             if tool == "rig_close":
                 assert isinstance(params, RigCloseParams)
                 return await self.rig_close(agent, params.rig_id)
-            if isinstance(params, CodriveStatusParams):
-                return self.codrive_status(agent, params.run_id)
-            if isinstance(params, CodriveRunParams):
-                return await self.codrive_run(agent, params, cfg, events)
+            if tool in CODRIVE_TOOLS:
+                handler = self.tools.get(tool)
+                if handler is None and tool == "codrive_status":
+                    return answer(
+                        text_block("You have no codrive run (runs are kept for a while).")
+                    )
+                if handler is None:
+                    raise NotAvailable(
+                        "codrive needs the gateway's approval queue (corral gateway)"
+                    )
+                return await handler(agent, params, cfg, events)
             assert isinstance(params, VerbUnion)
             if tool == "mobile_use" and params.verb.verb == "devices":
                 return await self.mobile.devices_answer(agent)
@@ -178,17 +182,12 @@ class RigManager:
         events: CallEvents,
     ) -> dict[str, Any]:
         verb = params.verb
-        key = (agent, surface)
-        lock = self._locks.setdefault(key, anyio.Lock())
-        async with lock:  # one start per agent and surface; verbs of one rig in order
-            rig = self.rigs.get(key)
-            if rig is None:
-                rig = await self._start(agent, surface, cfg, events)
+        async with self.holding(agent, surface, cfg, events) as rig:
             counted = rig.counts(verb)
             if rig.controller == "human" and verb.verb not in FREE_VERBS:
                 self.audit.record("rig_action_refused", agent, {"rig": rig.id, "why": "person"})
                 raise SessionRefused(PERSON_HAS_IT)
-            await self._follow(rig, cfg)
+            await self.follow(rig, cfg)
             try:
                 rig.clock.check_budget(
                     f"{TOOL_OF[surface]} {verb.verb}",
@@ -207,7 +206,7 @@ class RigManager:
             self.audit.record("rig_action", agent, details)
             return result
 
-    async def _follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
+    async def follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
         """The agent's current allowlist and deny list apply from the next call; a host
         removed from the allowlist also loses its route through the proxy now (as for
         kiosk sessions). A host added since the start is not pinned: close the rig."""
@@ -363,55 +362,6 @@ class RigManager:
         await rig.page()
         return rig
 
-    # ------------------------------------------------------------------ codrive
-    async def codrive_run(
-        self, agent: str, params: CodriveRunParams, cfg: ComputerUseConfig, events: CallEvents
-    ) -> dict[str, Any]:
-        """A run on the agent's desktop rig (started if needed): answers when it ends or
-        after 30 s with it still going (SPEC S3; codrive_status follows it)."""
-        if self.codrive is None:
-            raise NotAvailable("codrive needs the gateway's approval queue (corral gateway)")
-        key = (agent, "desktop")
-        lock = self._locks.setdefault(key, anyio.Lock())
-        async with lock:
-            rig = self.rigs.get(key)
-            if rig is None:
-                rig = await self._start(agent, "desktop", cfg, events)
-            assert isinstance(rig, DesktopRig)
-            going = self.codrive.status(agent, None)
-            if going is not None and not going.done.is_set():
-                raise SessionRefused(
-                    f"run {going.id} is still going on your desktop; follow it with "
-                    "codrive_status, or wait for it to end"
-                )
-            steps = len(params.steps)
-            if rig.clock.used + steps > rig.clock.max_actions:
-                raise SessionRefused(
-                    f"this run has {steps} steps and your desktop has "
-                    f"{rig.clock.max_actions - rig.clock.used} actions left of "
-                    f"{rig.clock.max_actions}; close it with rig_close to start afresh"
-                )
-            await self._follow(rig, cfg)
-            for _ in range(steps):
-                rig.clock.spend(self.clock())
-            opened = await rig.channel.request("app", APP_DEADLINE, app=params.target_app)
-            if opened.get("started"):
-                await events.progress("codrive", f"started {params.target_app}")
-        run = await self.codrive.start(
-            agent, params, RigDesktop(rig, params.target_app), rig.deny_list, events
-        )
-        return _run_answer(run)
-
-    def codrive_status(self, agent: str, run_id: str | None) -> dict[str, Any]:
-        run = self.codrive.status(agent, run_id) if self.codrive is not None else None
-        if run is None:
-            which = f"run {run_id}" if run_id else "codrive run"
-            return answer(
-                text_block(f"You have no {which} (runs are kept for a while)."),
-                is_error=run_id is not None,
-            )
-        return _run_answer(run)
-
     # ------------------------------------------------------------------ list / close
     def rig_list(self, agent: str) -> dict[str, Any]:
         now = self.clock()
@@ -506,7 +456,7 @@ class RigManager:
                 await self.end(key, why)
                 ended.append(key)
             elif agent_cfg is not None:  # a host removed from the allowlist loses its route
-                await self._follow(rig, agent_cfg.capabilities.computer_use_config)
+                await self.follow(rig, agent_cfg.capabilities.computer_use_config)
         return ended
 
     async def expire_forever(self, interval: float = 1.0) -> None:
@@ -523,15 +473,6 @@ class RigManager:
                     await self._playwright_cm.__aexit__(None, None, None)
                 self._playwright = self._playwright_cm = None
             await self.mobile.close()
-
-
-def _run_answer(run: CodriveRun) -> dict[str, Any]:
-    """The run's summary; text read by api actions goes in an untrusted-data fence."""
-    text = run.summary()
-    for result in run.results:
-        if result.value is not None:
-            text += "\n" + fence(result.value, f"what step {result.index} read")
-    return answer(text_block(text), is_error=run.state == "failed", **run.public())
 
 
 async def _close_quietly(browser: Any) -> None:

@@ -26,9 +26,10 @@ from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefu
 from orchestrator.home import CorralHome
 from orchestrator.people.approvals import ApprovalQueue
 from orchestrator.surfaces.answers import answer, text_block
-from orchestrator.surfaces.base import fresh_clock
+from orchestrator.surfaces.base import Surface, fresh_clock
 from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.oversight import Oversight, step_of
+from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes.approval_rules import describe_rules
@@ -75,6 +76,7 @@ class SessionManager:
         clock: Clock = time.monotonic,
         approvals: ApprovalQueue | None = None,
         kiosk_pool: KioskPool | None = None,
+        oversight: Oversight | None = None,
     ) -> None:
         self.home = home
         self.config = config
@@ -85,9 +87,19 @@ class SessionManager:
         self.sessions: dict[str, KioskSession] = {}
         self.ended: dict[str, str] = {}  # agent -> why its last session ended
         self._starting: set[str] = set()
-        self.approvals = approvals or ApprovalQueue(audit, config.approvals.timeout_seconds)
-        self.oversight = Oversight(self, audit, self.approvals, clock=clock)
+        if oversight is None:  # a manager on its own (tests, tools): seats of its own
+            queue = approvals or ApprovalQueue(audit, config.approvals.timeout_seconds)
+            oversight = Oversight(Surfaces(), audit, queue, clock=clock)
+        self.oversight = oversight
+        self.approvals = oversight.approvals
+        oversight.surfaces.add(self)
         self.kiosk_pool = kiosk_pool  # `[container.kiosk] warm` (orchestrator/pools/kiosks.py)
+
+    def surfaces(self) -> list[KioskSession]:
+        return list(self.sessions.values())
+
+    async def end_surface(self, surface: Surface, why: str) -> None:
+        await self.end(surface.agent, why)
 
     # ------------------------------------------------------------------ handler
     async def handle(
