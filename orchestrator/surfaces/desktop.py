@@ -21,6 +21,7 @@ from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import RigError
 from orchestrator.surfaces.answers import answer, text_block
 from orchestrator.surfaces.base import Surface, fresh_clock
+from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes import rig_params as r
@@ -30,7 +31,6 @@ from sandboxes.isolation import kiosk_spec
 from sandboxes.ports import ContainerBackend
 
 START_DEADLINE = 60.0
-ACTION_DEADLINE = 10.0
 WIDTH, HEIGHT = 1280, 800
 COUNTED_VERBS = frozenset(
     {"move", "click", "drag", "scroll", "type", "key", "resize", "clipboard_set"}
@@ -58,36 +58,15 @@ class DesktopRig(Surface):
         req = self.channel.request
         if isinstance(verb, r.DesktopScreenshot):
             return (await masked_screenshot(self, status)).answer
+        sent = await channel_input(self.channel, verb.verb, verb, type_deadline=ACTION_DEADLINE * 3)
+        if sent is not None:  # click, type, key, scroll: the kiosk's own input
+            return answer(text_block(f"{sent} {status}"))
         if isinstance(verb, r.DesktopMove):
             await req("move", ACTION_DEADLINE, x=verb.x, y=verb.y)
             done = f"Moved the pointer to {verb.x},{verb.y}."
-        elif isinstance(verb, r.DesktopClick):
-            await req(
-                "click", ACTION_DEADLINE, x=verb.x, y=verb.y, button=verb.button, double=verb.double
-            )
-            done = f"Clicked {verb.button} at {verb.x},{verb.y}."
         elif isinstance(verb, r.DesktopDrag):
             await req("drag", ACTION_DEADLINE, x=verb.x, y=verb.y, to_x=verb.to_x, to_y=verb.to_y)
             done = f"Dragged from {verb.x},{verb.y} to {verb.to_x},{verb.to_y}."
-        elif isinstance(verb, r.DesktopScroll):
-            await req(
-                "scroll",
-                ACTION_DEADLINE,
-                x=verb.x,
-                y=verb.y,
-                direction=verb.direction,
-                amount=verb.amount,
-            )
-            done = f"Scrolled {verb.direction} {verb.amount} at {verb.x},{verb.y}."
-        elif isinstance(verb, r.DesktopType):
-            await req("type", ACTION_DEADLINE * 3, text=verb.text)
-            done = f"Typed {len(verb.text)} characters."
-        elif isinstance(verb, r.DesktopKey):
-            from sandboxes.keys import check_key
-
-            pressed = check_key(verb.key)
-            await req("key", ACTION_DEADLINE, key=pressed.key)
-            done = f"Pressed {pressed.key}."
         elif isinstance(verb, r.DesktopResize):
             result = await req(
                 "resize", ACTION_DEADLINE, window=verb.window, width=verb.width, height=verb.height

@@ -32,6 +32,7 @@ from orchestrator.people.timeline import (
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.kiosk.session import KioskSession
+from orchestrator.surfaces.pipeline import PERSON_HAS_IT
 from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
 from sandboxes.approval_rules import Hold, click_hold, navigate_hold
@@ -40,13 +41,9 @@ from sandboxes.params import ClickParams, NavigateParams
 
 logger = logging.getLogger("corral.oversight")
 
-PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
 TARGET_DEADLINE = 3.0
 DOCUMENT_ROLES = frozenset({"RootWebArea", "WebArea", "document"})
 PROGRESS_EVERY_SECONDS = 2.0
-INPUT_TOOLS = frozenset(
-    {"computer_click", "computer_type", "computer_key", "computer_scroll", "computer_navigate"}
-)
 
 
 Seat = Surface
@@ -73,17 +70,6 @@ class Oversight:
         return self.surfaces.seats()
 
     # ------------------------------------------------------------------ the AI's calls
-    def check_seat(self, session: KioskSession, tool: str) -> None:
-        """Refuse the AI's input at once while a person holds the desktop."""
-        if tool in INPUT_TOOLS and session.controller == "human":
-            self.audit.record(
-                "computer_action_refused",
-                session.agent,
-                {"session": session.id, "tool": tool, "why": "a person has the desktop"},
-            )
-            self.record(session, tool, step_of(tool, None), "refused: a person has the desktop")
-            raise SessionRefused(PERSON_HAS_IT)
-
     async def hold_for(
         self, session: KioskSession, tool: str, params: Any, cfg: ComputerUseConfig
     ) -> Hold | None:

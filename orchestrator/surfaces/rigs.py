@@ -40,6 +40,7 @@ from orchestrator.surfaces.ios.rig import IosRig
 from orchestrator.surfaces.kiosk.sessions import EgressFactory, navigable_sites
 from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.phones import MobileRig
+from orchestrator.surfaces.pipeline import Action, Done, Pipeline
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
@@ -62,7 +63,6 @@ SURFACES = {
     "mobile_use": "android",
     "ios_use": "ios",
 }
-PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
 FREE_VERBS = frozenset({"screenshot", "clipboard_get"})  # allowed while a person has it
 TOOL_OF = {surface: tool for tool, surface in SURFACES.items()}
 # The tools that keep a surface's rig alive: the desktop is also codrive's shared desktop.
@@ -72,6 +72,28 @@ USERS_OF = {
     "android": ("mobile_use",),
     "ios": ("ios_use",),
 }
+
+
+class RigDriver:
+    """Every rig's driver for the pipeline: its own `run` (what a verb means there); no
+    rule or approval of its own yet, and no timeline (the console's is the kiosk's)."""
+
+    refused_event = "rig_action_refused"
+    done_event = "rig_action"
+    stop_with = "Close it with rig_close"
+    keeps_timeline = False
+
+    async def rules(self, rig: Rig, action: Action) -> None:
+        return None
+
+    async def hold(self, rig: Rig, action: Action) -> None:
+        return None
+
+    async def act(self, rig: Rig, action: Action, status: str) -> Done:
+        return Done(await rig.run(action.params, status))
+
+
+RIG_DRIVER = RigDriver()
 
 
 class RigManager:
@@ -102,6 +124,7 @@ class RigManager:
         # Tools a room above registers (codrive): gated here, then handed the params.
         self.tools: dict[str, RigTool] = {}
         self.oversight = oversight  # the gateway's seats: rigs are listed, taken over there
+        self.pipeline = Pipeline(audit, oversight, clock)
         if oversight is not None:
             oversight.surfaces.add(self)
 
@@ -183,28 +206,20 @@ class RigManager:
     ) -> dict[str, Any]:
         verb = params.verb
         async with self.holding(agent, surface, cfg, events) as rig:
-            counted = rig.counts(verb)
-            if rig.controller == "human" and verb.verb not in FREE_VERBS:
-                self.audit.record("rig_action_refused", agent, {"rig": rig.id, "why": "person"})
-                raise SessionRefused(PERSON_HAS_IT)
             await self.follow(rig, cfg)
-            try:
-                rig.clock.check_budget(
-                    f"{TOOL_OF[surface]} {verb.verb}",
-                    counted=counted,
-                    stop_with="Close it with rig_close",
-                )
-            except SessionRefused:
-                self.audit.record("rig_action_refused", agent, {"rig": rig.id, "why": "budget"})
-                raise
-            if counted:
-                rig.clock.spend(self.clock())
             details: dict[str, Any] = {"rig": rig.id, "verb": verb.verb}
             if verb.verb in ("fill", "clipboard_set", "type", "text"):
                 details["chars"] = len(verb.text)  # type: ignore[attr-defined]  # never the text
-            result = await rig.run(verb, rig.clock.status_line(self.clock()))
-            self.audit.record("rig_action", agent, details)
-            return result
+            action = Action(
+                tool=TOOL_OF[surface],
+                name=f"{TOOL_OF[surface]} {verb.verb}",
+                params=verb,
+                counted=rig.counts(verb),
+                is_input=verb.verb not in FREE_VERBS,
+                step=verb.verb,
+                details=details,
+            )
+            return await self.pipeline.run(rig, action, RIG_DRIVER, events)
 
     async def follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
         """The agent's current allowlist and deny list apply from the next call; a host

@@ -27,8 +27,10 @@ from orchestrator.home import CorralHome
 from orchestrator.people.approvals import ApprovalQueue
 from orchestrator.surfaces.answers import answer, text_block
 from orchestrator.surfaces.base import Surface, fresh_clock
+from orchestrator.surfaces.kiosk.driver import KioskDriver
 from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.oversight import Oversight, step_of
+from orchestrator.surfaces.pipeline import Action, Pipeline
 from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.teardown import closed_on_failure
@@ -36,18 +38,9 @@ from sandboxes.approval_rules import describe_rules
 from sandboxes.catalogue import BY_NAME, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.isolation import kiosk_spec
-from sandboxes.params import (
-    ClickParams,
-    KeyParams,
-    NavigateParams,
-    ScrollParams,
-    SessionStartParams,
-    SessionStopParams,
-    TypeParams,
-    validate,
-)
+from sandboxes.params import SessionStartParams, SessionStopParams, validate
 from sandboxes.ports import ContainerBackend, Egress
-from sandboxes.urls import UrlVerdict, check_url
+from sandboxes.session_rules import COUNTED
 from sandboxes.visibility import AgentView, decide
 
 if TYPE_CHECKING:
@@ -56,8 +49,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("corral.sessions")
 
 START_DEADLINE = 60.0
-ACTION_DEADLINE = 10.0
-NAVIGATE_DEADLINE = 30.0
 
 
 EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
@@ -93,6 +84,7 @@ class SessionManager:
         self.oversight = oversight
         self.approvals = oversight.approvals
         oversight.surfaces.add(self)
+        self.pipeline = Pipeline(audit, oversight, clock)
         self.kiosk_pool = kiosk_pool  # `[container.kiosk] warm` (orchestrator/pools/kiosks.py)
 
     def surfaces(self) -> list[KioskSession]:
@@ -153,98 +145,17 @@ class SessionManager:
         await self._follow_settings(session, cfg)
         if tool == "computer_screenshot":
             return await self.screenshot(session, record=True)
-        self.oversight.check_seat(session, tool)
-        try:
-            session.clock.check_budget(tool)
-        except SessionRefused:
-            self.audit.record("computer_action_refused", agent, {"tool": tool, "why": "budget"})
-            raise
-        details: dict[str, Any] = {"session": session.id, "tool": tool}
-        verdict = None
-        if isinstance(params, NavigateParams):
-            verdict = check_url(params.url, session.allowed_domains, session.pinned)
-            if not verdict.allowed:
-                self.audit.record("computer_action_refused", agent, {**details, "why": "url"})
-                raise SessionRefused(verdict.message)
-        hold = await self.oversight.hold_for(session, tool, params, cfg)
-        if hold is not None:
-            await self.oversight.wait_for_operator(
-                session, tool, params, hold, self._status(session), events
-            )
-        try:
-            return await self._act(session, tool, params, details, verdict)
-        except (SessionRefused, KioskError, CorralError) as exc:
-            self.oversight.record(session, tool, step_of(tool, params), f"failed: {exc}"[:300])
-            raise
-
-    async def _act(
-        self,
-        session: KioskSession,
-        tool: str,
-        params: Any,
-        details: dict[str, Any],
-        verdict: UrlVerdict | None,
-    ) -> dict[str, Any]:
-        """Do one approved input action and record it (audit, timeline)."""
-        agent = session.agent
-        step = step_of(tool, params)
-        if isinstance(params, NavigateParams):
-            assert verdict is not None
-            session.clock.spend(self.clock())
-            result = await session.channel.request("navigate", NAVIGATE_DEADLINE, url=params.url)
-            details["host"] = verdict.host
-            self.audit.record("computer_action", agent, details)
-            outcome = f"failed: {result['error_text']}" if result.get("error_text") else "ok"
-            self.oversight.record(session, tool, step, outcome[:300])
-            if result.get("error_text"):
-                return answer(
-                    text_block(
-                        f"Navigation to {verdict.host} failed: {result['error_text']}. "
-                        + self._status(session)
-                    ),
-                    is_error=True,
-                )
-            return answer(
-                text_block(f"Opened {result.get('url', params.url)}. " + self._status(session))
-            )
-        session.clock.spend(self.clock())
-        if isinstance(params, ClickParams):
-            await session.channel.request(
-                "click",
-                ACTION_DEADLINE,
-                x=params.x,
-                y=params.y,
-                button=params.button,
-                double=params.double,
-            )
-            done = f"Clicked {params.button} at {params.x},{params.y}."
-        elif isinstance(params, TypeParams):
-            await session.channel.request("type", ACTION_DEADLINE, text=params.text)
-            details["chars"] = len(params.text)  # the text itself is never audited
-            done = f"Typed {len(params.text)} characters."
-            step = f"typed {len(params.text)} characters"
-        elif isinstance(params, KeyParams):
-            pressed = params.verdict
-            await session.channel.request("key", ACTION_DEADLINE, key=pressed.key)
-            details["key_class"] = pressed.key_class  # never the key: keys can spell secrets
-            done = f"Pressed {pressed.key}."
-            step = f"pressed a {pressed.key_class}"
-        elif isinstance(params, ScrollParams):
-            await session.channel.request(
-                "scroll",
-                ACTION_DEADLINE,
-                x=params.x,
-                y=params.y,
-                direction=params.direction,
-                amount=params.amount,
-            )
-            done = f"Scrolled {params.direction} {params.amount} at {params.x},{params.y}."
-            step = f"scrolled {params.direction} {params.amount} at {params.x},{params.y}"
-        else:
-            raise SessionRefused(f"{tool} is not a kiosk action")
-        self.audit.record("computer_action", agent, details)
-        self.oversight.record(session, tool, step, "ok")
-        return answer(text_block(f"{done} {self._status(session)}"))
+        action = Action(
+            tool=tool,
+            name=tool,
+            params=params,
+            counted=tool in COUNTED,
+            is_input=True,
+            step=step_of(tool, params),
+            details={"session": session.id, "tool": tool},
+        )
+        driver = KioskDriver(self.oversight, self.audit, cfg)
+        return await self.pipeline.run(session, action, driver, events)
 
     def _status(self, session: KioskSession) -> str:
         return session.clock.status_line(self.clock())
