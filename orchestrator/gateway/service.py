@@ -23,9 +23,10 @@ from orchestrator.errors import SandboxUnavailable
 from orchestrator.gateway.app import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
-from orchestrator.surfaces.desktop import DesktopRig, read_text
+from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.kiosk.session import KioskSession
-from orchestrator.surfaces.kiosk.sessions import EgressFactory, SessionManager, no_egress
+from orchestrator.surfaces.kiosk.sessions import SessionManager
+from orchestrator.surfaces.start import EgressFactory, no_egress, read_text
 from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.ports import ContainerBackend, Egress

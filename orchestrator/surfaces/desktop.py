@@ -14,20 +14,18 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import anyio
-
-from orchestrator.channel import KioskChannel, load_seccomp
+from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import RigError
 from orchestrator.surfaces.answers import answer, text_block
 from orchestrator.surfaces.base import Surface, fresh_clock
 from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
 from orchestrator.surfaces.screenshots import masked_screenshot
+from orchestrator.surfaces.start import EgressFactory, egress_and_spec, extra_ca
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes import rig_params as r
 from sandboxes.events import CallEvents
 from sandboxes.fence import fence
-from sandboxes.isolation import kiosk_spec
 from sandboxes.ports import ContainerBackend
 
 START_DEADLINE = 60.0
@@ -97,7 +95,7 @@ async def start_desktop(
     cfg: ComputerUseConfig,
     config: CorralConfig,
     backend: ContainerBackend,
-    egress_factory: Any,
+    egress_factory: EgressFactory,
     events: CallEvents,
     now: float,
 ) -> DesktopRig:
@@ -105,30 +103,23 @@ async def start_desktop(
     Mousepad); everything started is removed again if a step fails."""
     stack = contextlib.AsyncExitStack()
     async with closed_on_failure(stack):
-        await events.progress("egress", f"setting up egress for rig {rig_id}")
-        egress = await stack.enter_async_context(
-            egress_factory(
-                session_id=rig_id,
-                agent=agent,
-                allowed=tuple(cfg.allowed_domains),
-                overrides=dict(config.container.kiosk.resolve_overrides),
-            )
+        egress, spec = await egress_and_spec(
+            stack,
+            egress_factory=egress_factory,
+            backend=backend,
+            config=config,
+            surface_id=rig_id,
+            agent=agent,
+            allowed=cfg.allowed_domains,
+            kind="rig-desktop",
+            image=config.container.rigs.desktop_image,
+            events=events,
+            egress_note=f"setting up egress for rig {rig_id}",
+            container_note="starting the desktop rig",
         )
-        await events.progress("container", "starting the desktop rig")
-        channel = await KioskChannel.open(
-            backend,
-            kiosk_spec(
-                image=config.container.rigs.desktop_image,
-                labels=backend.labels(kind="rig-desktop", agent=agent, session=rig_id),
-                network=egress.network_name,
-                seccomp=load_seccomp(),
-                dns=egress.dns_servers,
-            ),
-        )
+        channel = await KioskChannel.open(backend, spec)
         stack.push_async_callback(channel.close)
-        ca_pem = None
-        if config.container.kiosk.extra_ca_file:  # a private CA the egress proxy's sites use
-            ca_pem = await anyio.to_thread.run_sync(read_text, config.container.kiosk.extra_ca_file)
+        ca_pem = await extra_ca(config)  # a private CA the egress proxy's sites use
         await events.progress("display", "starting the desktop", remaining=START_DEADLINE)
         await channel.request(
             "start",
@@ -152,9 +143,3 @@ async def start_desktop(
         egress=egress,
         started_at=time.time(),
     )
-
-
-def read_text(path: str) -> str:
-    """A small config file's text (called in a worker thread)."""
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()

@@ -25,26 +25,24 @@ from playwright.async_api import Playwright, async_playwright
 
 from orchestrator.agents.view import load_agent_and_view
 from orchestrator.audit import AuditLog
-from orchestrator.channel import load_seccomp
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.surfaces.android.rig import AndroidRig
 from orchestrator.surfaces.answers import answer, text_block
-from orchestrator.surfaces.base import Surface, fresh_clock
-from orchestrator.surfaces.browser.cdp import CdpBridge, handshake
+from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser.rig import BrowserRig
-from orchestrator.surfaces.desktop import DesktopRig, read_text, start_desktop
+from orchestrator.surfaces.browser.start import start_browser
+from orchestrator.surfaces.desktop import DesktopRig, start_desktop
 from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.ios.rig import IosRig
-from orchestrator.surfaces.kiosk.sessions import EgressFactory, navigable_sites
 from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.phones import MobileRig
-from orchestrator.surfaces.pipeline import Action, Done, Pipeline
-from orchestrator.surfaces.teardown import closed_on_failure
+from orchestrator.surfaces.pipeline import Action, Pipeline
+from orchestrator.surfaces.rig_driver import RIG_DRIVER, rig_list_answer
+from orchestrator.surfaces.start import EgressFactory, navigable_sites
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.isolation import kiosk_spec
 from sandboxes.params import validate
 from sandboxes.ports import ContainerBackend
 from sandboxes.rig_params import RigCloseParams, VerbUnion
@@ -52,8 +50,6 @@ from sandboxes.visibility import decide
 
 logger = logging.getLogger("corral.rigs")
 
-START_DEADLINE = 60.0
-CONNECT_MS = 30_000
 Clock = Callable[[], float]
 RigTool = Callable[[str, Any, ComputerUseConfig, CallEvents], Awaitable[dict[str, Any]]]
 Rig = BrowserRig | DesktopRig | AndroidRig | IosRig
@@ -72,28 +68,6 @@ USERS_OF = {
     "android": ("mobile_use",),
     "ios": ("ios_use",),
 }
-
-
-class RigDriver:
-    """Every rig's driver for the pipeline: its own `run` (what a verb means there); no
-    rule or approval of its own yet, and no timeline (the console's is the kiosk's)."""
-
-    refused_event = "rig_action_refused"
-    done_event = "rig_action"
-    stop_with = "Close it with rig_close"
-    keeps_timeline = False
-
-    async def rules(self, rig: Rig, action: Action) -> None:
-        return None
-
-    async def hold(self, rig: Rig, action: Action) -> None:
-        return None
-
-    async def act(self, rig: Rig, action: Action, status: str) -> Done:
-        return Done(await rig.run(action.params, status))
-
-
-RIG_DRIVER = RigDriver()
 
 
 class RigManager:
@@ -267,7 +241,17 @@ class RigManager:
             )
             sandbox = None
         else:
-            rig = await self._start_browser(rig_id, agent, cfg, events)
+            rig = await start_browser(
+                rig_id=rig_id,
+                agent=agent,
+                cfg=cfg,
+                config=self.config,
+                backend=self.backend,
+                egress_factory=self.egress_factory,
+                events=events,
+                playwright=self._driver,
+                clock=self.clock,
+            )
             sandbox = rig.chromium_sandbox
         self.rigs[(agent, surface)] = rig
         self.ended.pop((agent, surface), None)
@@ -303,112 +287,10 @@ class RigManager:
         )
         return rig
 
-    async def _start_browser(
-        self, rig_id: str, agent: str, cfg: ComputerUseConfig, events: CallEvents
-    ) -> BrowserRig:
-        rigs_cfg, kiosk_cfg = self.config.container.rigs, self.config.container.kiosk
-        stack = contextlib.AsyncExitStack()
-        async with closed_on_failure(stack):
-            await events.progress("egress", f"setting up egress for rig {rig_id}")
-            egress = await stack.enter_async_context(
-                self.egress_factory(
-                    session_id=rig_id,
-                    agent=agent,
-                    allowed=tuple(cfg.allowed_domains),
-                    overrides=dict(kiosk_cfg.resolve_overrides),
-                )
-            )
-            await events.progress("container", "starting the browser rig")
-            container = await self.backend.open_attached(
-                kiosk_spec(
-                    image=rigs_cfg.browser_image,
-                    labels=self.backend.labels(kind="rig-browser", agent=agent, session=rig_id),
-                    network=egress.network_name,
-                    seccomp=load_seccomp(),
-                    dns=egress.dns_servers,
-                )
-            )
-            stack.push_async_callback(container.close)
-            ca_pem = None
-            if kiosk_cfg.extra_ca_file:
-                ca_pem = await anyio.to_thread.run_sync(read_text, kiosk_cfg.extra_ca_file)
-            ready, pending = await handshake(
-                container,
-                {"proxy": egress.proxy_url, "ca_pem": ca_pem, "width": 1280, "height": 800},
-                START_DEADLINE,
-            )
-            bridge = CdpBridge(container, pending)
-            await bridge.start()
-            stack.push_async_callback(bridge.close)
-            playwright = await self._driver()
-            browser = await playwright.chromium.connect_over_cdp(bridge.url, timeout=CONNECT_MS)
-            stack.push_async_callback(_close_quietly, browser)
-            context = browser.contexts[0] if browser.contexts else await browser.new_context()
-            await context.grant_permissions(["clipboard-read", "clipboard-write"])
-        rig = BrowserRig(
-            id=rig_id,
-            agent=agent,
-            width=1280,
-            height=800,
-            clock=fresh_clock(cfg, self.clock()),
-            allowed_domains=tuple(cfg.allowed_domains),
-            deny_list=tuple(cfg.deny_list),
-            stack=stack,
-            container=container,
-            bridge=bridge,
-            browser=browser,
-            context=context,
-            pinned=tuple(sorted(egress.pins)),
-            egress=egress,
-            chromium_sandbox=bool(ready.get("chromium_sandbox", False)),
-            started_at=time.time(),
-        )
-        context.on("page", rig.watch)
-        # Start from one blank tab of the rig's size (Chromium may have opened others).
-        # Chromium's own UI surfaces (chrome://*.top-chrome/, shown as chrome-error pages
-        # because the policy blocks chrome://) are pages to Playwright, not tabs: ignore
-        # them; close its first blank tab; start from a tab of our own, of the rig's size.
-        rig.ignored.update(p for p in context.pages if p.url != "about:blank")
-        blank = [p for p in context.pages if p.url == "about:blank"]
-        await context.new_page()
-        for page in blank:
-            with anyio.move_on_after(5):
-                await page.close()
-        await rig.page()
-        return rig
-
     # ------------------------------------------------------------------ list / close
     def rig_list(self, agent: str) -> dict[str, Any]:
-        now = self.clock()
-        rows = []
-        for (owner, surface), rig in sorted(self.rigs.items()):
-            if owner != agent:
-                continue
-            idle, life = rig.clock.time_left(now)
-            rows.append(
-                {
-                    "rig_id": rig.id,
-                    "surface": surface,
-                    "state": rig.state,
-                    "screen": f"{rig.width}x{rig.height}",
-                    "device": rig.device if isinstance(rig, MobileRig) else None,
-                    "controller": rig.controller,
-                    "actions_used": rig.clock.used,
-                    "max_actions": rig.clock.max_actions,
-                    "idle_seconds_left": idle,
-                    "lifetime_seconds_left": life,
-                }
-            )
-        if not rows:
-            return answer(text_block("You have no rig."), rigs=[])
-        lines = [
-            f"{row['rig_id']}: {row['surface']}, {row['state']}, {row['screen']}, "
-            f"controlled by {'the AI' if row['controller'] == 'ai' else 'a person'}, "
-            f"{row['actions_used']}/{row['max_actions']} actions, "
-            f"{row['lifetime_seconds_left']} s of lifetime left"
-            for row in rows
-        ]
-        return answer(text_block("\n".join(lines)), rigs=rows)
+        mine = {surface: rig for (owner, surface), rig in self.rigs.items() if owner == agent}
+        return rig_list_answer(mine, self.clock())
 
     async def rig_close(self, agent: str, rig_id: str | None) -> dict[str, Any]:
         mine = [key for key, rig in self.rigs.items() if key[0] == agent]
@@ -488,11 +370,6 @@ class RigManager:
                     await self._playwright_cm.__aexit__(None, None, None)
                 self._playwright = self._playwright_cm = None
             await self.mobile.close()
-
-
-async def _close_quietly(browser: Any) -> None:
-    with contextlib.suppress(Exception), anyio.move_on_after(5):
-        await browser.close()
 
 
 __all__ = ["RigError", "RigManager"]

@@ -46,9 +46,24 @@ class Screened(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Shot:
-    answer: dict[str, Any]  # the tool answer: the image block and its text
     png: bytes  # the masked PNG
+    plan: MaskPlan  # what was masked, and why
     failed: bool  # the kiosk did not answer (its channel may be broken)
+    status: str  # the budget line the answer ends with
+    used: int
+    max_actions: int
+
+    @property
+    def answer(self) -> dict[str, Any]:
+        """The tool answer: the image block and its text."""
+        return self.noted("")
+
+    def noted(self, note: str) -> dict[str, Any]:
+        """The tool answer with `note` after the status (the session ended ...)."""
+        status = self.status + note
+        return image_answer(
+            self.png, self.plan, status, used=self.used, max_actions=self.max_actions
+        )
 
 
 async def masked_screenshot(session: Screened, status: str) -> Shot:
@@ -63,7 +78,7 @@ async def masked_screenshot(session: Screened, status: str) -> Shot:
         logger.exception("screenshot of session %s failed (incident %s)", session.id, incident)
         why = f"the screenshot could not be checked (incident {incident})"
         return _black(session, why, status, failed=False)
-    return Shot(_image_answer(session, png, plan, status), png, failed=False)
+    return _shot(session, png, plan, status, failed=False)
 
 
 def _black(session: Screened, why: str, status: str, *, failed: bool) -> Shot:
@@ -73,7 +88,7 @@ def _black(session: Screened, why: str, status: str, *, failed: bool) -> Shot:
         (session.width, session.height),
     )
     png = blank_png(session.width, session.height)
-    return Shot(_image_answer(session, png, plan, status), png, failed=failed)
+    return _shot(session, png, plan, status, failed=failed)
 
 
 def _probe(raw: dict[str, Any]) -> Probe:
@@ -110,5 +125,5 @@ async def _masked(session: Screened, shot: dict[str, Any]) -> tuple[bytes, MaskP
     return masked, plan
 
 
-def _image_answer(session: Screened, png: bytes, plan: MaskPlan, status: str) -> dict[str, Any]:
-    return image_answer(png, plan, status, used=session.used, max_actions=session.max_actions)
+def _shot(session: Screened, png: bytes, plan: MaskPlan, status: str, *, failed: bool) -> Shot:
+    return Shot(png, plan, failed, status, session.used, session.max_actions)

@@ -7,20 +7,15 @@ URL policy, the session's idle timeout and lifetime. One session per agent.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from orchestrator.agents.view import load_agent_and_view
 from orchestrator.audit import AuditLog
-from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
 from orchestrator.home import CorralHome
@@ -29,29 +24,30 @@ from orchestrator.surfaces.answers import answer, text_block
 from orchestrator.surfaces.base import Surface, fresh_clock
 from orchestrator.surfaces.kiosk.driver import KioskDriver
 from orchestrator.surfaces.kiosk.session import KioskSession
+from orchestrator.surfaces.kiosk.start import KioskStart, Started
 from orchestrator.surfaces.oversight import Oversight, step_of
 from orchestrator.surfaces.pipeline import Action, Pipeline
 from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
-from orchestrator.surfaces.teardown import closed_on_failure
+from orchestrator.surfaces.start import (
+    EgressFactory,
+    navigable_sites,
+    no_egress,
+)
 from sandboxes.approval_rules import describe_rules
 from sandboxes.catalogue import BY_NAME, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.isolation import kiosk_spec
 from sandboxes.params import SessionStartParams, SessionStopParams, validate
-from sandboxes.ports import ContainerBackend, Egress
+from sandboxes.ports import ContainerBackend
 from sandboxes.session_rules import COUNTED
 from sandboxes.visibility import AgentView, decide
 
 if TYPE_CHECKING:
-    from orchestrator.pools.kiosks import KioskPool, PoolKiosk
+    from orchestrator.pools.kiosks import KioskPool
 
 logger = logging.getLogger("corral.sessions")
 
-START_DEADLINE = 60.0
 
-
-EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
 Clock = Callable[[], float]
 
 
@@ -198,100 +194,14 @@ class SessionManager:
         cfg: ComputerUseConfig,
         events: CallEvents,
     ) -> dict[str, Any]:
-        kiosk_cfg = self.config.container.kiosk
-        session_id = uuid.uuid4().hex[:10]
-        stack = contextlib.AsyncExitStack()
         started = self.clock()
         pooled = await self.kiosk_pool.claim() if self.kiosk_pool is not None else None
+        recipe = KioskStart(self.config, self.backend, self.egress_factory, self.kiosk_pool)
         if pooled is not None:
-            return await self._start_warm(agent, params, cfg, events, pooled, started)
-        async with closed_on_failure(stack):
-            await events.progress("egress", _egress_phase(cfg.allowed_domains))
-            egress = await stack.enter_async_context(
-                self.egress_factory(
-                    session_id=session_id,
-                    agent=agent,
-                    allowed=tuple(cfg.allowed_domains),
-                    overrides=dict(kiosk_cfg.resolve_overrides),
-                )
-            )
-            await events.progress("container", "starting the kiosk container")
-            channel = await KioskChannel.open(
-                self.backend,
-                kiosk_spec(
-                    image=kiosk_cfg.image,
-                    labels=self.backend.labels(kind="kiosk", agent=agent, session=session_id),
-                    network=egress.network_name,
-                    seccomp=load_seccomp(),
-                    dns=egress.dns_servers,
-                ),
-            )
-            stack.push_async_callback(channel.close)
-            await events.log("info", "sandbox_started", {"kind": "kiosk", "session": session_id})
-            ca_pem = None
-            if kiosk_cfg.extra_ca_file:
-                ca_pem = await anyio.to_thread.run_sync(_read_text, kiosk_cfg.extra_ca_file)
-            # The kiosk's `start` op in its two stages, each reported.
-            await events.progress("display", "starting the display", remaining=START_DEADLINE)
-            await channel.request(
-                "start",
-                START_DEADLINE,
-                stage="display",
-                width=params.width,
-                height=params.height,
-                ca_pem=ca_pem,
-            )
-            await events.progress("browser", "starting the browser", remaining=START_DEADLINE)
-            ready = await channel.request(
-                "start", START_DEADLINE, stage="browser", proxy=egress.proxy_url, url=None
-            )
-        return await self._ready(
-            agent, params, cfg, events, session_id, channel, stack, egress, ready, started
-        )
-
-    async def _start_warm(
-        self,
-        agent: str,
-        params: SessionStartParams,
-        cfg: ComputerUseConfig,
-        events: CallEvents,
-        pooled: PoolKiosk,
-        started: float,
-    ) -> dict[str, Any]:
-        """A session on a claimed pool kiosk (orchestrator/pools/kiosks.py): its egress joins
-        the kiosk's network (or the kiosk leaves it: no allowlist, no network), then the
-        kiosk's `claim` op wipes what it showed and takes the session's size. On exit:
-        proxy, kiosk, then the network and its rule."""
-        kiosk_cfg = self.config.container.kiosk
-        session_id, channel = pooled.session_id, pooled.channel
-        stack = contextlib.AsyncExitStack()
-        stack.push_async_callback(pooled.network.remove)
-        stack.push_async_callback(channel.close)
-        async with closed_on_failure(stack):
-            await events.progress("egress", _egress_phase(cfg.allowed_domains))
-            egress = await stack.enter_async_context(
-                self.egress_factory(
-                    session_id=session_id,
-                    agent=agent,
-                    allowed=tuple(cfg.allowed_domains),
-                    overrides=dict(kiosk_cfg.resolve_overrides),
-                    network=pooled.network,
-                )
-            )
-            await events.log(
-                "info", "sandbox_started", {"kind": "kiosk", "session": session_id, "warm": True}
-            )
-            await events.progress("browser", "taking a started kiosk", remaining=START_DEADLINE)
-            async with anyio.create_task_group() as tg:
-                if egress.network_name is None:  # nothing pinned: only loopback is left (till
-                    tg.start_soon(pooled.network.disconnect, channel.id)  # then: no proxy)
-                size = {"width": params.width, "height": params.height}
-                ready = await channel.request("claim", START_DEADLINE, **size)
-            if egress.network_name is None and self.kiosk_pool is not None:
-                await self.kiosk_pool.release(pooled.network)  # empty now: removed soon
-        return await self._ready(
-            agent, params, cfg, events, session_id, channel, stack, egress, ready, started
-        )
+            kiosk = await recipe.warm(agent, params, cfg, events, pooled)
+        else:
+            kiosk = await recipe.cold(agent, params, cfg, events)
+        return await self._ready(agent, params, cfg, events, kiosk, started)
 
     async def _ready(
         self,
@@ -299,14 +209,12 @@ class SessionManager:
         params: SessionStartParams,
         cfg: ComputerUseConfig,
         events: CallEvents,
-        session_id: str,
-        channel: KioskChannel,
-        stack: contextlib.AsyncExitStack,
-        egress: Egress,
-        ready: dict[str, Any],
+        kiosk: Started,
         started: float,
     ) -> dict[str, Any]:
         """Record the started session and make computer_session_start's answer."""
+        session_id, channel, stack = kiosk.session_id, kiosk.channel, kiosk.stack
+        egress, ready = kiosk.egress, kiosk.ready
         session = KioskSession(
             id=session_id,
             agent=agent,
@@ -450,11 +358,8 @@ class SessionManager:
             self.oversight.record(
                 session, "computer_screenshot", "screenshot", outcome, png=result.png
             )
-        if result.failed:
-            ended = await self._end_if_broken(session.agent)
-            if ended:
-                result.answer["content"][1]["text"] += ended
-        return result.answer
+        ended = await self._end_if_broken(session.agent) if result.failed else ""
+        return result.noted(ended)
 
 
 def revocation(view: AgentView) -> str | None:
@@ -464,42 +369,4 @@ def revocation(view: AgentView) -> str | None:
     return None if decision.visible else f"its access was revoked ({decision.message})"
 
 
-def navigable_sites(
-    allowed: Sequence[str], pinned: Sequence[str], left_out: Mapping[str, str]
-) -> str:
-    """What the start result says computer_navigate may open, and what was left out why."""
-    gone = "; ".join(f"{host} ({why})" for host, why in left_out.items())
-    if not allowed:
-        return "none: this session has no network (allowed_domains is empty)"
-    if not pinned:
-        return f"none: every allowed name was left out, so this session has no network: {gone}"
-    return ", ".join(pinned) + (f" (left out: {gone})" if gone else "")
-
-
-def _egress_phase(allowed: Sequence[str]) -> str:
-    if not allowed:
-        return "no network for this session (allowed_domains is empty)"
-    return f"setting up the egress proxy for {len(allowed)} allowed site(s)"
-
-
-def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()
-
-
-@asynccontextmanager
-async def no_egress(**_: Any) -> AsyncIterator[Egress]:
-    """For sessions without an allowlist: no network at all."""
-
-    @dataclass
-    class _None:
-        network_name: str | None = None
-        proxy_url: str | None = None
-        pins: dict[str, list[str]] = field(default_factory=dict)
-        left_out: dict[str, str] = field(default_factory=dict)
-        dns_servers: list[str] = field(default_factory=list)
-
-        async def restrict(self, hosts: Sequence[str]) -> None:
-            return None  # nothing is pinned without an allowlist
-
-    yield _None()
+__all__ = ["EgressFactory", "SessionManager", "no_egress", "revocation"]
