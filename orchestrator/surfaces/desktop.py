@@ -15,18 +15,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from orchestrator.channel import KioskChannel
-from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import RigError
 from orchestrator.surfaces.answers import answer, text_block
 from orchestrator.surfaces.base import Surface, fresh_clock
 from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
 from orchestrator.surfaces.screenshots import masked_screenshot
-from orchestrator.surfaces.start import EgressFactory, egress_and_spec, extra_ca
+from orchestrator.surfaces.start import Host, extra_ca, rig_egress_and_spec
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes import rig_params as r
 from sandboxes.events import CallEvents
 from sandboxes.fence import fence
-from sandboxes.ports import ContainerBackend
 
 START_DEADLINE = 60.0
 WIDTH, HEIGHT = 1280, 800
@@ -89,37 +88,19 @@ class DesktopRig(Surface):
 
 
 async def start_desktop(
-    *,
-    rig_id: str,
-    agent: str,
-    cfg: ComputerUseConfig,
-    config: CorralConfig,
-    backend: ContainerBackend,
-    egress_factory: EgressFactory,
-    events: CallEvents,
-    now: float,
+    host: Host, rig_id: str, agent: str, cfg: ComputerUseConfig, events: CallEvents, now: float
 ) -> DesktopRig:
     """Egress, the container, then the agent's `start` (display, D-Bus, openbox, x11vnc,
     Mousepad); everything started is removed again if a step fails."""
     stack = contextlib.AsyncExitStack()
     async with closed_on_failure(stack):
-        egress, spec = await egress_and_spec(
-            stack,
-            egress_factory=egress_factory,
-            backend=backend,
-            config=config,
-            surface_id=rig_id,
-            agent=agent,
-            allowed=cfg.allowed_domains,
-            kind="rig-desktop",
-            image=config.container.rigs.desktop_image,
-            events=events,
-            egress_note=f"setting up egress for rig {rig_id}",
-            container_note="starting the desktop rig",
+        image = host.config.container.rigs.desktop_image
+        egress, spec = await rig_egress_and_spec(
+            stack, host, rig_id, agent, cfg, "desktop", image, events
         )
-        channel = await KioskChannel.open(backend, spec)
+        channel = await KioskChannel.open(host.backend, spec)
         stack.push_async_callback(channel.close)
-        ca_pem = await extra_ca(config)  # a private CA the egress proxy's sites use
+        ca_pem = await extra_ca(host.config)  # a private CA the egress proxy's sites use
         await events.progress("display", "starting the desktop", remaining=START_DEADLINE)
         await channel.request(
             "start",

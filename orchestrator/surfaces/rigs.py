@@ -40,7 +40,7 @@ from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.phones import MobileRig
 from orchestrator.surfaces.pipeline import Action, Pipeline
 from orchestrator.surfaces.rig_driver import RIG_DRIVER, rig_list_answer
-from orchestrator.surfaces.start import EgressFactory, navigable_sites
+from orchestrator.surfaces.start import EgressFactory, Host, navigable_sites
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.params import validate
@@ -87,6 +87,7 @@ class RigManager:
         self.backend = backend
         self.audit = audit
         self.egress_factory = egress_factory
+        self.host = Host(config, backend, egress_factory)
         self.clock = clock
         self.rigs: dict[tuple[str, str], Rig] = {}  # (agent, surface) -> rig
         self.ended: dict[tuple[str, str], str] = {}  # why the last rig of each ended
@@ -229,28 +230,11 @@ class RigManager:
             rig = await start(rig_id, agent, cfg, started)
             return self._started(agent, surface, rig, started)
         if surface == "desktop":
-            rig = await start_desktop(
-                rig_id=rig_id,
-                agent=agent,
-                cfg=cfg,
-                config=self.config,
-                backend=self.backend,
-                egress_factory=self.egress_factory,
-                events=events,
-                now=started,
-            )
+            rig = await start_desktop(self.host, rig_id, agent, cfg, events, started)
             sandbox = None
         else:
             rig = await start_browser(
-                rig_id=rig_id,
-                agent=agent,
-                cfg=cfg,
-                config=self.config,
-                backend=self.backend,
-                egress_factory=self.egress_factory,
-                events=events,
-                playwright=self._driver,
-                clock=self.clock,
+                self.host, rig_id, agent, cfg, events, playwright=self._driver, clock=self.clock
             )
             sandbox = rig.chromium_sandbox
         self.rigs[(agent, surface)] = rig

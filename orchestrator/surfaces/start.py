@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from orchestrator.channel import load_seccomp
-from orchestrator.config import CorralConfig
+from orchestrator.config import ComputerUseConfig, CorralConfig
 from sandboxes.events import CallEvents
 from sandboxes.isolation import kiosk_spec
 from sandboxes.ports import ContainerBackend, ContainerSpec, Egress
@@ -23,12 +23,19 @@ from sandboxes.ports import ContainerBackend, ContainerSpec, Egress
 EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
 
 
+@dataclass(frozen=True, slots=True)
+class Host:
+    """Where a surface starts: the config, the engine, how its egress is made."""
+
+    config: CorralConfig
+    backend: ContainerBackend
+    egress_factory: EgressFactory
+
+
 async def egress_and_spec(
     stack: AsyncExitStack,
+    host: Host,
     *,
-    egress_factory: EgressFactory,
-    backend: ContainerBackend,
-    config: CorralConfig,
     surface_id: str,
     agent: str,
     allowed: Sequence[str],
@@ -42,22 +49,47 @@ async def egress_and_spec(
     (labelled `kind`, for the agent and surface, reaped with the rest)."""
     await events.progress("egress", egress_note)
     egress = await stack.enter_async_context(
-        egress_factory(
+        host.egress_factory(
             session_id=surface_id,
             agent=agent,
             allowed=tuple(allowed),
-            overrides=dict(config.container.kiosk.resolve_overrides),
+            overrides=dict(host.config.container.kiosk.resolve_overrides),
         )
     )
     await events.progress("container", container_note)
     spec = kiosk_spec(
         image=image,
-        labels=backend.labels(kind=kind, agent=agent, session=surface_id),
+        labels=host.backend.labels(kind=kind, agent=agent, session=surface_id),
         network=egress.network_name,
         seccomp=load_seccomp(),
         dns=egress.dns_servers,
     )
     return egress, spec
+
+
+async def rig_egress_and_spec(
+    stack: AsyncExitStack,
+    host: Host,
+    rig_id: str,
+    agent: str,
+    cfg: ComputerUseConfig,
+    kind: str,
+    image: str,
+    events: CallEvents,
+) -> tuple[Egress, ContainerSpec]:
+    """`egress_and_spec` for a rig of `kind` (desktop, browser)."""
+    return await egress_and_spec(
+        stack,
+        host,
+        surface_id=rig_id,
+        agent=agent,
+        allowed=cfg.allowed_domains,
+        kind=f"rig-{kind}",
+        image=image,
+        events=events,
+        egress_note=f"setting up egress for rig {rig_id}",
+        container_note=f"starting the {kind} rig",
+    )
 
 
 async def extra_ca(config: CorralConfig) -> str | None:

@@ -13,14 +13,13 @@ from typing import Any
 import anyio
 from playwright.async_api import Playwright
 
-from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.config import ComputerUseConfig
 from orchestrator.surfaces.base import fresh_clock
 from orchestrator.surfaces.browser.cdp import CdpBridge, handshake
 from orchestrator.surfaces.browser.rig import BrowserRig
-from orchestrator.surfaces.start import EgressFactory, egress_and_spec, extra_ca
+from orchestrator.surfaces.start import Host, extra_ca, rig_egress_and_spec
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes.events import CallEvents
-from sandboxes.ports import ContainerBackend
 
 START_DEADLINE = 60.0
 CONNECT_MS = 30_000
@@ -28,36 +27,24 @@ WIDTH, HEIGHT = 1280, 800
 
 
 async def start_browser(
-    *,
+    host: Host,
     rig_id: str,
     agent: str,
     cfg: ComputerUseConfig,
-    config: CorralConfig,
-    backend: ContainerBackend,
-    egress_factory: EgressFactory,
     events: CallEvents,
+    *,
     playwright: Callable[[], Any],
     clock: Callable[[], float],
 ) -> BrowserRig:
     stack = contextlib.AsyncExitStack()
     async with closed_on_failure(stack):
-        egress, spec = await egress_and_spec(
-            stack,
-            egress_factory=egress_factory,
-            backend=backend,
-            config=config,
-            surface_id=rig_id,
-            agent=agent,
-            allowed=cfg.allowed_domains,
-            kind="rig-browser",
-            image=config.container.rigs.browser_image,
-            events=events,
-            egress_note=f"setting up egress for rig {rig_id}",
-            container_note="starting the browser rig",
+        image = host.config.container.rigs.browser_image
+        egress, spec = await rig_egress_and_spec(
+            stack, host, rig_id, agent, cfg, "browser", image, events
         )
-        container = await backend.open_attached(spec)
+        container = await host.backend.open_attached(spec)
         stack.push_async_callback(container.close)
-        ca_pem = await extra_ca(config)
+        ca_pem = await extra_ca(host.config)
         ready, pending = await handshake(
             container,
             {"proxy": egress.proxy_url, "ca_pem": ca_pem, "width": WIDTH, "height": HEIGHT},

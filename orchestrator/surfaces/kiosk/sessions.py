@@ -31,6 +31,7 @@ from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.start import (
     EgressFactory,
+    Host,
     navigable_sites,
     no_egress,
 )
@@ -196,7 +197,7 @@ class SessionManager:
     ) -> dict[str, Any]:
         started = self.clock()
         pooled = await self.kiosk_pool.claim() if self.kiosk_pool is not None else None
-        recipe = KioskStart(self.config, self.backend, self.egress_factory, self.kiosk_pool)
+        recipe = KioskStart(Host(self.config, self.backend, self.egress_factory), self.kiosk_pool)
         if pooled is not None:
             kiosk = await recipe.warm(agent, params, cfg, events, pooled)
         else:

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from orchestrator.channel import KioskChannel
-from orchestrator.config import ComputerUseConfig, CorralConfig
-from orchestrator.surfaces.start import EgressFactory, egress_and_spec, egress_phase, extra_ca
+from orchestrator.config import ComputerUseConfig
+from orchestrator.surfaces.start import Host, egress_and_spec, egress_phase, extra_ca
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes.events import CallEvents
 from sandboxes.params import SessionStartParams
-from sandboxes.ports import ContainerBackend, Egress
+from sandboxes.ports import Egress
 
 if TYPE_CHECKING:
     from orchestrator.pools.kiosks import KioskPool, PoolKiosk
@@ -37,23 +37,19 @@ class Started:
 
 @dataclass(frozen=True, slots=True)
 class KioskStart:
-    config: CorralConfig
-    backend: ContainerBackend
-    egress_factory: EgressFactory
+    host: Host
     kiosk_pool: KioskPool | None
 
     async def cold(
         self, agent: str, params: SessionStartParams, cfg: ComputerUseConfig, events: CallEvents
     ) -> Started:
-        kiosk_cfg = self.config.container.kiosk
+        kiosk_cfg = self.host.config.container.kiosk
         session_id = uuid.uuid4().hex[:10]
         stack = contextlib.AsyncExitStack()
         async with closed_on_failure(stack):
             egress, spec = await egress_and_spec(
                 stack,
-                egress_factory=self.egress_factory,
-                backend=self.backend,
-                config=self.config,
+                self.host,
                 surface_id=session_id,
                 agent=agent,
                 allowed=cfg.allowed_domains,
@@ -63,10 +59,10 @@ class KioskStart:
                 egress_note=egress_phase(cfg.allowed_domains),
                 container_note="starting the kiosk container",
             )
-            channel = await KioskChannel.open(self.backend, spec)
+            channel = await KioskChannel.open(self.host.backend, spec)
             stack.push_async_callback(channel.close)
             await events.log("info", "sandbox_started", {"kind": "kiosk", "session": session_id})
-            ca_pem = await extra_ca(self.config)
+            ca_pem = await extra_ca(self.host.config)
             # The kiosk's `start` op in its two stages, each reported.
             await events.progress("display", "starting the display", remaining=START_DEADLINE)
             await channel.request(
@@ -95,7 +91,7 @@ class KioskStart:
         the kiosk's network (or the kiosk leaves it: no allowlist, no network), then the
         kiosk's `claim` op wipes what it showed and takes the session's size. On exit:
         proxy, kiosk, then the network and its rule."""
-        kiosk_cfg = self.config.container.kiosk
+        kiosk_cfg = self.host.config.container.kiosk
         session_id, channel = pooled.session_id, pooled.channel
         stack = contextlib.AsyncExitStack()
         stack.push_async_callback(pooled.network.remove)
@@ -103,7 +99,7 @@ class KioskStart:
         async with closed_on_failure(stack):
             await events.progress("egress", egress_phase(cfg.allowed_domains))
             egress = await stack.enter_async_context(
-                self.egress_factory(
+                self.host.egress_factory(
                     session_id=session_id,
                     agent=agent,
                     allowed=tuple(cfg.allowed_domains),
