@@ -23,8 +23,10 @@ from orchestrator.errors import SandboxUnavailable
 from orchestrator.gateway.app import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
-from orchestrator.surfaces.desktop import read_text
-from orchestrator.surfaces.kiosk.sessions import EgressFactory, SessionManager, no_egress
+from orchestrator.surfaces.desktop import DesktopRig
+from orchestrator.surfaces.kiosk.session import KioskSession
+from orchestrator.surfaces.kiosk.sessions import SessionManager
+from orchestrator.surfaces.start import EgressFactory, no_egress, read_text
 from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.ports import ContainerBackend, Egress
@@ -90,8 +92,8 @@ def people_routes(
     ) -> None:
         from orchestrator.people.live_view import bridge_vnc, open_vnc
 
-        session = manager.oversight.seats().get(agent)  # a kiosk session or a desktop rig
-        if session is None:
+        session = manager.oversight.seats().get(agent)
+        if not isinstance(session, KioskSession | DesktopRig):  # gone, or no screen to show
             await websocket.close(code=1008)
             return
         container = session.channel.id
@@ -172,15 +174,10 @@ async def kiosk_pool_for(
         yield pool
 
 
-async def _serve(
-    home: CorralHome,
-    config: CorralConfig,
-    runtime: Runtime,
-    kiosk_pool: KioskPool | None,
-    ready: anyio.Event | None,
-    listen_host: str,
-    listen_port: int,
-) -> None:
+def _session_manager(
+    home: CorralHome, config: CorralConfig, runtime: Runtime, kiosk_pool: KioskPool | None
+) -> SessionManager:
+    """The kiosk sessions' manager on the runtime's engine (pods on Kubernetes)."""
     if runtime.kubernetes is not None:  # kiosk sessions as pods (docs/kubernetes.md)
         from orchestrator.backends.kubernetes.egress import kube_egress_factory
 
@@ -200,10 +197,29 @@ async def _serve(
             egress_factory(runtime.backend, config),
             kiosk_pool=kiosk_pool,
         )
+    return manager
+
+
+async def _serve(
+    home: CorralHome,
+    config: CorralConfig,
+    runtime: Runtime,
+    kiosk_pool: KioskPool | None,
+    ready: anyio.Event | None,
+    listen_host: str,
+    listen_port: int,
+) -> None:
+    manager = _session_manager(home, config, runtime, kiosk_pool)
+    from orchestrator.codrive.tools import CodriveTools
     from orchestrator.surfaces.rigs import RigManager
 
     rigs = RigManager(
-        home, config, runtime.backend, runtime.audit, egress_factory(runtime.backend, config)
+        home,
+        config,
+        runtime.backend,
+        runtime.audit,
+        egress_factory(runtime.backend, config),
+        oversight=manager.oversight,  # one seats registry over every surface
     )
 
     async def handle(
@@ -218,7 +234,13 @@ async def _serve(
             tg.start_soon(manager.expire_forever)
             tg.start_soon(rigs.expire_forever)
             tg.start_soon(manager.oversight.thumbnails_forever)
-            rigs.attach_people(manager.oversight, tg.start_soon)
+            CodriveTools(  # registers codrive_run and codrive_status with the rigs
+                rigs,
+                manager.oversight,
+                runtime.audit,
+                tg.start_soon,
+                handoff_timeout=float(config.codrive.handoff_timeout_seconds),
+            )
             routes = people_routes(home, manager, runtime.backend)
 
             async def serve() -> None:

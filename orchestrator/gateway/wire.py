@@ -46,6 +46,14 @@ def _agent_name(value: str) -> str:
     return value
 
 
+def _seat_name(value: str) -> str:
+    """A seat's name (orchestrator.surfaces.registry): AGENT, or AGENT.KIND for a rig."""
+    agent, _, kind = value.partition(".")
+    if not AGENT_NAME_RE.fullmatch(agent) or (kind and not kind.isalpha()):
+        raise ValueError("not a seat name (AGENT, or AGENT.KIND as corral sessions list shows)")
+    return value
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True
@@ -118,7 +126,7 @@ class AdminSessionAct(_Wire):
 
     _check_operator = field_validator("operator")(_operator)
 
-    _check_agent = field_validator("agent")(_agent_name)
+    _check_agent = field_validator("agent")(_seat_name)
 
 
 class ProgressLine(_Wire):

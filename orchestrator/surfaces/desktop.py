@@ -11,80 +11,41 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-import anyio
-
-from orchestrator.channel import KioskChannel, load_seccomp
-from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.channel import KioskChannel
+from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import RigError
-from orchestrator.people.timeline import KEEP_ENTRIES
-from orchestrator.surfaces.kiosk.session import answer, fresh_clock, text_block
+from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.base import Surface, fresh_clock
+from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
 from orchestrator.surfaces.screenshots import masked_screenshot
+from orchestrator.surfaces.start import Host, extra_ca, rig_egress_and_spec
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes import rig_params as r
 from sandboxes.events import CallEvents
 from sandboxes.fence import fence
-from sandboxes.isolation import kiosk_spec
-from sandboxes.ports import ContainerBackend, Egress
-from sandboxes.session_rules import SessionClock
-
-if TYPE_CHECKING:
-    from orchestrator.people.approvals import Approval
-    from orchestrator.people.timeline import TimelineEntry
 
 START_DEADLINE = 60.0
-ACTION_DEADLINE = 10.0
 WIDTH, HEIGHT = 1280, 800
 COUNTED_VERBS = frozenset(
     {"move", "click", "drag", "scroll", "type", "key", "resize", "clipboard_set"}
 )
 
 
-@dataclass
-class DesktopRig:
-    id: str
-    agent: str
-    width: int
-    height: int
-    clock: SessionClock
-    allowed_domains: tuple[str, ...]
-    deny_list: tuple[str, ...]
-    stack: contextlib.AsyncExitStack
+@dataclass(kw_only=True)
+class DesktopRig(Surface):
+    """The desktop's driver is the desktop agent's channel; its seat works as a kiosk's
+    (take over, hand back, the timeline in the console)."""
+
+    kind: ClassVar[str] = "desktop"
+
     channel: KioskChannel
-    pinned: tuple[str, ...] = ()
-    egress: Egress | None = None
-    started_at: float = 0.0
-    surface: Literal["desktop"] = "desktop"
-    controller: Literal["ai", "human"] = "ai"
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-    # The seat, as for kiosk sessions (orchestrator.surfaces.oversight): the console's take over,
-    # hand back and timeline work on a desktop rig the same way.
-    holder: str | None = None
-    holder_viewer: str | None = None
-    waiting: Approval | None = None
-    timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=KEEP_ENTRIES))
-    needs_person: str | None = None
-    seat_count: int = 0
-    seat_changed: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def used(self) -> int:
-        return self.clock.used
-
-    @property
-    def max_actions(self) -> int:
-        return self.clock.max_actions
 
     @property
     def broken(self) -> str | None:
         return self.channel.broken
-
-    @property
-    def state(self) -> str:
-        return "broken" if self.broken else "ready"
 
     def counts(self, verb: Any) -> bool:
         return verb.verb in COUNTED_VERBS
@@ -94,36 +55,15 @@ class DesktopRig:
         req = self.channel.request
         if isinstance(verb, r.DesktopScreenshot):
             return (await masked_screenshot(self, status)).answer
+        sent = await channel_input(self.channel, verb.verb, verb, type_deadline=ACTION_DEADLINE * 3)
+        if sent is not None:  # click, type, key, scroll: the kiosk's own input
+            return answer(text_block(f"{sent} {status}"))
         if isinstance(verb, r.DesktopMove):
             await req("move", ACTION_DEADLINE, x=verb.x, y=verb.y)
             done = f"Moved the pointer to {verb.x},{verb.y}."
-        elif isinstance(verb, r.DesktopClick):
-            await req(
-                "click", ACTION_DEADLINE, x=verb.x, y=verb.y, button=verb.button, double=verb.double
-            )
-            done = f"Clicked {verb.button} at {verb.x},{verb.y}."
         elif isinstance(verb, r.DesktopDrag):
             await req("drag", ACTION_DEADLINE, x=verb.x, y=verb.y, to_x=verb.to_x, to_y=verb.to_y)
             done = f"Dragged from {verb.x},{verb.y} to {verb.to_x},{verb.to_y}."
-        elif isinstance(verb, r.DesktopScroll):
-            await req(
-                "scroll",
-                ACTION_DEADLINE,
-                x=verb.x,
-                y=verb.y,
-                direction=verb.direction,
-                amount=verb.amount,
-            )
-            done = f"Scrolled {verb.direction} {verb.amount} at {verb.x},{verb.y}."
-        elif isinstance(verb, r.DesktopType):
-            await req("type", ACTION_DEADLINE * 3, text=verb.text)
-            done = f"Typed {len(verb.text)} characters."
-        elif isinstance(verb, r.DesktopKey):
-            from sandboxes.keys import check_key
-
-            pressed = check_key(verb.key)
-            await req("key", ACTION_DEADLINE, key=pressed.key)
-            done = f"Pressed {pressed.key}."
         elif isinstance(verb, r.DesktopResize):
             result = await req(
                 "resize", ACTION_DEADLINE, window=verb.window, width=verb.width, height=verb.height
@@ -146,50 +86,21 @@ class DesktopRig:
         result = await self.channel.request("windows", ACTION_DEADLINE)
         return [str(t) for t in result.get("windows", [])]
 
-    async def close(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.stack.aclose()
-
 
 async def start_desktop(
-    *,
-    rig_id: str,
-    agent: str,
-    cfg: ComputerUseConfig,
-    config: CorralConfig,
-    backend: ContainerBackend,
-    egress_factory: Any,
-    events: CallEvents,
-    now: float,
+    host: Host, rig_id: str, agent: str, cfg: ComputerUseConfig, events: CallEvents, now: float
 ) -> DesktopRig:
     """Egress, the container, then the agent's `start` (display, D-Bus, openbox, x11vnc,
     Mousepad); everything started is removed again if a step fails."""
     stack = contextlib.AsyncExitStack()
     async with closed_on_failure(stack):
-        await events.progress("egress", f"setting up egress for rig {rig_id}")
-        egress = await stack.enter_async_context(
-            egress_factory(
-                session_id=rig_id,
-                agent=agent,
-                allowed=tuple(cfg.allowed_domains),
-                overrides=dict(config.container.kiosk.resolve_overrides),
-            )
+        image = host.config.container.rigs.desktop_image
+        egress, spec = await rig_egress_and_spec(
+            stack, host, rig_id, agent, cfg, "desktop", image, events
         )
-        await events.progress("container", "starting the desktop rig")
-        channel = await KioskChannel.open(
-            backend,
-            kiosk_spec(
-                image=config.container.rigs.desktop_image,
-                labels=backend.labels(kind="rig-desktop", agent=agent, session=rig_id),
-                network=egress.network_name,
-                seccomp=load_seccomp(),
-                dns=egress.dns_servers,
-            ),
-        )
+        channel = await KioskChannel.open(host.backend, spec)
         stack.push_async_callback(channel.close)
-        ca_pem = None
-        if config.container.kiosk.extra_ca_file:  # a private CA the egress proxy's sites use
-            ca_pem = await anyio.to_thread.run_sync(read_text, config.container.kiosk.extra_ca_file)
+        ca_pem = await extra_ca(host.config)  # a private CA the egress proxy's sites use
         await events.progress("display", "starting the desktop", remaining=START_DEADLINE)
         await channel.request(
             "start",
@@ -213,9 +124,3 @@ async def start_desktop(
         egress=egress,
         started_at=time.time(),
     )
-
-
-def read_text(path: str) -> str:
-    """A small config file's text (called in a worker thread)."""
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()

@@ -15,9 +15,10 @@ from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import DeviceError, NotAvailable, SessionRefused
 from orchestrator.surfaces.android.adb import AdbServer, AndroidDevice
 from orchestrator.surfaces.android.rig import AndroidRig
+from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.base import fresh_clock
 from orchestrator.surfaces.ios.rig import IosRig
 from orchestrator.surfaces.ios.wda import WdaClient
-from orchestrator.surfaces.kiosk.session import answer, fresh_clock, text_block
 from orchestrator.surfaces.phones import MobileRig
 
 _HINTS = {

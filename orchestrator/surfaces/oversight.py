@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 
@@ -29,8 +29,11 @@ from orchestrator.people.timeline import (
     settle_superseded,
     thumbnail,
 )
+from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.kiosk.session import KioskSession
+from orchestrator.surfaces.pipeline import PERSON_HAS_IT
+from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
 from sandboxes.approval_rules import Hold, click_hold, navigate_hold
 from sandboxes.events import NO_EVENTS, CallEvents
@@ -38,64 +41,35 @@ from sandboxes.params import ClickParams, NavigateParams
 
 logger = logging.getLogger("corral.oversight")
 
-PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
 TARGET_DEADLINE = 3.0
 DOCUMENT_ROLES = frozenset({"RootWebArea", "WebArea", "document"})
 PROGRESS_EVERY_SECONDS = 2.0
-INPUT_TOOLS = frozenset(
-    {"computer_click", "computer_type", "computer_key", "computer_scroll", "computer_navigate"}
-)
 
 
-Seat = KioskSession | DesktopRig
-"""What a person can watch and take over: a kiosk session (keyed by its agent) or a
-desktop rig, the shared desktop of codrive (keyed by its rig id)."""
-
-
-class SessionHost(Protocol):
-    """What oversight needs of the session manager."""
-
-    sessions: dict[str, KioskSession]
-
-    async def end(self, agent: str, why: str) -> None: ...
+Seat = Surface
+"""What a person can watch and take over: any surface, named by `Surface.seat`."""
 
 
 class Oversight:
     def __init__(
         self,
-        host: SessionHost,
+        surfaces: Surfaces,
         audit: AuditLog,
         approvals: ApprovalQueue,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.host = host
+        self.surfaces = surfaces
         self.audit = audit
         self.approvals = approvals
         self.clock = clock
         self._last_input: dict[str, float] = {}  # session id -> monotonic time of an action
-        # Desktop rigs, set by the gateway: their seats, and how one is stopped.
-        self.rig_seats: Callable[[], Mapping[str, DesktopRig]] = dict
-        self.end_rig: Callable[[str, str], Awaitable[None]] | None = None
 
     def seats(self) -> dict[str, Seat]:
-        """Every seat by its console key: kiosk sessions by agent, desktop rigs by rig id."""
-        out: dict[str, Seat] = dict(self.host.sessions)
-        out.update(self.rig_seats())
-        return out
+        """Every seat by its one name (kiosk sessions by agent, rigs by AGENT.KIND)."""
+        return self.surfaces.seats()
 
     # ------------------------------------------------------------------ the AI's calls
-    def check_seat(self, session: KioskSession, tool: str) -> None:
-        """Refuse the AI's input at once while a person holds the desktop."""
-        if tool in INPUT_TOOLS and session.controller == "human":
-            self.audit.record(
-                "computer_action_refused",
-                session.agent,
-                {"session": session.id, "tool": tool, "why": "a person has the desktop"},
-            )
-            self.record(session, tool, step_of(tool, None), "refused: a person has the desktop")
-            raise SessionRefused(PERSON_HAS_IT)
-
     async def hold_for(
         self, session: KioskSession, tool: str, params: Any, cfg: ComputerUseConfig
     ) -> Hold | None:
@@ -233,24 +207,16 @@ class Oversight:
         settle_superseded(list(session.timeline), newest)
         png = newest.source_png
         if png is None:
+            if not isinstance(session, KioskSession | DesktopRig):
+                return  # no agent channel to screenshot through: no thumbnail
             png = (await masked_screenshot(session, "")).png
         newest.thumb = await anyio.to_thread.run_sync(thumbnail, png)
         newest.thumb_state = "ready"
         newest.source_png = None
 
     # ------------------------------------------------------------------ the seat
-    def _session(self, agent: str) -> Seat:
-        session = self.seats().get(agent)
-        if session is None:
-            raise SeatError(f"{agent!r} has no running session (and is not a rig id)")
-        return session
-
-    @staticmethod
-    def _moved(session: Seat) -> None:
-        """The seat changed hands: count it and wake whoever waits for a change."""
-        session.seat_count += 1
-        session.seat_changed.set()
-        session.seat_changed = anyio.Event()
+    def _session(self, name: str) -> Seat:
+        return self.surfaces.get(name)
 
     def take_over(self, agent: str, operator: str, *, viewer: str | None, how: str) -> None:
         session = self._session(agent)
@@ -260,9 +226,11 @@ class Oversight:
                 return
             raise SeatError(f"{session.holder} has the desktop of {agent}; ask them to hand back")
         session.controller, session.holder, session.holder_viewer = "human", operator, viewer
-        self._moved(session)
+        session.moved()
         self.audit.record(
-            "takeover", agent, {"session": session.id, "operator": operator, "how": how}
+            "takeover",
+            session.agent,
+            {"session": session.id, "seat": agent, "operator": operator, "how": how},
         )
         self.record(
             session, "takeover", f"{operator} took the desktop ({how})", "ok", actor=operator
@@ -275,21 +243,18 @@ class Oversight:
         holder = session.holder
         session.controller, session.holder, session.holder_viewer = "ai", None, None
         session.needs_person = None
-        self._moved(session)
+        session.moved()
         self.audit.record(
-            "handback", agent, {"session": session.id, "operator": operator, "holder": holder}
+            "handback",
+            session.agent,
+            {"session": session.id, "seat": agent, "operator": operator, "holder": holder},
         )
         self.record(
             session, "handback", f"{operator} handed the desktop back", "ok", actor=operator
         )
 
     async def stop(self, agent: str, operator: str) -> None:
-        session = self._session(agent)
-        why = f"stopped by operator {operator}"
-        if isinstance(session, DesktopRig) and self.end_rig is not None:
-            await self.end_rig(agent, why)
-        else:
-            await self.host.end(agent, why)
+        await self.surfaces.end(agent, f"stopped by operator {operator}")
 
     def viewer_input(self, agent: str, operator: str, viewer: str, *, take: bool = True) -> bool:
         """A console viewer's input event (RFB key or pointer): forward it only when this
@@ -326,13 +291,13 @@ class Oversight:
                 state = "waiting approval"
             else:
                 state = "AI"
-            rig = isinstance(session, DesktopRig)
+            kiosk = session.kind == "kiosk"
             out.append(
                 {
                     "agent": agent,
                     "owner": session.agent,
                     "session": session.id,
-                    "kind": f"desktop rig of {session.agent}" if rig else "kiosk",
+                    "kind": "kiosk" if kiosk else f"{session.kind} rig of {session.agent}",
                     "needs_person": session.needs_person,
                     "started_at": session.started_at,
                     "actions_used": session.used,

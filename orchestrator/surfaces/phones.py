@@ -16,46 +16,30 @@ check failed.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import anyio
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from orchestrator.errors import DeviceError
-from orchestrator.surfaces.kiosk.session import answer, text_block
+from orchestrator.surfaces.answers import answer, image_answer, text_block
+from orchestrator.surfaces.base import Surface
 from sandboxes.fence import fence
 from sandboxes.masking import MaskPlan, Probe, Rect, apply_mask, blank_png, plan_mask, png_size
 from sandboxes.mobile_params import MOBILE_COUNTED
 from sandboxes.mobile_ui import UiTree, UiTreeError
-from sandboxes.ports import Egress
-from sandboxes.session_rules import SessionClock
 
 PNG_MAX_BYTES = 32 * 1024 * 1024
 
 
-@dataclass
-class MobileRig:
-    id: str
-    agent: str
-    device: str  # the leased device: an adb serial or the WDA URL
-    clock: SessionClock
-    width: int = 0
-    height: int = 0
-    allowed_domains: tuple[str, ...] = ()
-    deny_list: tuple[str, ...] = ()
-    pinned: tuple[str, ...] = ()
-    egress: Egress | None = None  # phones keep their own network
-    started_at: float = 0.0
-    controller: Literal["ai", "human"] = "ai"
-    broken: str | None = None
-    tree: UiTree | None = None  # the last inspect: what refs point at
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
+@dataclass(kw_only=True)
+class MobileRig(Surface):
+    """A leased phone: no container, no egress of ours (phones keep their own network)."""
 
-    @property
-    def state(self) -> str:
-        return "broken" if self.broken else "ready"
+    kind: ClassVar[str] = "mobile"
+
+    device: str  # the leased device: an adb serial or the WDA URL
+    broken: str | None = None  # set when the device is lost
+    tree: UiTree | None = None  # the last inspect: what refs point at
 
     def counts(self, verb: Any) -> bool:
         return verb.verb in MOBILE_COUNTED
@@ -114,15 +98,8 @@ class MobileRig:
                 raise
             plan = _whole(f"the screen could not be checked ({str(exc)[:200]})")
             masked = blank_png(*size)
-        text = " ".join(part for part in (plan.describe(), status) if part)
-        return answer(
-            {"type": "image", "data": base64.b64encode(masked).decode(), "mimeType": "image/png"},
-            text_block(text),
-            masked=plan.full,
-            mask_reason=plan.reason or None,
-            masked_fields=len(plan.rects),
-            actions_used=self.clock.used,
-            max_actions=self.clock.max_actions,
+        return image_answer(
+            masked, plan, status, used=self.clock.used, max_actions=self.clock.max_actions
         )
 
 

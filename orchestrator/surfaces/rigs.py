@@ -16,7 +16,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -24,29 +25,24 @@ from playwright.async_api import Playwright, async_playwright
 
 from orchestrator.agents.view import agent_and_view
 from orchestrator.audit import AuditLog
-from orchestrator.channel import load_seccomp
-from orchestrator.codrive.desktop import RigDesktop
-from orchestrator.codrive.runs import CodriveRun, CodriveRuns
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.surfaces.android.rig import AndroidRig
-from orchestrator.surfaces.browser.cdp import CdpBridge, handshake
+from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser.rig import BrowserRig
-from orchestrator.surfaces.desktop import DesktopRig, read_text, start_desktop
+from orchestrator.surfaces.browser.start import start_browser
+from orchestrator.surfaces.desktop import DesktopRig, start_desktop
 from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.ios.rig import IosRig
-from orchestrator.surfaces.kiosk.session import answer, fresh_clock, text_block
-from orchestrator.surfaces.kiosk.sessions import EgressFactory, navigable_sites
 from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.phones import MobileRig
-from orchestrator.surfaces.teardown import closed_on_failure
+from orchestrator.surfaces.pipeline import Action, Pipeline
+from orchestrator.surfaces.rig_driver import RIG_DRIVER, rig_list_answer
+from orchestrator.surfaces.start import EgressFactory, Host, navigable_sites
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
-from sandboxes.codrive import CodriveRunParams, CodriveStatusParams
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.fence import fence
-from sandboxes.isolation import kiosk_spec
-from sandboxes.ladder import StepResult
 from sandboxes.params import validate
 from sandboxes.ports import ContainerBackend
 from sandboxes.rig_params import RigCloseParams, VerbUnion
@@ -54,11 +50,8 @@ from sandboxes.visibility import decide
 
 logger = logging.getLogger("corral.rigs")
 
-START_DEADLINE = 60.0
-APP_DEADLINE = 45.0  # starting a target app (the agent waits up to 40 s for its window)
-CONNECT_MS = 30_000
 Clock = Callable[[], float]
-Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], Any]
+RigTool = Callable[[str, Any, ComputerUseConfig, CallEvents], Awaitable[dict[str, Any]]]
 Rig = BrowserRig | DesktopRig | AndroidRig | IosRig
 SURFACES = {
     "browser_use": "browser",
@@ -66,7 +59,6 @@ SURFACES = {
     "mobile_use": "android",
     "ios_use": "ios",
 }
-PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
 FREE_VERBS = frozenset({"screenshot", "clipboard_get"})  # allowed while a person has it
 TOOL_OF = {surface: tool for tool, surface in SURFACES.items()}
 # The tools that keep a surface's rig alive: the desktop is also codrive's shared desktop.
@@ -88,12 +80,14 @@ class RigManager:
         egress_factory: EgressFactory,
         *,
         clock: Clock = time.monotonic,
+        oversight: Oversight | None = None,
     ) -> None:
         self.home = home
         self.config = config
         self.backend = backend
         self.audit = audit
         self.egress_factory = egress_factory
+        self.host = Host(config, backend, egress_factory)
         self.clock = clock
         self.rigs: dict[tuple[str, str], Rig] = {}  # (agent, surface) -> rig
         self.ended: dict[tuple[str, str], str] = {}  # why the last rig of each ended
@@ -102,37 +96,39 @@ class RigManager:
         self._playwright_cm: Any = None
         self._playwright_lock = anyio.Lock()
         self.mobile = MobileDevices(config)
-        self.oversight: Oversight | None = None
-        self.codrive: CodriveRuns | None = None
+        # Tools a room above registers (codrive): gated here, then handed the params.
+        self.tools: dict[str, RigTool] = {}
+        self.oversight = oversight  # the gateway's seats: rigs are listed, taken over there
+        self.pipeline = Pipeline(audit, oversight, clock)
+        if oversight is not None:
+            oversight.surfaces.add(self)
 
-    def attach_people(self, oversight: Oversight, spawn: Spawn) -> None:
-        """Operators and persons over rigs: desktop rigs become seats in the console (take
-        over, hand back, live view), and codrive runs raise approvals in its queue; `spawn`
-        runs a codrive run in the gateway's task group (it outlives the call)."""
-        self.oversight = oversight
-        oversight.rig_seats = lambda: {
-            rig.id: rig for rig in self.rigs.values() if isinstance(rig, DesktopRig)
-        }
-        oversight.end_rig = self._end_by_id
-        self.codrive = CodriveRuns(
-            oversight.approvals,
-            self.audit,
-            spawn,
-            handoff_timeout=float(self.config.codrive.handoff_timeout_seconds),
-        )
+    def register(self, tools: Iterable[str], handler: RigTool) -> None:
+        """Serve `tools` (codrive's, from the gateway) behind this manager's gate: the
+        handler gets the agent, the validated params, its computer_use_config, events."""
+        for tool in tools:
+            self.tools[tool] = handler
 
-        def on_step(seat: str, run: CodriveRun, result: StepResult) -> None:
-            rig = oversight.rig_seats().get(seat)
-            if rig is not None:  # never the typed text: the result holds only its length
-                step = f"{run.app} step {result.index}: {result.rung}"
-                oversight.record(rig, "codrive_run", step, f"{result.effect}: {result.outcome}")
+    def surfaces(self) -> list[Rig]:
+        return list(self.rigs.values())
 
-        self.codrive.on_step = on_step
-
-    async def _end_by_id(self, rig_id: str, why: str) -> None:
+    async def end_surface(self, surface: Surface, why: str) -> None:
         for key, rig in list(self.rigs.items()):
-            if rig.id == rig_id:
+            if rig is surface:
                 await self.end(key, why)
+
+    @asynccontextmanager
+    async def holding(
+        self, agent: str, surface: str, cfg: ComputerUseConfig, events: CallEvents
+    ) -> AsyncIterator[Rig]:
+        """The agent's rig of `surface` (started if needed), held: one start per agent and
+        surface, and the calls on one rig in order."""
+        key = (agent, surface)
+        async with self._locks.setdefault(key, anyio.Lock()):
+            rig = self.rigs.get(key)
+            if rig is None:
+                rig = await self._start(agent, surface, cfg, events)
+            yield rig
 
     # ------------------------------------------------------------------ handler
     async def handle(
@@ -154,10 +150,17 @@ class RigManager:
             if tool == "rig_close":
                 assert isinstance(params, RigCloseParams)
                 return await self.rig_close(agent, params.rig_id)
-            if isinstance(params, CodriveStatusParams):
-                return self.codrive_status(agent, params.run_id)
-            if isinstance(params, CodriveRunParams):
-                return await self.codrive_run(agent, params, cfg, events)
+            if tool in CODRIVE_TOOLS:
+                handler = self.tools.get(tool)
+                if handler is None and tool == "codrive_status":
+                    return answer(
+                        text_block("You have no codrive run (runs are kept for a while).")
+                    )
+                if handler is None:
+                    raise NotAvailable(
+                        "codrive needs the gateway's approval queue (corral gateway)"
+                    )
+                return await handler(agent, params, cfg, events)
             assert isinstance(params, VerbUnion)
             if tool == "mobile_use" and params.verb.verb == "devices":
                 return await self.mobile.devices_answer(agent)
@@ -177,46 +180,28 @@ class RigManager:
         events: CallEvents,
     ) -> dict[str, Any]:
         verb = params.verb
-        key = (agent, surface)
-        lock = self._locks.setdefault(key, anyio.Lock())
-        async with lock:  # one start per agent and surface; verbs of one rig in order
-            rig = self.rigs.get(key)
-            if rig is None:
-                rig = await self._start(agent, surface, cfg, events)
-            counted = rig.counts(verb)
-            if rig.controller == "human" and verb.verb not in FREE_VERBS:
-                self.audit.record("rig_action_refused", agent, {"rig": rig.id, "why": "person"})
-                raise SessionRefused(PERSON_HAS_IT)
-            await self._follow(rig, cfg)
-            try:
-                rig.clock.check_budget(
-                    f"{TOOL_OF[surface]} {verb.verb}",
-                    counted=counted,
-                    stop_with="Close it with rig_close",
-                )
-            except SessionRefused:
-                self.audit.record("rig_action_refused", agent, {"rig": rig.id, "why": "budget"})
-                raise
-            if counted:
-                rig.clock.spend(self.clock())
+        async with self.holding(agent, surface, cfg, events) as rig:
+            await self.follow(rig, cfg)
             details: dict[str, Any] = {"rig": rig.id, "verb": verb.verb}
             if verb.verb in ("fill", "clipboard_set", "type", "text"):
                 details["chars"] = len(verb.text)  # type: ignore[attr-defined]  # never the text
-            result = await rig.run(verb, rig.clock.status_line(self.clock()))
-            self.audit.record("rig_action", agent, details)
-            return result
+            action = Action(
+                tool=TOOL_OF[surface],
+                name=f"{TOOL_OF[surface]} {verb.verb}",
+                params=verb,
+                counted=rig.counts(verb),
+                is_input=verb.verb not in FREE_VERBS,
+                step=verb.verb,
+                details=details,
+            )
+            return await self.pipeline.run(rig, action, RIG_DRIVER, events)
 
-    async def _follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
+    async def follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
         """The agent's current allowlist and deny list apply from the next call; a host
         removed from the allowlist also loses its route through the proxy now (as for
         kiosk sessions). A host added since the start is not pinned: close the rig."""
-        rig.allowed_domains = tuple(cfg.allowed_domains)
-        rig.deny_list = tuple(cfg.deny_list)
-        kept = tuple(h for h in rig.pinned if h in rig.allowed_domains)
-        if kept != rig.pinned and rig.egress is not None:
-            removed = sorted(set(rig.pinned) - set(kept))
-            await rig.egress.restrict(kept)
-            rig.pinned = kept
+        removed = await rig.follow(cfg)
+        if removed:
             self.audit.record(
                 "rig_allowlist_narrowed", rig.agent, {"rig": rig.id, "removed": removed}
             )
@@ -245,19 +230,12 @@ class RigManager:
             rig = await start(rig_id, agent, cfg, started)
             return self._started(agent, surface, rig, started)
         if surface == "desktop":
-            rig = await start_desktop(
-                rig_id=rig_id,
-                agent=agent,
-                cfg=cfg,
-                config=self.config,
-                backend=self.backend,
-                egress_factory=self.egress_factory,
-                events=events,
-                now=started,
-            )
+            rig = await start_desktop(self.host, rig_id, agent, cfg, events, started)
             sandbox = None
         else:
-            rig = await self._start_browser(rig_id, agent, cfg, events)
+            rig = await start_browser(
+                self.host, rig_id, agent, cfg, events, playwright=self._driver, clock=self.clock
+            )
             sandbox = rig.chromium_sandbox
         self.rigs[(agent, surface)] = rig
         self.ended.pop((agent, surface), None)
@@ -293,161 +271,10 @@ class RigManager:
         )
         return rig
 
-    async def _start_browser(
-        self, rig_id: str, agent: str, cfg: ComputerUseConfig, events: CallEvents
-    ) -> BrowserRig:
-        rigs_cfg, kiosk_cfg = self.config.container.rigs, self.config.container.kiosk
-        stack = contextlib.AsyncExitStack()
-        async with closed_on_failure(stack):
-            await events.progress("egress", f"setting up egress for rig {rig_id}")
-            egress = await stack.enter_async_context(
-                self.egress_factory(
-                    session_id=rig_id,
-                    agent=agent,
-                    allowed=tuple(cfg.allowed_domains),
-                    overrides=dict(kiosk_cfg.resolve_overrides),
-                )
-            )
-            await events.progress("container", "starting the browser rig")
-            container = await self.backend.open_attached(
-                kiosk_spec(
-                    image=rigs_cfg.browser_image,
-                    labels=self.backend.labels(kind="rig-browser", agent=agent, session=rig_id),
-                    network=egress.network_name,
-                    seccomp=load_seccomp(),
-                    dns=egress.dns_servers,
-                )
-            )
-            stack.push_async_callback(container.close)
-            ca_pem = None
-            if kiosk_cfg.extra_ca_file:
-                ca_pem = await anyio.to_thread.run_sync(read_text, kiosk_cfg.extra_ca_file)
-            ready, pending = await handshake(
-                container,
-                {"proxy": egress.proxy_url, "ca_pem": ca_pem, "width": 1280, "height": 800},
-                START_DEADLINE,
-            )
-            bridge = CdpBridge(container, pending)
-            await bridge.start()
-            stack.push_async_callback(bridge.close)
-            playwright = await self._driver()
-            browser = await playwright.chromium.connect_over_cdp(bridge.url, timeout=CONNECT_MS)
-            stack.push_async_callback(_close_quietly, browser)
-            context = browser.contexts[0] if browser.contexts else await browser.new_context()
-            await context.grant_permissions(["clipboard-read", "clipboard-write"])
-        rig = BrowserRig(
-            id=rig_id,
-            agent=agent,
-            width=1280,
-            height=800,
-            clock=fresh_clock(cfg, self.clock()),
-            allowed_domains=tuple(cfg.allowed_domains),
-            deny_list=tuple(cfg.deny_list),
-            stack=stack,
-            container=container,
-            bridge=bridge,
-            browser=browser,
-            context=context,
-            pinned=tuple(sorted(egress.pins)),
-            egress=egress,
-            chromium_sandbox=bool(ready.get("chromium_sandbox", False)),
-            started_at=time.time(),
-        )
-        context.on("page", rig.watch)
-        # Start from one blank tab of the rig's size (Chromium may have opened others).
-        # Chromium's own UI surfaces (chrome://*.top-chrome/, shown as chrome-error pages
-        # because the policy blocks chrome://) are pages to Playwright, not tabs: ignore
-        # them; close its first blank tab; start from a tab of our own, of the rig's size.
-        rig.ignored.update(p for p in context.pages if p.url != "about:blank")
-        blank = [p for p in context.pages if p.url == "about:blank"]
-        await context.new_page()
-        for page in blank:
-            with anyio.move_on_after(5):
-                await page.close()
-        await rig.page()
-        return rig
-
-    # ------------------------------------------------------------------ codrive
-    async def codrive_run(
-        self, agent: str, params: CodriveRunParams, cfg: ComputerUseConfig, events: CallEvents
-    ) -> dict[str, Any]:
-        """A run on the agent's desktop rig (started if needed): answers when it ends or
-        after 30 s with it still going (SPEC S3; codrive_status follows it)."""
-        if self.codrive is None:
-            raise NotAvailable("codrive needs the gateway's approval queue (corral gateway)")
-        key = (agent, "desktop")
-        lock = self._locks.setdefault(key, anyio.Lock())
-        async with lock:
-            rig = self.rigs.get(key)
-            if rig is None:
-                rig = await self._start(agent, "desktop", cfg, events)
-            assert isinstance(rig, DesktopRig)
-            going = self.codrive.status(agent, None)
-            if going is not None and not going.done.is_set():
-                raise SessionRefused(
-                    f"run {going.id} is still going on your desktop; follow it with "
-                    "codrive_status, or wait for it to end"
-                )
-            steps = len(params.steps)
-            if rig.clock.used + steps > rig.clock.max_actions:
-                raise SessionRefused(
-                    f"this run has {steps} steps and your desktop has "
-                    f"{rig.clock.max_actions - rig.clock.used} actions left of "
-                    f"{rig.clock.max_actions}; close it with rig_close to start afresh"
-                )
-            await self._follow(rig, cfg)
-            for _ in range(steps):
-                rig.clock.spend(self.clock())
-            opened = await rig.channel.request("app", APP_DEADLINE, app=params.target_app)
-            if opened.get("started"):
-                await events.progress("codrive", f"started {params.target_app}")
-        run = await self.codrive.start(
-            agent, params, RigDesktop(rig, params.target_app), rig.deny_list, events
-        )
-        return _run_answer(run)
-
-    def codrive_status(self, agent: str, run_id: str | None) -> dict[str, Any]:
-        run = self.codrive.status(agent, run_id) if self.codrive is not None else None
-        if run is None:
-            which = f"run {run_id}" if run_id else "codrive run"
-            return answer(
-                text_block(f"You have no {which} (runs are kept for a while)."),
-                is_error=run_id is not None,
-            )
-        return _run_answer(run)
-
     # ------------------------------------------------------------------ list / close
     def rig_list(self, agent: str) -> dict[str, Any]:
-        now = self.clock()
-        rows = []
-        for (owner, surface), rig in sorted(self.rigs.items()):
-            if owner != agent:
-                continue
-            idle, life = rig.clock.time_left(now)
-            rows.append(
-                {
-                    "rig_id": rig.id,
-                    "surface": surface,
-                    "state": rig.state,
-                    "screen": f"{rig.width}x{rig.height}",
-                    "device": rig.device if isinstance(rig, MobileRig) else None,
-                    "controller": rig.controller,
-                    "actions_used": rig.clock.used,
-                    "max_actions": rig.clock.max_actions,
-                    "idle_seconds_left": idle,
-                    "lifetime_seconds_left": life,
-                }
-            )
-        if not rows:
-            return answer(text_block("You have no rig."), rigs=[])
-        lines = [
-            f"{row['rig_id']}: {row['surface']}, {row['state']}, {row['screen']}, "
-            f"controlled by {'the AI' if row['controller'] == 'ai' else 'a person'}, "
-            f"{row['actions_used']}/{row['max_actions']} actions, "
-            f"{row['lifetime_seconds_left']} s of lifetime left"
-            for row in rows
-        ]
-        return answer(text_block("\n".join(lines)), rigs=rows)
+        mine = {surface: rig for (owner, surface), rig in self.rigs.items() if owner == agent}
+        return rig_list_answer(mine, self.clock())
 
     async def rig_close(self, agent: str, rig_id: str | None) -> dict[str, Any]:
         mine = [key for key, rig in self.rigs.items() if key[0] == agent]
@@ -510,7 +337,7 @@ class RigManager:
                 await self.end(key, why)
                 ended.append(key)
             elif agent_cfg is not None:  # a host removed from the allowlist loses its route
-                await self._follow(rig, agent_cfg.capabilities.computer_use_config)
+                await self.follow(rig, agent_cfg.capabilities.computer_use_config)
         return ended
 
     async def expire_forever(self, interval: float = 1.0) -> None:
@@ -527,20 +354,6 @@ class RigManager:
                     await self._playwright_cm.__aexit__(None, None, None)
                 self._playwright = self._playwright_cm = None
             await self.mobile.close()
-
-
-def _run_answer(run: CodriveRun) -> dict[str, Any]:
-    """The run's summary; text read by api actions goes in an untrusted-data fence."""
-    text = run.summary()
-    for result in run.results:
-        if result.value is not None:
-            text += "\n" + fence(result.value, f"what step {result.index} read")
-    return answer(text_block(text), is_error=run.state == "failed", **run.public())
-
-
-async def _close_quietly(browser: Any) -> None:
-    with contextlib.suppress(Exception), anyio.move_on_after(5):
-        await browser.close()
 
 
 __all__ = ["RigError", "RigManager"]

@@ -17,7 +17,7 @@ import anyio
 
 from orchestrator.channel import KioskChannel
 from orchestrator.errors import KioskError
-from orchestrator.surfaces.kiosk.session import answer, text_block
+from orchestrator.surfaces.answers import image_answer
 from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
 
 logger = logging.getLogger("corral.sessions")
@@ -46,9 +46,24 @@ class Screened(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Shot:
-    answer: dict[str, Any]  # the tool answer: the image block and its text
     png: bytes  # the masked PNG
+    plan: MaskPlan  # what was masked, and why
     failed: bool  # the kiosk did not answer (its channel may be broken)
+    status: str  # the budget line the answer ends with
+    used: int
+    max_actions: int
+
+    @property
+    def answer(self) -> dict[str, Any]:
+        """The tool answer: the image block and its text."""
+        return self.noted("")
+
+    def noted(self, note: str) -> dict[str, Any]:
+        """The tool answer with `note` after the status (the session ended ...)."""
+        status = self.status + note
+        return image_answer(
+            self.png, self.plan, status, used=self.used, max_actions=self.max_actions
+        )
 
 
 async def masked_screenshot(session: Screened, status: str) -> Shot:
@@ -63,7 +78,7 @@ async def masked_screenshot(session: Screened, status: str) -> Shot:
         logger.exception("screenshot of session %s failed (incident %s)", session.id, incident)
         why = f"the screenshot could not be checked (incident {incident})"
         return _black(session, why, status, failed=False)
-    return Shot(_image_answer(session, png, plan, status), png, failed=False)
+    return _shot(session, png, plan, status, failed=False)
 
 
 def _black(session: Screened, why: str, status: str, *, failed: bool) -> Shot:
@@ -73,7 +88,7 @@ def _black(session: Screened, why: str, status: str, *, failed: bool) -> Shot:
         (session.width, session.height),
     )
     png = blank_png(session.width, session.height)
-    return Shot(_image_answer(session, png, plan, status), png, failed=failed)
+    return _shot(session, png, plan, status, failed=failed)
 
 
 def _probe(raw: dict[str, Any]) -> Probe:
@@ -110,14 +125,5 @@ async def _masked(session: Screened, shot: dict[str, Any]) -> tuple[bytes, MaskP
     return masked, plan
 
 
-def _image_answer(session: Screened, png: bytes, plan: MaskPlan, status: str) -> dict[str, Any]:
-    text = " ".join(part for part in (plan.describe(), status) if part)
-    return answer(
-        {"type": "image", "data": base64.b64encode(png).decode(), "mimeType": "image/png"},
-        text_block(text),
-        masked=plan.full,
-        mask_reason=plan.reason or None,
-        masked_fields=len(plan.rects),
-        actions_used=session.used,
-        max_actions=session.max_actions,
-    )
+def _shot(session: Screened, png: bytes, plan: MaskPlan, status: str, *, failed: bool) -> Shot:
+    return Shot(png, plan, failed, status, session.used, session.max_actions)

@@ -100,3 +100,41 @@ async def test_stop_from_an_operator_ends_the_session_and_its_held_call(
     assert "alice" not in manager.sessions
     with pytest.raises(SeatError, match="no running session"):
         manager.oversight.take_over("alice", "olga", viewer=None, how="cli")
+
+
+class _Rigs:
+    """A second surface host beside the kiosk sessions: one headless browser rig."""
+
+    def __init__(self) -> None:
+        from orchestrator.surfaces.base import Surface
+        from sandboxes.session_rules import SessionClock
+
+        class Browser(Surface):
+            kind = "browser"
+
+        clock = SessionClock(5, 60, 600, started=0.0, last_action=0.0)
+        self.rig = Browser(id="r1", agent="alice", clock=clock, width=1280, height=800)
+        self.ended: list[str] = []
+
+    def surfaces(self) -> list[Any]:
+        return [] if self.ended else [self.rig]
+
+    async def end_surface(self, surface: Any, why: str) -> None:
+        self.ended.append(why)
+
+
+async def test_every_surface_is_one_seat_named_one_way_kiosks_by_agent_rigs_agent_kind(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    write_agent(corral_home, confirm_words=[])
+    await started(manager, backend)
+    rigs = _Rigs()
+    manager.oversight.surfaces.add(rigs)
+    listed = {row["agent"]: row["kind"] for row in manager.oversight.sessions_view()}
+    assert listed == {"alice": "kiosk", "alice.browser": "browser rig of alice"}
+    manager.oversight.take_over("alice.browser", "olga", viewer=None, how="cli")
+    assert rigs.rig.controller == "human" and manager.sessions["alice"].controller == "ai"
+    with pytest.raises(SeatError, match="no running session"):
+        manager.oversight.hand_back("r1", "olga")  # a rig id is not a seat's name
+    await manager.oversight.stop("alice.browser", "olga")
+    assert rigs.ended == ["stopped by operator olga"] and "alice" in manager.sessions

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 
@@ -29,11 +29,12 @@ APK_MAX_BYTES = 512 * 1024 * 1024
 _SIZE_RE = re.compile(r"(?:Override|Physical) size: (\d+)x(\d+)")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AndroidRig(MobileRig):
+    kind: ClassVar[str] = "android"
+
     dev: AndroidDevice | None = None
     apk_dir: str | None = None
-    surface: str = "android"
 
     @property
     def adb(self) -> AndroidDevice:

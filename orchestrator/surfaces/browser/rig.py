@@ -11,24 +11,21 @@ the kiosk's are: secret fields found from outside the page's JavaScript world
 
 from __future__ import annotations
 
-import base64
-import contextlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar
 
-import anyio
 from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page
 from playwright.async_api import Error as PlaywrightError
 
 from orchestrator.errors import RigError, SessionRefused
+from orchestrator.surfaces.answers import answer, image_answer, text_block
+from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser.cdp import CdpBridge
-from orchestrator.surfaces.kiosk.session import answer, text_block
 from sandboxes import rig_params as r
 from sandboxes.fence import fence
 from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
-from sandboxes.ports import AttachedContainer, Egress
-from sandboxes.session_rules import SessionClock
+from sandboxes.ports import AttachedContainer
 from sandboxes.urls import check_url
 
 ACTION_MS = 10_000
@@ -79,29 +76,19 @@ def playwright_key(key: str) -> str:
     return "+".join([mods.get(p, p) for p in parts[:-1]] + [_PW_KEYS.get(parts[-1], parts[-1])])
 
 
-@dataclass
-class BrowserRig:
-    id: str
-    agent: str
-    width: int
-    height: int
-    clock: SessionClock
-    allowed_domains: tuple[str, ...]
-    deny_list: tuple[str, ...]
-    stack: contextlib.AsyncExitStack
+@dataclass(kw_only=True)
+class BrowserRig(Surface):
+    """A headless browser: its driver is Playwright over the CDP channel."""
+
+    kind: ClassVar[str] = "browser"
+
     container: AttachedContainer
     bridge: CdpBridge
     browser: Browser
     context: BrowserContext
-    pinned: tuple[str, ...] = ()
-    egress: Egress | None = None
     chromium_sandbox: bool = True
-    started_at: float = 0.0
-    surface: Literal["browser"] = "browser"
-    controller: Literal["ai", "human"] = "ai"
     current: int = 0
     console: deque[str] = field(default_factory=lambda: deque(maxlen=CONSOLE_KEPT))
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
     ignored: set[Page] = field(default_factory=set)  # Chromium's UI surfaces, not tabs
 
     # ------------------------------------------------------------------ pages
@@ -131,10 +118,6 @@ class BrowserRig:
     @property
     def broken(self) -> str | None:
         return self.bridge.closed_reason
-
-    @property
-    def state(self) -> str:
-        return "broken" if self.broken else "ready"
 
     def counts(self, verb: Any) -> bool:
         """Whether `verb` spends one action of the budget (reads do not)."""
@@ -311,15 +294,8 @@ class BrowserRig:
             why = f"the screenshot could not be checked ({str(exc).splitlines()[0][:200]})"
             plan = plan_mask(Probe(0, False, (), "", "", error=why), self.deny_list, size)
             masked = blank_png(*size)
-        text = " ".join(part for part in (plan.describe(), status) if part)
-        return answer(
-            {"type": "image", "data": base64.b64encode(masked).decode(), "mimeType": "image/png"},
-            text_block(text),
-            masked=plan.full,
-            mask_reason=plan.reason or None,
-            masked_fields=len(plan.rects),
-            actions_used=self.clock.used,
-            max_actions=self.clock.max_actions,
+        return image_answer(
+            masked, plan, status, used=self.clock.used, max_actions=self.clock.max_actions
         )
 
     async def _secret_rects(self, page: Page) -> set[tuple[int, int, int, int]]:
@@ -343,10 +319,6 @@ class BrowserRig:
                         )
                     )
         return rects
-
-    async def close(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.stack.aclose()
 
 
 def _named(verb: Any) -> str:

@@ -10,7 +10,7 @@ window's before they are masked.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 
@@ -23,14 +23,15 @@ from sandboxes.masking import Rect, png_size
 from sandboxes.mobile_ui import UiTree, parse_ios, scale_rects
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IosRig(MobileRig):
+    kind: ClassVar[str] = "ios"
+
     wda: WdaClient | None = None
     udid: str | None = None
     app_dir: str | None = None
     timeout: float = 30.0
     scale: float | None = None  # screenshot pixels per point, learnt from a capture
-    surface: str = "ios"
 
     @property
     def client(self) -> WdaClient:

@@ -7,57 +7,48 @@ URL policy, the session's idle timeout and lifetime. One session per agent.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from orchestrator.agents.view import agent_and_view
 from orchestrator.audit import AuditLog
-from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.people.approvals import ApprovalQueue
-from orchestrator.surfaces.kiosk.session import KioskSession, answer, fresh_clock, text_block
+from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.base import Surface, fresh_clock
+from orchestrator.surfaces.kiosk.driver import KioskDriver
+from orchestrator.surfaces.kiosk.session import KioskSession
+from orchestrator.surfaces.kiosk.start import KioskStart, Started
 from orchestrator.surfaces.oversight import Oversight, step_of
+from orchestrator.surfaces.pipeline import Action, Pipeline
+from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
-from orchestrator.surfaces.teardown import closed_on_failure
+from orchestrator.surfaces.start import (
+    EgressFactory,
+    Host,
+    navigable_sites,
+    no_egress,
+)
 from sandboxes.approval_rules import describe_rules
 from sandboxes.catalogue import BY_NAME, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.isolation import kiosk_spec
-from sandboxes.params import (
-    ClickParams,
-    KeyParams,
-    NavigateParams,
-    ScrollParams,
-    SessionStartParams,
-    SessionStopParams,
-    TypeParams,
-    validate,
-)
-from sandboxes.ports import ContainerBackend, Egress
-from sandboxes.urls import UrlVerdict, check_url
+from sandboxes.params import SessionStartParams, SessionStopParams, validate
+from sandboxes.ports import ContainerBackend
+from sandboxes.session_rules import COUNTED
 from sandboxes.visibility import AgentView, decide
 
 if TYPE_CHECKING:
-    from orchestrator.pools.kiosks import KioskPool, PoolKiosk
+    from orchestrator.pools.kiosks import KioskPool
 
 logger = logging.getLogger("corral.sessions")
 
-START_DEADLINE = 60.0
-ACTION_DEADLINE = 10.0
-NAVIGATE_DEADLINE = 30.0
 
-
-EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
 Clock = Callable[[], float]
 
 
@@ -73,6 +64,7 @@ class SessionManager:
         clock: Clock = time.monotonic,
         approvals: ApprovalQueue | None = None,
         kiosk_pool: KioskPool | None = None,
+        oversight: Oversight | None = None,
     ) -> None:
         self.home = home
         self.config = config
@@ -83,9 +75,20 @@ class SessionManager:
         self.sessions: dict[str, KioskSession] = {}
         self.ended: dict[str, str] = {}  # agent -> why its last session ended
         self._starting: set[str] = set()
-        self.approvals = approvals or ApprovalQueue(audit, config.approvals.timeout_seconds)
-        self.oversight = Oversight(self, audit, self.approvals, clock=clock)
+        if oversight is None:  # a manager on its own (tests, tools): seats of its own
+            queue = approvals or ApprovalQueue(audit, config.approvals.timeout_seconds)
+            oversight = Oversight(Surfaces(), audit, queue, clock=clock)
+        self.oversight = oversight
+        self.approvals = oversight.approvals
+        oversight.surfaces.add(self)
+        self.pipeline = Pipeline(audit, oversight, clock)
         self.kiosk_pool = kiosk_pool  # `[container.kiosk] warm` (orchestrator/pools/kiosks.py)
+
+    def surfaces(self) -> list[KioskSession]:
+        return list(self.sessions.values())
+
+    async def end_surface(self, surface: Surface, why: str) -> None:
+        await self.end(surface.agent, why)
 
     # ------------------------------------------------------------------ handler
     async def handle(
@@ -139,98 +142,17 @@ class SessionManager:
         await self._follow_settings(session, cfg)
         if tool == "computer_screenshot":
             return await self.screenshot(session, record=True)
-        self.oversight.check_seat(session, tool)
-        try:
-            session.clock.check_budget(tool)
-        except SessionRefused:
-            self.audit.record("computer_action_refused", agent, {"tool": tool, "why": "budget"})
-            raise
-        details: dict[str, Any] = {"session": session.id, "tool": tool}
-        verdict = None
-        if isinstance(params, NavigateParams):
-            verdict = check_url(params.url, session.allowed_domains, session.pinned)
-            if not verdict.allowed:
-                self.audit.record("computer_action_refused", agent, {**details, "why": "url"})
-                raise SessionRefused(verdict.message)
-        hold = await self.oversight.hold_for(session, tool, params, cfg)
-        if hold is not None:
-            await self.oversight.wait_for_operator(
-                session, tool, params, hold, self._status(session), events
-            )
-        try:
-            return await self._act(session, tool, params, details, verdict)
-        except (SessionRefused, KioskError, CorralError) as exc:
-            self.oversight.record(session, tool, step_of(tool, params), f"failed: {exc}"[:300])
-            raise
-
-    async def _act(
-        self,
-        session: KioskSession,
-        tool: str,
-        params: Any,
-        details: dict[str, Any],
-        verdict: UrlVerdict | None,
-    ) -> dict[str, Any]:
-        """Do one approved input action and record it (audit, timeline)."""
-        agent = session.agent
-        step = step_of(tool, params)
-        if isinstance(params, NavigateParams):
-            assert verdict is not None
-            session.clock.spend(self.clock())
-            result = await session.channel.request("navigate", NAVIGATE_DEADLINE, url=params.url)
-            details["host"] = verdict.host
-            self.audit.record("computer_action", agent, details)
-            outcome = f"failed: {result['error_text']}" if result.get("error_text") else "ok"
-            self.oversight.record(session, tool, step, outcome[:300])
-            if result.get("error_text"):
-                return answer(
-                    text_block(
-                        f"Navigation to {verdict.host} failed: {result['error_text']}. "
-                        + self._status(session)
-                    ),
-                    is_error=True,
-                )
-            return answer(
-                text_block(f"Opened {result.get('url', params.url)}. " + self._status(session))
-            )
-        session.clock.spend(self.clock())
-        if isinstance(params, ClickParams):
-            await session.channel.request(
-                "click",
-                ACTION_DEADLINE,
-                x=params.x,
-                y=params.y,
-                button=params.button,
-                double=params.double,
-            )
-            done = f"Clicked {params.button} at {params.x},{params.y}."
-        elif isinstance(params, TypeParams):
-            await session.channel.request("type", ACTION_DEADLINE, text=params.text)
-            details["chars"] = len(params.text)  # the text itself is never audited
-            done = f"Typed {len(params.text)} characters."
-            step = f"typed {len(params.text)} characters"
-        elif isinstance(params, KeyParams):
-            pressed = params.verdict
-            await session.channel.request("key", ACTION_DEADLINE, key=pressed.key)
-            details["key_class"] = pressed.key_class  # never the key: keys can spell secrets
-            done = f"Pressed {pressed.key}."
-            step = f"pressed a {pressed.key_class}"
-        elif isinstance(params, ScrollParams):
-            await session.channel.request(
-                "scroll",
-                ACTION_DEADLINE,
-                x=params.x,
-                y=params.y,
-                direction=params.direction,
-                amount=params.amount,
-            )
-            done = f"Scrolled {params.direction} {params.amount} at {params.x},{params.y}."
-            step = f"scrolled {params.direction} {params.amount} at {params.x},{params.y}"
-        else:
-            raise SessionRefused(f"{tool} is not a kiosk action")
-        self.audit.record("computer_action", agent, details)
-        self.oversight.record(session, tool, step, "ok")
-        return answer(text_block(f"{done} {self._status(session)}"))
+        action = Action(
+            tool=tool,
+            name=tool,
+            params=params,
+            counted=tool in COUNTED,
+            is_input=True,
+            step=step_of(tool, params),
+            details={"session": session.id, "tool": tool},
+        )
+        driver = KioskDriver(self.oversight, self.audit, cfg)
+        return await self.pipeline.run(session, action, driver, events)
 
     def _status(self, session: KioskSession) -> str:
         return session.clock.status_line(self.clock())
@@ -273,100 +195,14 @@ class SessionManager:
         cfg: ComputerUseConfig,
         events: CallEvents,
     ) -> dict[str, Any]:
-        kiosk_cfg = self.config.container.kiosk
-        session_id = uuid.uuid4().hex[:10]
-        stack = contextlib.AsyncExitStack()
         started = self.clock()
         pooled = await self.kiosk_pool.claim() if self.kiosk_pool is not None else None
+        recipe = KioskStart(Host(self.config, self.backend, self.egress_factory), self.kiosk_pool)
         if pooled is not None:
-            return await self._start_warm(agent, params, cfg, events, pooled, started)
-        async with closed_on_failure(stack):
-            await events.progress("egress", _egress_phase(cfg.allowed_domains))
-            egress = await stack.enter_async_context(
-                self.egress_factory(
-                    session_id=session_id,
-                    agent=agent,
-                    allowed=tuple(cfg.allowed_domains),
-                    overrides=dict(kiosk_cfg.resolve_overrides),
-                )
-            )
-            await events.progress("container", "starting the kiosk container")
-            channel = await KioskChannel.open(
-                self.backend,
-                kiosk_spec(
-                    image=kiosk_cfg.image,
-                    labels=self.backend.labels(kind="kiosk", agent=agent, session=session_id),
-                    network=egress.network_name,
-                    seccomp=load_seccomp(),
-                    dns=egress.dns_servers,
-                ),
-            )
-            stack.push_async_callback(channel.close)
-            await events.log("info", "sandbox_started", {"kind": "kiosk", "session": session_id})
-            ca_pem = None
-            if kiosk_cfg.extra_ca_file:
-                ca_pem = await anyio.to_thread.run_sync(_read_text, kiosk_cfg.extra_ca_file)
-            # The kiosk's `start` op in its two stages, each reported.
-            await events.progress("display", "starting the display", remaining=START_DEADLINE)
-            await channel.request(
-                "start",
-                START_DEADLINE,
-                stage="display",
-                width=params.width,
-                height=params.height,
-                ca_pem=ca_pem,
-            )
-            await events.progress("browser", "starting the browser", remaining=START_DEADLINE)
-            ready = await channel.request(
-                "start", START_DEADLINE, stage="browser", proxy=egress.proxy_url, url=None
-            )
-        return await self._ready(
-            agent, params, cfg, events, session_id, channel, stack, egress, ready, started
-        )
-
-    async def _start_warm(
-        self,
-        agent: str,
-        params: SessionStartParams,
-        cfg: ComputerUseConfig,
-        events: CallEvents,
-        pooled: PoolKiosk,
-        started: float,
-    ) -> dict[str, Any]:
-        """A session on a claimed pool kiosk (orchestrator/pools/kiosks.py): its egress joins
-        the kiosk's network (or the kiosk leaves it: no allowlist, no network), then the
-        kiosk's `claim` op wipes what it showed and takes the session's size. On exit:
-        proxy, kiosk, then the network and its rule."""
-        kiosk_cfg = self.config.container.kiosk
-        session_id, channel = pooled.session_id, pooled.channel
-        stack = contextlib.AsyncExitStack()
-        stack.push_async_callback(pooled.network.remove)
-        stack.push_async_callback(channel.close)
-        async with closed_on_failure(stack):
-            await events.progress("egress", _egress_phase(cfg.allowed_domains))
-            egress = await stack.enter_async_context(
-                self.egress_factory(
-                    session_id=session_id,
-                    agent=agent,
-                    allowed=tuple(cfg.allowed_domains),
-                    overrides=dict(kiosk_cfg.resolve_overrides),
-                    network=pooled.network,
-                )
-            )
-            await events.log(
-                "info", "sandbox_started", {"kind": "kiosk", "session": session_id, "warm": True}
-            )
-            await events.progress("browser", "taking a started kiosk", remaining=START_DEADLINE)
-            async with anyio.create_task_group() as tg:
-                if egress.network_name is None:  # nothing pinned: only loopback is left (till
-                    tg.start_soon(pooled.network.disconnect, channel.id)  # then: no proxy)
-                size = {"width": params.width, "height": params.height}
-                ready = await channel.request("claim", START_DEADLINE, **size)
-            if egress.network_name is None and self.kiosk_pool is not None:
-                await self.kiosk_pool.release(pooled.network)  # empty now: removed soon
-        return await self._ready(
-            agent, params, cfg, events, session_id, channel, stack, egress, ready, started
-        )
+            kiosk = await recipe.warm(agent, params, cfg, events, pooled)
+        else:
+            kiosk = await recipe.cold(agent, params, cfg, events)
+        return await self._ready(agent, params, cfg, events, kiosk, started)
 
     async def _ready(
         self,
@@ -374,14 +210,12 @@ class SessionManager:
         params: SessionStartParams,
         cfg: ComputerUseConfig,
         events: CallEvents,
-        session_id: str,
-        channel: KioskChannel,
-        stack: contextlib.AsyncExitStack,
-        egress: Egress,
-        ready: dict[str, Any],
+        kiosk: Started,
         started: float,
     ) -> dict[str, Any]:
         """Record the started session and make computer_session_start's answer."""
+        session_id, channel, stack = kiosk.session_id, kiosk.channel, kiosk.stack
+        egress, ready = kiosk.egress, kiosk.ready
         session = KioskSession(
             id=session_id,
             agent=agent,
@@ -466,8 +300,7 @@ class SessionManager:
             return
         self.ended[agent] = why
         self.approvals.cancel_session(session.id, f"the session ended: {why}")
-        with anyio.CancelScope(shield=True):
-            await session.stack.aclose()
+        await session.close()
         self.audit.record(
             "computer_session_ended",
             agent,
@@ -483,13 +316,8 @@ class SessionManager:
         navigation and screenshot. A host removed from the allowlist is refused from now on
         and loses its route through the proxy (open tunnels closed); one added since the
         start is still not pinned (the URL check says to restart the session)."""
-        session.allowed_domains = tuple(cfg.allowed_domains)
-        session.deny_list = tuple(cfg.deny_list)
-        kept = tuple(h for h in session.pinned if h in session.allowed_domains)
-        if kept != session.pinned and session.egress is not None:
-            removed = sorted(set(session.pinned) - set(kept))
-            await session.egress.restrict(kept)
-            session.pinned = kept
+        removed = await session.follow(cfg)
+        if removed:
             self.audit.record(
                 "computer_allowlist_narrowed",
                 session.agent,
@@ -531,11 +359,8 @@ class SessionManager:
             self.oversight.record(
                 session, "computer_screenshot", "screenshot", outcome, png=result.png
             )
-        if result.failed:
-            ended = await self._end_if_broken(session.agent)
-            if ended:
-                result.answer["content"][1]["text"] += ended
-        return result.answer
+        ended = await self._end_if_broken(session.agent) if result.failed else ""
+        return result.noted(ended)
 
 
 def revocation(view: AgentView) -> str | None:
@@ -545,42 +370,4 @@ def revocation(view: AgentView) -> str | None:
     return None if decision.visible else f"its access was revoked ({decision.message})"
 
 
-def navigable_sites(
-    allowed: Sequence[str], pinned: Sequence[str], left_out: Mapping[str, str]
-) -> str:
-    """What the start result says computer_navigate may open, and what was left out why."""
-    gone = "; ".join(f"{host} ({why})" for host, why in left_out.items())
-    if not allowed:
-        return "none: this session has no network (allowed_domains is empty)"
-    if not pinned:
-        return f"none: every allowed name was left out, so this session has no network: {gone}"
-    return ", ".join(pinned) + (f" (left out: {gone})" if gone else "")
-
-
-def _egress_phase(allowed: Sequence[str]) -> str:
-    if not allowed:
-        return "no network for this session (allowed_domains is empty)"
-    return f"setting up the egress proxy for {len(allowed)} allowed site(s)"
-
-
-def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()
-
-
-@asynccontextmanager
-async def no_egress(**_: Any) -> AsyncIterator[Egress]:
-    """For sessions without an allowlist: no network at all."""
-
-    @dataclass
-    class _None:
-        network_name: str | None = None
-        proxy_url: str | None = None
-        pins: dict[str, list[str]] = field(default_factory=dict)
-        left_out: dict[str, str] = field(default_factory=dict)
-        dns_servers: list[str] = field(default_factory=list)
-
-        async def restrict(self, hosts: Sequence[str]) -> None:
-            return None  # nothing is pinned without an allowlist
-
-    yield _None()
+__all__ = ["EgressFactory", "SessionManager", "no_egress", "revocation"]

@@ -1,0 +1,124 @@
+"""What every surface is (issue 21): a kiosk session, a desktop, browser, Android or iOS
+rig. Each kind is this type plus its driver (what click, type, key, screenshot mean
+there) and its start recipe; the bookkeeping below is written once.
+
+- who and what: `id` (the seat's name in the console and `corral sessions`), `agent`,
+  `kind` (kiosk, desktop, browser, android, ios), the screen's `width` x `height`;
+- the rules it runs under: `clock` (budget, idle timeout, lifetime), the allowlist, the
+  deny list, the hosts pinned at its start and its `egress` (None: no network of ours);
+- the seat (`controller`, `holder`, `holder_viewer`, `waiting`, `needs_person`, how often
+  it changed hands), guarded by `lock`; the `timeline` the console shows;
+- its state: `broken` (why its channel failed, or None) and `state`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+import anyio
+
+from orchestrator.config import ComputerUseConfig
+from orchestrator.people.timeline import KEEP_ENTRIES
+from sandboxes.ports import Egress
+from sandboxes.session_rules import SessionClock
+
+if TYPE_CHECKING:
+    from orchestrator.people.approvals import Approval
+    from orchestrator.people.timeline import TimelineEntry
+
+Controller = Literal["ai", "human"]
+
+
+@dataclass(kw_only=True)
+class Surface:
+    kind: ClassVar[str] = "surface"
+
+    id: str
+    agent: str
+    clock: SessionClock
+    width: int = 0
+    height: int = 0
+    allowed_domains: tuple[str, ...] = ()
+    deny_list: tuple[str, ...] = ()
+    pinned: tuple[str, ...] = ()
+    egress: Egress | None = None
+    stack: contextlib.AsyncExitStack | None = None  # what its start opened, closed at its end
+    started_at: float = 0.0  # wall clock, for the console
+    # The seat (orchestrator.surfaces.oversight): who has the screen, and since when.
+    controller: Controller = "ai"
+    holder: str | None = None  # the operator who has it, when controller is human
+    holder_viewer: str | None = None  # the console connection whose input reaches it
+    waiting: Approval | None = None  # the approval a held call waits for
+    needs_person: str | None = None  # shown in the console: why a person is asked for
+    seat_count: int = 0  # how many times the seat changed hands
+    seat_changed: anyio.Event = field(default_factory=anyio.Event)  # set at each change
+    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one input at a time
+    timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=KEEP_ENTRIES))
+
+    @property
+    def used(self) -> int:
+        return self.clock.used
+
+    @property
+    def max_actions(self) -> int:
+        return self.clock.max_actions
+
+    @property
+    def seat(self) -> str:
+        """The seat's one name (orchestrator.surfaces.registry): a kiosk session is its
+        agent's only one, so its agent; a rig `AGENT.KIND` (agent names have no dot)."""
+        return self.agent if self.kind == "kiosk" else f"{self.agent}.{self.kind}"
+
+    @property
+    def broken(self) -> str | None:
+        """Why the surface's channel failed (it ends at the next call), or None."""
+        return None
+
+    @property
+    def state(self) -> str:
+        return "broken" if self.broken else "ready"
+
+    def status(self, now: float) -> str:
+        """The budget and timers line every answer ends with."""
+        return self.clock.status_line(now)
+
+    def moved(self) -> None:
+        """The seat changed hands: count it and wake whoever waits for a change."""
+        self.seat_count += 1
+        self.seat_changed.set()
+        self.seat_changed = anyio.Event()
+
+    async def follow(self, cfg: ComputerUseConfig) -> list[str]:
+        """Apply the agent's current allowlist and deny list from the next call. A host
+        removed from the allowlist also loses its route through the proxy now (open
+        tunnels closed); one added since the start is not pinned (restart to get it).
+        The hosts that lost their route, for the audit (empty: none)."""
+        self.allowed_domains = tuple(cfg.allowed_domains)
+        self.deny_list = tuple(cfg.deny_list)
+        kept = tuple(h for h in self.pinned if h in self.allowed_domains)
+        if kept == self.pinned or self.egress is None:
+            return []
+        removed = sorted(set(self.pinned) - set(kept))
+        await self.egress.restrict(kept)
+        self.pinned = kept
+        return removed
+
+    async def close(self) -> None:
+        """Remove what the start made (containers, network, proxy), even when cancelled."""
+        if self.stack is not None:
+            with anyio.CancelScope(shield=True):
+                await self.stack.aclose()
+
+
+def fresh_clock(cfg: ComputerUseConfig, now: float) -> SessionClock:
+    """A surface's budget and timers, from its agent's computer_use_config."""
+    return SessionClock(
+        max_actions=cfg.max_actions,
+        idle_timeout=cfg.idle_timeout_seconds,
+        max_lifetime=cfg.max_lifetime_seconds,
+        started=now,
+        last_action=now,
+    )

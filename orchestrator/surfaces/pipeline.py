@@ -1,0 +1,143 @@
+"""One action pipeline (issue 21): every input on every surface passes it, in this
+order, written once.
+
+    gate → parameters → budget → seat → rules → approval → driver → timeline → answer
+    └─ the manager's handle ─┘ └──────────────────── Pipeline.run ───────────────────┘
+
+The surface manager (`kiosk.sessions.SessionManager`, `rigs.RigManager`) gates the call
+(capability, permissions) and validates its parameters into a pydantic model; it then
+hands the pipeline an `Action` and the surface kind's `Driver`. The pipeline checks the
+budget, the seat (a person holding the surface refuses the AI's input), the driver's
+rules (the URL policy), raises and waits for an approval when a rule holds the action,
+then, under the surface's lock and after one last seat check (the one place the seat is
+checked before input), spends the action and runs the driver; it audits the outcome and
+writes the timeline. A surface kind supplies only its driver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.audit import AuditLog
+from orchestrator.errors import CorralError, SessionRefused
+from orchestrator.surfaces.base import Surface
+from sandboxes.approval_rules import Hold
+from sandboxes.events import CallEvents
+
+PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One input, as the pipeline sees it."""
+
+    tool: str  # the gateway tool (computer_click, browser_use ...)
+    name: str  # what the budget's refusal names ("computer_click", "browser_use click")
+    params: Any  # the validated parameters (a verb model for a rig)
+    counted: bool  # spends one action of the budget
+    is_input: bool  # refused while a person holds the seat
+    step: str  # for approvals and the timeline: never typed text or a key
+    details: dict[str, Any] = field(default_factory=dict)  # the audit's (who, what; never
+    # the text typed): {"session", "tool"} on a kiosk, {"rig", "verb"} on a rig
+
+
+@dataclass(slots=True)
+class Done:
+    """What the driver did: the tool answer, and how the timeline and audit tell it."""
+
+    answer: dict[str, Any]
+    outcome: str = "ok"
+    step: str | None = None  # a more precise step than the action's, once done
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Driver(Protocol):
+    """What a surface kind supplies: what its input means, and its rules."""
+
+    refused_event: str  # the audit event of a refusal (computer_action_refused ...)
+    done_event: str  # the audit event of a done action (computer_action, rig_action)
+    stop_with: str  # how the budget's refusal says to end the surface
+    keeps_timeline: bool  # whether its actions are written to the console's timeline
+
+    async def rules(self, surface: Any, action: Action) -> None:
+        """Refuse (SessionRefused) what a policy forbids, before any approval."""
+
+    async def hold(self, surface: Any, action: Action) -> Hold | None:
+        """The rule that makes this action wait for an operator, if any."""
+
+    async def act(self, surface: Any, action: Action, status: str) -> Done:
+        """Do the action on the surface (validated, allowed, counted already)."""
+
+
+class Approver(Protocol):
+    """The approval stage and the timeline (orchestrator.surfaces.oversight.Oversight)."""
+
+    async def wait_for_operator(
+        self, session: Any, tool: str, params: Any, hold: Hold, status: str, events: CallEvents
+    ) -> None: ...
+
+    def record(self, session: Surface, tool: str, step: str, outcome: str) -> Any: ...
+
+
+class Pipeline:
+    def __init__(
+        self,
+        audit: AuditLog,
+        approver: Approver | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.audit = audit
+        self.approver = approver
+        self.clock = clock
+
+    async def run(
+        self, surface: Surface, action: Action, driver: Driver, events: CallEvents
+    ) -> dict[str, Any]:
+        base = action.details
+        try:
+            surface.clock.check_budget(
+                action.name, counted=action.counted, stop_with=driver.stop_with
+            )
+        except SessionRefused:
+            self.audit.record(driver.refused_event, surface.agent, {**base, "why": "budget"})
+            raise
+        self.seat(surface, action, driver)
+        await driver.rules(surface, action)
+        hold = await driver.hold(surface, action)
+        if hold is not None:
+            assert self.approver is not None, "a rule held an action without an approval queue"
+            status = surface.status(self.clock())
+            await self.approver.wait_for_operator(
+                surface, action.tool, action.params, hold, status, events
+            )
+        async with surface.lock:
+            self.seat(surface, action, driver)
+            if action.counted:
+                surface.clock.spend(self.clock())
+            try:
+                done = await driver.act(surface, action, surface.status(self.clock()))
+            except CorralError as exc:
+                self._timeline(surface, action, driver, action.step, f"failed: {exc}"[:300])
+                raise
+        self.audit.record(driver.done_event, surface.agent, {**base, **done.details})
+        self._timeline(surface, action, driver, done.step or action.step, done.outcome[:300])
+        return done.answer
+
+    def seat(self, surface: Surface, action: Action, driver: Driver) -> None:
+        """Refuse the AI's input at once while a person holds the surface: the one seat
+        check, made before the approval and again under the lock right before input."""
+        if not action.is_input or surface.controller != "human":
+            return
+        why = "a person has the desktop"
+        self.audit.record(driver.refused_event, surface.agent, {**action.details, "why": why})
+        self._timeline(surface, action, driver, action.step, "refused: a person has the desktop")
+        raise SessionRefused(PERSON_HAS_IT)
+
+    def _timeline(
+        self, surface: Surface, action: Action, driver: Driver, step: str, outcome: str
+    ) -> None:
+        if driver.keeps_timeline and self.approver is not None:
+            self.approver.record(surface, action.tool, step, outcome)
