@@ -95,3 +95,12 @@ def check_key(key: str) -> KeyVerdict:
         if name in SHIFT_NAMED:
             return KeyVerdict(True, f"shift+{name}", "chord")
     return _refuse(key)
+
+
+def key_param(key: str, type_with: str = "computer_type") -> KeyVerdict:
+    """`check_key` for a tool's parameter model: the verdict, or a validation error that
+    names the `key` field and how this tool types text (`type_with`)."""
+    verdict = check_key(key)
+    if not verdict.allowed:
+        raise ValueError(f"key: {verdict.message.replace('computer_type', type_with)}")
+    return verdict

@@ -14,10 +14,10 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from sandboxes.params import TYPE_MAX_CHARS, Int
-from sandboxes.rig_params import VerbUnion, _Verb
+from sandboxes.rig_params import VerbUnion, _Verb, by_verb
 
 MOBILE_REF_PATTERN = r"^e[0-9]{1,6}$"
 PACKAGE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z][A-Za-z0-9_]*)+$"  # com.example.app
@@ -85,6 +85,24 @@ AppFile = Annotated[
         pattern=APP_FILE_PATTERN,
         description="install: a file name in the configured app directory (no path).",
     ),
+]
+
+
+def _app_file(endings: tuple[str, ...], what: str) -> AfterValidator:
+    """An `install` file: one of `endings`, no `..` (the name alone is checked by the
+    pattern; the directory is corral's)."""
+
+    def check(value: str) -> str:
+        if not value.endswith(endings) or ".." in value:
+            raise ValueError(f"file: must be {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+ApkFile = Annotated[AppFile, _app_file((".apk",), "an .apk file name in the configured apk_dir")]
+IosAppFile = Annotated[
+    AppFile, _app_file((".app", ".ipa"), "an .app or .ipa name in the configured app_dir")
 ]
 
 
@@ -205,14 +223,7 @@ class AndroidScreenshot(_Verb):
 
 class AndroidInstall(_Verb):
     verb: Literal["install"]
-    file: AppFile
-
-    @field_validator("file")
-    @classmethod
-    def _apk(cls, value: str) -> str:
-        if not value.endswith(".apk") or ".." in value:
-            raise ValueError("file: must be an .apk file name in the configured apk_dir")
-        return value
+    file: ApkFile
 
 
 class AndroidStart(_Verb):
@@ -254,25 +265,22 @@ class AndroidCommand(_Verb):
 
 class MobileUseParams(VerbUnion):
     TOOL = "mobile_use"
-    VERBS: ClassVar[Mapping[str, type[_Verb]]] = {
-        m.model_fields["verb"].annotation.__args__[0]: m  # type: ignore[union-attr]
-        for m in (
-            AndroidDevices,
-            AndroidInspect,
-            AndroidTap,
-            AndroidSwipe,
-            AndroidText,
-            AndroidKey,
-            AndroidScreenshot,
-            AndroidInstall,
-            AndroidStart,
-            AndroidStop,
-            AndroidReset,
-            AndroidUninstall,
-            AndroidDeepLink,
-            AndroidCommand,
-        )
-    }
+    VERBS: ClassVar[Mapping[str, type[_Verb]]] = by_verb(
+        AndroidDevices,
+        AndroidInspect,
+        AndroidTap,
+        AndroidSwipe,
+        AndroidText,
+        AndroidKey,
+        AndroidScreenshot,
+        AndroidInstall,
+        AndroidStart,
+        AndroidStop,
+        AndroidReset,
+        AndroidUninstall,
+        AndroidDeepLink,
+        AndroidCommand,
+    )
 
 
 # ------------------------------------------------------------------ ios_use
@@ -308,14 +316,7 @@ class IosScreenshot(_Verb):
 
 class IosInstall(_Verb):
     verb: Literal["install"]
-    file: AppFile
-
-    @field_validator("file")
-    @classmethod
-    def _app(cls, value: str) -> str:
-        if not value.endswith((".app", ".ipa")) or ".." in value:
-            raise ValueError("file: must be an .app or .ipa name in the configured app_dir")
-        return value
+    file: IosAppFile
 
 
 class IosLaunch(_Verb):
@@ -349,23 +350,20 @@ class IosSimctl(_Verb):
 
 class IosUseParams(VerbUnion):
     TOOL = "ios_use"
-    VERBS: ClassVar[Mapping[str, type[_Verb]]] = {
-        m.model_fields["verb"].annotation.__args__[0]: m  # type: ignore[union-attr]
-        for m in (
-            IosInspect,
-            IosTap,
-            IosSwipe,
-            IosText,
-            IosPressButton,
-            IosScreenshot,
-            IosInstall,
-            IosLaunch,
-            IosTerminate,
-            IosUninstall,
-            IosDeepLink,
-            IosSimctl,
-        )
-    }
+    VERBS: ClassVar[Mapping[str, type[_Verb]]] = by_verb(
+        IosInspect,
+        IosTap,
+        IosSwipe,
+        IosText,
+        IosPressButton,
+        IosScreenshot,
+        IosInstall,
+        IosLaunch,
+        IosTerminate,
+        IosUninstall,
+        IosDeepLink,
+        IosSimctl,
+    )
 
 
 # Verbs that count against the action budget (reads and listings do not).

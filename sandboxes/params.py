@@ -22,9 +22,9 @@ from pydantic import (
 )
 
 from sandboxes.errors import ParamError
-from sandboxes.keys import KeyVerdict, check_key
+from sandboxes.keys import KeyVerdict, key_param
 from sandboxes.script_policy import ExecuteProgramParams, parse_params
-from sandboxes.urls import URL_MAX_BYTES
+from sandboxes.urls import check_url_size
 
 __all__ = ["ExecuteProgramParams", "ParamError", "validate"]
 
@@ -99,10 +99,7 @@ class KeyParams(Params):
 
     @model_validator(mode="after")
     def _allowed_key(self) -> KeyParams:
-        verdict = check_key(self.key)
-        if not verdict.allowed:
-            raise ValueError(f"key: {verdict.message}")
-        self._verdict = verdict  # decided once, here; the session presses verdict.key
+        self._verdict = key_param(self.key)  # decided once, here; the session presses its key
         return self
 
     @property
@@ -128,8 +125,7 @@ class NavigateParams(Params):
 
     @model_validator(mode="after")
     def _url_bytes(self) -> NavigateParams:
-        if len(self.url.encode()) > URL_MAX_BYTES:
-            raise ValueError(f"url: at most {URL_MAX_BYTES} bytes (got {len(self.url.encode())})")
+        check_url_size(self.url)
         return self
 
 

@@ -12,14 +12,14 @@ engines: `xpath=`, `_react=`, `internal:` ..., which is more than an agent needs
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, RootModel, ValidationError, model_validator
 
 from sandboxes.errors import ParamError
-from sandboxes.keys import KeyVerdict, check_key
+from sandboxes.keys import KeyVerdict, check_key, key_param
 from sandboxes.params import TYPE_MAX_CHARS, Int, Params, describe_errors
-from sandboxes.urls import URL_MAX_BYTES
+from sandboxes.urls import check_url_size
 
 ENGINES_REFUSED = {
     "firefox": "Playwright's Firefox build cannot be installed from this host's package "
@@ -93,8 +93,7 @@ class BrowserNavigate(_Engine):
 
     @model_validator(mode="after")
     def _url_bytes(self) -> BrowserNavigate:
-        if len(self.url.encode()) > URL_MAX_BYTES:
-            raise ValueError(f"url: at most {URL_MAX_BYTES} bytes (got {len(self.url.encode())})")
+        check_url_size(self.url)
         return self
 
 
@@ -120,9 +119,7 @@ class BrowserPress(_Engine):
 
     @model_validator(mode="after")
     def _allowed_key(self) -> BrowserPress:
-        verdict = check_key(self.key)
-        if not verdict.allowed:
-            raise ValueError(f"key: {verdict.message.replace('computer_type', 'fill')}")
+        key_param(self.key, "fill")
         return self
 
     @property
@@ -223,9 +220,7 @@ class DesktopKey(_Verb):
 
     @model_validator(mode="after")
     def _allowed_key(self) -> DesktopKey:
-        verdict = check_key(self.key)
-        if not verdict.allowed:
-            raise ValueError(f"key: {verdict.message.replace('computer_type', 'verb type')}")
+        key_param(self.key, "verb type")
         return self
 
 
@@ -250,6 +245,11 @@ class DesktopScreenshot(_Verb):
 
 
 # ------------------------------------------------------------------ the unions
+
+
+def by_verb(*models: type[_Verb]) -> dict[str, type[_Verb]]:
+    """A union's verbs, keyed by each model's `verb` Literal."""
+    return {get_args(m.model_fields["verb"].annotation)[0]: m for m in models}
 
 
 class VerbUnion(RootModel[Any]):
@@ -307,41 +307,35 @@ class VerbUnion(RootModel[Any]):
 
 class BrowserUseParams(VerbUnion):
     TOOL = "browser_use"
-    VERBS = {
-        m.model_fields["verb"].annotation.__args__[0]: m  # type: ignore[union-attr]
-        for m in (
-            BrowserNavigate,
-            BrowserClick,
-            BrowserFill,
-            BrowserPress,
-            BrowserSelect,
-            BrowserExtract,
-            BrowserClipboardGet,
-            BrowserClipboardSet,
-            BrowserScreenshot,
-            BrowserBack,
-            BrowserTabs,
-        )
-    }
+    VERBS = by_verb(
+        BrowserNavigate,
+        BrowserClick,
+        BrowserFill,
+        BrowserPress,
+        BrowserSelect,
+        BrowserExtract,
+        BrowserClipboardGet,
+        BrowserClipboardSet,
+        BrowserScreenshot,
+        BrowserBack,
+        BrowserTabs,
+    )
 
 
 class DesktopUseParams(VerbUnion):
     TOOL = "computer_use"
-    VERBS = {
-        m.model_fields["verb"].annotation.__args__[0]: m  # type: ignore[union-attr]
-        for m in (
-            DesktopMove,
-            DesktopClick,
-            DesktopDrag,
-            DesktopScroll,
-            DesktopType,
-            DesktopKey,
-            DesktopResize,
-            DesktopClipboardGet,
-            DesktopClipboardSet,
-            DesktopScreenshot,
-        )
-    }
+    VERBS = by_verb(
+        DesktopMove,
+        DesktopClick,
+        DesktopDrag,
+        DesktopScroll,
+        DesktopType,
+        DesktopKey,
+        DesktopResize,
+        DesktopClipboardGet,
+        DesktopClipboardSet,
+        DesktopScreenshot,
+    )
 
 
 class RigCloseParams(Params):

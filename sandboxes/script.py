@@ -224,6 +224,17 @@ async def _check_sandbox(ctx: ScriptContext) -> ScriptSettings:
     return ctx.sandbox
 
 
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One execute_program call: what each step of its run reads."""
+
+    params: ExecuteProgramParams
+    ctx: ScriptContext
+    on_output: OutputSink | None
+    hard_cap_seconds: int
+    events: CallEvents
+
+
 async def execute_program(
     params: ExecuteProgramParams,
     ctx: ScriptContext,
@@ -240,31 +251,25 @@ async def execute_program(
     before this returns (none after). `hard_cap_seconds` exists so a test can prove the
     hard cap fires on its own; callers leave it at 600.
     """
+    call = _Call(params, ctx, on_output, hard_cap_seconds, events)
     if ctx.pool is not None and isinstance(ctx.sandbox, ScriptSettings):
-        pooled = await _run_pooled(
-            params, ctx, ctx.sandbox, ctx.pool, on_output, hard_cap_seconds, events
-        )
+        pooled = await _run_pooled(call, ctx.sandbox, ctx.pool)
         if isinstance(pooled, ScriptResult):
             return pooled
-        return await _unavailable(pooled, params, ctx, on_output, hard_cap_seconds, events)
+        return await _unavailable(pooled, call)
     try:
         sandbox = await _check_sandbox(ctx)
         # A backend may learn only at start that the sandbox cannot be used (a cluster
         # that cannot pull the image): the script has not run, so it is the same answer.
-        return await _run_in_container(params, ctx, sandbox, on_output, hard_cap_seconds, events)
+        session, start = _cold_start(call, sandbox)
+        return await _run(call, start, sandboxed=True, session=session)
     except SandboxUnavailable as exc:
-        return await _unavailable(exc, params, ctx, on_output, hard_cap_seconds, events)
+        return await _unavailable(exc, call)
 
 
-async def _unavailable(
-    exc: SandboxUnavailable,
-    params: ExecuteProgramParams,
-    ctx: ScriptContext,
-    on_output: OutputSink | None,
-    hard_cap_seconds: int,
-    events: CallEvents,
-) -> ScriptResult:
+async def _unavailable(exc: SandboxUnavailable, call: _Call) -> ScriptResult:
     """Audit why the sandbox cannot be used; raise it, or run on the host if so configured."""
+    ctx, events = call.ctx, call.events
     ctx.audit.record(
         "script_sandbox_unavailable",
         ctx.agent,
@@ -280,56 +285,48 @@ async def _unavailable(
     ctx.audit.record(
         "script_sandbox_bypassed",
         ctx.agent,
-        {"unavailable": exc.code.value, "language": params.language},
+        {"unavailable": exc.code.value, "language": call.params.language},
     )
     await events.log("warning", "sandbox_bypassed", {"unavailable": exc.code.value})
-    return await _run_on_host(params, ctx, on_output, hard_cap_seconds, events)
+    return await _run(call, _host_start(call), sandboxed=False, session="host")
+
+
+@contextlib.asynccontextmanager
+async def _slot(ctx: ScriptContext) -> AsyncIterator[None]:
+    """A run slot (none without a limit); a refusal as busy, in it or taking it, is audited."""
+    try:
+        async with contextlib.nullcontext() if ctx.slots is None else ctx.slots.slot():
+            yield
+    except SandboxBusy as exc:
+        ctx.audit.record("script_busy", ctx.agent, {"reason": str(exc)})
+        raise
 
 
 async def _run_pooled(
-    params: ExecuteProgramParams,
-    ctx: ScriptContext,
-    sandbox: ScriptSettings,
-    pool: ScriptPool,
-    on_output: OutputSink | None,
-    hard_cap_seconds: int,
-    events: CallEvents,
+    call: _Call, sandbox: ScriptSettings, pool: ScriptPool
 ) -> ScriptResult | SandboxUnavailable:
     """With a pool: take a slot, then claim a warm container (a live one of the current
     image proves the engine and the image, so the per-call check is skipped); on a miss,
     check and run cold in the same slot. The check's failure is returned, not raised, for
     the caller to handle outside the slot."""
-    slot = contextlib.nullcontext() if ctx.slots is None else ctx.slots.slot()
-    try:
-        async with slot:
-            claimed = await pool.claim()
-            if claimed is None:
-                try:
-                    await ctx.backend.check(sandbox.image)
-                except SandboxUnavailable as exc:
-                    return exc
-                session, start = _cold_start(params, ctx, sandbox, hard_cap_seconds)
-            else:
-                session, start = _warm_start(params, claimed, hard_cap_seconds)
+    async with _slot(call.ctx):
+        claimed = await pool.claim()
+        if claimed is None:
             try:
-                return await _run_in_slot(
-                    params,
-                    ctx,
-                    start,
-                    on_output,
-                    hard_cap_seconds,
-                    events,
-                    sandboxed=True,
-                    session=session,
-                    warm=claimed is not None,
-                )
-            except BaseException:
-                if claimed is not None:
-                    await claimed.discard()  # already done if its run had started
-                raise
-    except SandboxBusy as exc:
-        ctx.audit.record("script_busy", ctx.agent, {"reason": str(exc)})
-        raise
+                await call.ctx.backend.check(sandbox.image)
+            except SandboxUnavailable as exc:
+                return exc
+            session, start = _cold_start(call, sandbox)
+        else:
+            session, start = _warm_start(call, claimed)
+        try:
+            return await _run_in_slot(
+                call, start, sandboxed=True, session=session, warm=claimed is not None
+            )
+        except BaseException:
+            if claimed is not None:
+                await claimed.discard()  # already done if its run had started
+            raise
 
 
 Start = Callable[[], contextlib.AbstractAsyncContextManager[_Execution]]
@@ -348,10 +345,9 @@ async def _fresh_workspace(ctx: ScriptContext, params: ExecuteProgramParams) -> 
             await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
 
 
-def _cold_start(
-    params: ExecuteProgramParams, ctx: ScriptContext, sandbox: ScriptSettings, hard_cap: int
-) -> tuple[str, Start]:
+def _cold_start(call: _Call, sandbox: ScriptSettings) -> tuple[str, Start]:
     """A fresh workspace and a container created for this call (the cold path)."""
+    ctx, params = call.ctx, call.params
     session = uuid.uuid4().hex[:12]
     user = script_user()
     labels = ctx.backend.labels(kind="script", agent=ctx.agent, session=session)
@@ -366,7 +362,7 @@ def _cold_start(
                 user=user,
                 labels=labels,
                 tmp_size_mb=sandbox.tmp_size_mb,
-                hard_cap_seconds=hard_cap,
+                hard_cap_seconds=call.hard_cap_seconds,
                 runtime=sandbox.runtime,
             )
             async with ctx.backend.start(spec) as running:
@@ -375,64 +371,51 @@ def _cold_start(
     return session, start
 
 
-def _warm_start(
-    params: ExecuteProgramParams, claimed: WarmScript, hard_cap: int
-) -> tuple[str, Start]:
+def _warm_start(call: _Call, claimed: WarmScript) -> tuple[str, Start]:
     """The claimed container's empty workspace gets the script, then its line starts it."""
+    params = call.params
 
     @contextlib.asynccontextmanager
     async def start() -> AsyncIterator[_Execution]:
         workspace = Path(claimed.workspace)
         await anyio.to_thread.run_sync(_write_script, workspace, params.language, params.code)
-        async with claimed.run(params.language, hard_cap) as running:
+        async with claimed.run(params.language, call.hard_cap_seconds) as running:
             yield running
 
     return claimed.session, start
 
 
-async def _run(
-    params: ExecuteProgramParams,
-    ctx: ScriptContext,
-    start: Start,
-    on_output: OutputSink | None,
-    hard_cap_seconds: int,
-    events: CallEvents,
-    *,
-    sandboxed: bool,
-    session: str,
-) -> ScriptResult:
-    """Take a slot, drive the execution `start` makes, clean up,
-    report, audit."""
-    slot = contextlib.nullcontext() if ctx.slots is None else ctx.slots.slot()
-    try:
-        async with slot:
-            return await _run_in_slot(
-                params,
-                ctx,
-                start,
-                on_output,
-                hard_cap_seconds,
-                events,
-                sandboxed=sandboxed,
-                session=session,
-            )
-    except SandboxBusy as exc:
-        ctx.audit.record("script_busy", ctx.agent, {"reason": str(exc)})
-        raise
+def _host_start(call: _Call) -> Start:
+    """The script on the host, unsandboxed (`when_unavailable = "run_unsandboxed"`)."""
+    file_name, interpreter = SCRIPT_FILES[call.params.language]
+
+    @contextlib.asynccontextmanager
+    async def start() -> AsyncIterator[_Execution]:
+        async with _fresh_workspace(call.ctx, call.params) as workspace:
+            argv = ["timeout", "--signal=KILL", str(call.hard_cap_seconds), *interpreter]
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(workspace),
+                "LANG": "C.UTF-8",
+                "PYTHONUNBUFFERED": "1",
+            }
+            async with HostRun([*argv, str(workspace / file_name)], str(workspace), env) as run:
+                yield run
+
+    return start
+
+
+async def _run(call: _Call, start: Start, *, sandboxed: bool, session: str) -> ScriptResult:
+    """Take a slot, then run there (without a pool: the pooled path holds its slot)."""
+    async with _slot(call.ctx):
+        return await _run_in_slot(call, start, sandboxed=sandboxed, session=session)
 
 
 async def _run_in_slot(
-    params: ExecuteProgramParams,
-    ctx: ScriptContext,
-    start: Start,
-    on_output: OutputSink | None,
-    hard_cap_seconds: int,
-    events: CallEvents,
-    *,
-    sandboxed: bool,
-    session: str,
-    warm: bool = False,
+    call: _Call, start: Start, *, sandboxed: bool, session: str, warm: bool = False
 ) -> ScriptResult:
+    """Drive the execution `start` makes, clean up, report, audit."""
+    params, events, hard_cap_seconds = call.params, call.events, call.hard_cap_seconds
     collector = OutputCollector()
     tail = OutputTail()
     await events.progress(
@@ -450,7 +433,7 @@ async def _run_in_slot(
                 )
                 with anyio.move_on_after(hard_cap_seconds + HOST_CAP_GRACE) as host_cap:
                     exit_info, timed_out = await _drive(
-                        running, collector, params.timeout_seconds, on_output, events, tail
+                        running, collector, params.timeout_seconds, call.on_output, events, tail
                     )
                 if host_cap.cancelled_caught:
                     await running.kill()
@@ -471,50 +454,9 @@ async def _run_in_slot(
         sandboxed,
         host_cap_hit=host_cap.cancelled_caught,
     )
-    _audit_run(ctx, params, result, session, warm=warm)
+    _audit_run(call.ctx, params, result, session, warm=warm)
     await events.progress("finished", result.summary(), output=tail.take(final=True))
     return result
-
-
-async def _run_in_container(
-    params: ExecuteProgramParams,
-    ctx: ScriptContext,
-    sandbox: ScriptSettings,
-    on_output: OutputSink | None,
-    hard_cap_seconds: int,
-    events: CallEvents,
-) -> ScriptResult:
-    session, start = _cold_start(params, ctx, sandbox, hard_cap_seconds)
-    return await _run(
-        params, ctx, start, on_output, hard_cap_seconds, events, sandboxed=True, session=session
-    )
-
-
-async def _run_on_host(
-    params: ExecuteProgramParams,
-    ctx: ScriptContext,
-    on_output: OutputSink | None,
-    hard_cap_seconds: int,
-    events: CallEvents,
-) -> ScriptResult:
-    file_name, interpreter = SCRIPT_FILES[params.language]
-
-    @contextlib.asynccontextmanager
-    async def start() -> AsyncIterator[_Execution]:
-        async with _fresh_workspace(ctx, params) as workspace:
-            argv = ["timeout", "--signal=KILL", str(hard_cap_seconds), *interpreter]
-            env = {
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "HOME": str(workspace),
-                "LANG": "C.UTF-8",
-                "PYTHONUNBUFFERED": "1",
-            }
-            async with HostRun([*argv, str(workspace / file_name)], str(workspace), env) as run:
-                yield run
-
-    return await _run(
-        params, ctx, start, on_output, hard_cap_seconds, events, sandboxed=False, session="host"
-    )
 
 
 def _result(

@@ -22,6 +22,13 @@ class UrlVerdict:
     host: str = ""
 
 
+def check_url_size(url: str) -> None:
+    """A URL parameter's size bound (its UTF-8 bytes), as the models' validation error."""
+    size = len(url.encode())
+    if size > URL_MAX_BYTES:
+        raise ValueError(f"url: at most {URL_MAX_BYTES} bytes (got {size})")
+
+
 def _refuse(message: str) -> UrlVerdict:
     return UrlVerdict(False, f"navigation refused: {message}")
 

@@ -11,7 +11,9 @@ Per step, in this order:
    person and waits, bounded, for the hand back; no rung ever types credential text;
 4. otherwise the ladder (sandboxes.ladder) runs the step. If a person's input took the
    seat while it ran, the step is retried once after the hand back; a second drop
-   stops the run;
+   stops the run. `current_try` says when a try is in flight (1, or 2 for the retry):
+   only input from then on interrupts it; input before it (while the deny list or an
+   approval is checked) makes the try wait for the hand back and then run whole;
 5. with watch_mode, the run waits until the application is idle before the next step.
 
 `start` answers when the run ends or after `ANSWER_WITHIN` seconds with it still going;
@@ -86,6 +88,7 @@ class CodriveRun:
     watch_mode: bool
     state: RunState = "running"
     current_step: int = 0
+    current_try: int = 0  # the try of current_step in flight (1, 2 for the retry); 0: none
     results: list[StepResult] = field(default_factory=list)
     reason: str = ""
     created_at: float = field(default_factory=time.time)
@@ -97,6 +100,7 @@ class CodriveRun:
             "state": self.state,
             "target_app": self.app,
             "current_step": self.current_step,
+            "current_try": self.current_try or None,
             "total_steps": len(self.steps),
             "steps": [r.public() for r in self.results],
             "reason": self.reason or None,
@@ -240,11 +244,14 @@ class CodriveRuns:
             if desktop.seat_is_human():
                 await self._wait_for_seat(run, index, desktop)
             seats_before = desktop.seat_changes()
+            run.current_try = attempt  # from here on, a person's input interrupts the try
             result: StepResult | None
             try:
                 result = await run_step(index, step, run.app, desktop.probes, desktop.registry)
             except SeatError:  # a person's input froze the seat while the step ran
                 result = None
+            finally:
+                run.current_try = 0
             if result is not None and desktop.seat_changes() == seats_before:
                 result.retried = attempt == 2
                 return result

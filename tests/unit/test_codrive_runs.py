@@ -5,6 +5,7 @@ desktop rig's real tests (issue 11), which drive galculator through the same eng
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ class Probes:
 
     async def pause(self, seconds: int) -> None:
         self.desk.acted.append(f"wait {seconds}")
+        if (run := self.desk.status()) is not None:
+            self.desk.tries_seen.append(run.public()["current_try"])
 
 
 @dataclass
@@ -55,6 +58,9 @@ class FakeDesktop:
     human: bool = False
     seats: int = 0
     grab_on_act: int = 0
+    grab_on_where: bool = False  # a person's input takes the seat before the try starts
+    status: Callable[[], CodriveRun | None] = lambda: None  # what codrive_status would say
+    tries_seen: list[int | None] = field(default_factory=list)  # its current_try in a wait
     hands_back: bool = True
     acted: list[str] = field(default_factory=list)
     asked: list[str] = field(default_factory=list)
@@ -69,6 +75,9 @@ class FakeDesktop:
         return b"png"
 
     async def where(self, app: str) -> tuple[str, str]:
+        if self.grab_on_where:
+            self.grab_on_where, self.human = False, True
+            self.seats += 1
         return self.title, self.url
 
     def seat_is_human(self) -> bool:
@@ -175,6 +184,20 @@ async def test_a_step_dropped_by_a_person_is_retried_once_then_the_run_stops(
     assert once.state == "finished" and len(once.results) == 1
     twice = await run_with(tmp_path, FakeDesktop(grab_on_act=2), params(CLICK))
     assert twice.state == "failed" and "interrupted by a person twice" in twice.reason
+
+
+async def test_only_input_while_a_try_is_in_flight_interrupts_it(tmp_path: Path) -> None:
+    """The status names the try in flight: input before it (here while the deny list is
+    checked) makes the try wait for the hand back and then run whole, not dropped."""
+    approvals = ApprovalQueue(AuditLog(tmp_path / "audit.jsonl"), 60)
+    desk = FakeDesktop(grab_on_where=True)
+    async with anyio.create_task_group() as tg:
+        runs = CodriveRuns(approvals, AuditLog(tmp_path / "audit.jsonl"), tg.start_soon)
+        desk.status = lambda: runs.status("alice", None)
+        run = await runs.start("alice", params({"action": "wait", "amount": 1}), desk, [])
+        await run.done.wait()
+    assert run.state == "finished" and not run.results[0].retried
+    assert desk.tries_seen == [1] and run.public()["current_try"] is None
 
 
 async def test_a_deny_listed_window_or_page_is_refused_without_acting(tmp_path: Path) -> None:
