@@ -6,7 +6,6 @@ import signal
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio
 import click
@@ -15,7 +14,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.backends.docker.capacity import doctor_rows
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.config import (
     AGENT_NAME_RE,
@@ -124,7 +122,7 @@ def run(file: Path, timeout_seconds: str, language: str | None, agent: str) -> N
 
     async def go() -> int:
         async with open_runtime(_home()) as rt:
-            await reap_orphans(rt.script_backend)
+            await reap_orphans(rt.backend)
             try:
                 result = await execute(rt)
             except SandboxUnavailable as exc:
@@ -173,49 +171,20 @@ def images() -> None:
 )
 def images_build(rebuild: bool, pull_base: bool, mirror: str) -> None:
     """Build the sandbox image (Dockerfile.sandbox) and the rig images (rig_images/)."""
-    import docker
-
-    from orchestrator.backends.docker.backend import API_VERSION, engine_url, map_docker_errors
-    from orchestrator.backends.docker.images import build_recipe, build_sandbox, rig_dockerfile
+    from orchestrator.backends.docker.images import build_all
 
     home = _home()
     try:
         config = load_config(home.config_file)
-        url = engine_url(config.container.docker_host)
-        with err.status("building images…") as status, map_docker_errors(url):
-            client = docker.DockerClient(base_url=url, version=API_VERSION)
+        with err.status("building images…") as status:
 
             def say(line: str) -> None:
                 status.update(line[:100])
                 err.print(f"  {line}", markup=False)
 
-            outcome = build_sandbox(
-                client,
-                image=config.container.sandbox.image,
-                base_image=config.container.sandbox.base_image,
-                say=say,
-                rebuild=rebuild,
-                pull_base=pull_base,
-                mirror=mirror,
+            outcome = build_all(
+                config.container, say, rebuild=rebuild, pull_base=pull_base, mirror=mirror
             )
-            base = client.images.get(config.container.sandbox.base_image)
-            kiosk, rigs = config.container.kiosk, config.container.rigs
-            for rig, tag in (
-                ("kiosk", kiosk.image),
-                ("proxy", kiosk.proxy_image),
-                ("browser", rigs.browser_image),
-                ("desktop", rigs.desktop_image),
-            ):
-                if rig_dockerfile(rig).exists():
-                    build_recipe(
-                        client,
-                        image=tag,
-                        dockerfile=rig_dockerfile(rig),
-                        base_image=config.container.sandbox.base_image,
-                        base_id=base.id or "",
-                        say=say,
-                        rebuild=rebuild,
-                    )
     except CorralError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise SystemExit(1) from exc
@@ -533,21 +502,8 @@ def doctor() -> None:
                     rows.append((f"agent {path.parent.name}", False, str(exc)))
             sandbox = rt.sandbox_config()
             image = "?" if isinstance(sandbox, ConfigError) else sandbox.image
-            if rt.kubernetes is not None:
-                from orchestrator.backends.kubernetes.doctor import kubernetes_rows
-
-                rows.extend(await kubernetes_rows(rt.kubernetes, image))
-                return
-            try:
-                await rt.backend.check(image)
-                info: dict[str, Any] = await anyio.to_thread.run_sync(rt.backend.client.version)
-                rows.append(("docker engine", True, f"{info.get('Version')} at {rt.backend.url}"))
-                rows.append(("sandbox image", True, image))
-                rows.extend(await doctor_rows(rt.backend, getattr(sandbox, "runtime", "runc")))
-                reaped = await reap_orphans(rt.backend)
-                rows.append(("orphans", True, f"{len(reaped)} removed"))
-            except SandboxUnavailable as exc:
-                rows.append((f"sandbox ({exc.code.value})", False, f"{exc.reason}. Fix: {exc.fix}"))
+            runtime = getattr(sandbox, "runtime", "runc")
+            rows.extend(await rt.backend.doctor_rows(image, runtime))
 
     try:
         anyio.run(go)
@@ -566,14 +522,10 @@ def reap() -> None:
     """Remove corral containers whose owning process is gone (never a live owner's)."""
 
     async def go() -> list[str]:
-        from orchestrator.backends.docker.network_reaper import reap_networks
-
         async with open_runtime(_home()) as rt:
             removed = await reap_orphans(rt.backend)
-            if rt.kubernetes is not None:
-                removed += await reap_orphans(rt.kubernetes)
-            networks = await reap_networks(rt.backend)
-            return removed + [f"network {name}" for name in networks.networks]
+            networks = await rt.backend.reap_networks()
+            return removed + [f"network {name}" for name in networks]
 
     removed = anyio.run(go)
     out.print(

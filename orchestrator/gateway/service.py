@@ -16,18 +16,16 @@ from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
 from orchestrator.audit import AuditLog
-from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.config import CorralConfig, load_config
-from orchestrator.errors import SandboxUnavailable
 from orchestrator.gateway.app import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.surfaces.desktop import read_text
-from orchestrator.surfaces.kiosk.sessions import EgressFactory, SessionManager, no_egress
+from orchestrator.surfaces.kiosk.sessions import SessionManager, no_egress
 from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.ports import ContainerBackend, Egress
+from sandboxes.ports import ContainerBackend, Egress, EgressFactory, PreparedNetwork
 from sandboxes.rfb import ClientMessage
 
 logger = logging.getLogger("corral.gateway")
@@ -37,13 +35,14 @@ CLOSE_BASE_SECONDS = 30.0
 CLOSE_PER_ITEM_SECONDS = 5.0
 
 if TYPE_CHECKING:
-    from orchestrator.backends.docker.egress import SessionNetwork
     from orchestrator.pools.kiosks import KioskPool
     from orchestrator.surfaces.rigs import RigManager
 
 
-def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactory:
-    kiosk = config.container.kiosk
+def egress_factory(backend: ContainerBackend, config: CorralConfig) -> EgressFactory:
+    """Sessions' and rigs' ways out on `backend`: none at all without an allowlist, else
+    the backend's own egress (its proxy from `[container.kiosk] proxy_image`)."""
+    on_backend = backend.egress_factory(config.container.kiosk.proxy_image)
 
     @asynccontextmanager
     async def make(
@@ -52,21 +51,17 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
         agent: str,
         allowed: tuple[str, ...],
         overrides: dict[str, str],
-        network: SessionNetwork | None = None,
+        network: PreparedNetwork | None = None,
     ) -> AsyncIterator[Egress]:
         if not allowed:
             async with no_egress() as none:
                 yield none
             return
-        from orchestrator.backends.docker.egress import SessionEgress
-
-        async with SessionEgress(
-            backend,
+        async with on_backend(
             session_id=session_id,
             agent=agent,
-            allowed_hosts=allowed,
-            resolve_override=overrides,
-            image=kiosk.proxy_image,
+            allowed=allowed,
+            overrides=overrides,
             network=network,
         ) as egress:
             yield egress
@@ -74,12 +69,9 @@ def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactor
     return make
 
 
-def people_routes(
-    home: CorralHome, manager: SessionManager, rigs_backend: ContainerBackend | None = None
-) -> ExtraRoutes:
+def people_routes(home: CorralHome, manager: SessionManager) -> ExtraRoutes:
     """The operators' signed API and the console, beside the agents' API. A seat's live
-    view goes through the backend that runs it: a kiosk pod (`pod/...`, Kubernetes)
-    through the SessionManager's, a rig container through `rigs_backend` (Docker)."""
+    view goes through the one backend, the SessionManager's (kiosks and rigs share it)."""
     from orchestrator.gateway.admin_api import admin_routes
     from orchestrator.people.console import console_routes
 
@@ -94,11 +86,7 @@ def people_routes(
         if session is None:
             await websocket.close(code=1008)
             return
-        container = session.channel.id
-        backend = manager.backend
-        if rigs_backend is not None and not container.startswith("pod/"):
-            backend = rigs_backend
-        stream = await open_vnc(backend, container)
+        stream = await open_vnc(manager.backend, session.channel.id)
         outcome = await bridge_vnc(websocket, stream, on_input)
         manager.audit.record(
             "console_live_view_ended",
@@ -130,32 +118,21 @@ async def run_gateway(
     listen_host = config.gateway.host if host is None else host
     listen_port = config.gateway.port if port is None else port
     async with open_runtime(home) as runtime:
-        from orchestrator.backends.docker.network_reaper import reap_networks
-
-        try:
-            await reap_orphans(runtime.backend)
-            await reap_networks(runtime.backend)
-        except SandboxUnavailable:
-            if runtime.kubernetes is None:
-                raise
-            # On a cluster, a machine without Docker still serves kiosk sessions; only
-            # the rigs (still on Docker) are unavailable.
-        if runtime.kubernetes is not None:  # kiosk sessions as pods (docs/kubernetes.md)
-            await reap_orphans(runtime.kubernetes)
-            await _serve(home, config, runtime, None, ready, listen_host, listen_port)
-            return
+        await reap_orphans(runtime.backend)
+        await runtime.backend.reap_networks()
         async with kiosk_pool_for(runtime.backend, config, runtime.audit) as kiosk_pool:
             await _serve(home, config, runtime, kiosk_pool, ready, listen_host, listen_port)
 
 
 @asynccontextmanager
 async def kiosk_pool_for(
-    backend: DockerBackend, config: CorralConfig, audit: AuditLog
+    backend: ContainerBackend, config: CorralConfig, audit: AuditLog
 ) -> AsyncIterator[KioskPool | None]:
-    """The kiosk warm pool (`[container.kiosk] warm`), or None when it is 0. Each kiosk
-    that joins it is audited (`kiosk_pool_ready`, with how many wait)."""
+    """The kiosk warm pool (`[container.kiosk] warm`), or None when it is 0 or the backend
+    has no pools (Kubernetes). Each kiosk that joins it is audited (`kiosk_pool_ready`,
+    with how many wait)."""
     kiosk = config.container.kiosk
-    if kiosk.warm == 0:
+    if kiosk.warm == 0 or not backend.supports_pools:
         yield None
         return
     from orchestrator.pools.kiosks import KioskPoolSettings, open_kiosk_pool
@@ -181,30 +158,13 @@ async def _serve(
     listen_host: str,
     listen_port: int,
 ) -> None:
-    if runtime.kubernetes is not None:  # kiosk sessions as pods (docs/kubernetes.md)
-        from orchestrator.backends.kubernetes.egress import kube_egress_factory
-
-        manager = SessionManager(
-            home,
-            config,
-            runtime.kubernetes,
-            runtime.audit,
-            kube_egress_factory(runtime.kubernetes, config.container.kiosk.proxy_image),
-        )
-    else:
-        manager = SessionManager(
-            home,
-            config,
-            runtime.backend,
-            runtime.audit,
-            egress_factory(runtime.backend, config),
-            kiosk_pool=kiosk_pool,
-        )
+    egress = egress_factory(runtime.backend, config)
+    manager = SessionManager(
+        home, config, runtime.backend, runtime.audit, egress, kiosk_pool=kiosk_pool
+    )
     from orchestrator.surfaces.rigs import RigManager
 
-    rigs = RigManager(
-        home, config, runtime.backend, runtime.audit, egress_factory(runtime.backend, config)
-    )
+    rigs = RigManager(home, config, runtime.backend, runtime.audit, egress)
 
     async def handle(
         agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
@@ -219,7 +179,7 @@ async def _serve(
             tg.start_soon(rigs.expire_forever)
             tg.start_soon(manager.oversight.thumbnails_forever)
             rigs.attach_people(manager.oversight, tg.start_soon)
-            routes = people_routes(home, manager, runtime.backend)
+            routes = people_routes(home, manager)
 
             async def serve() -> None:
                 try:

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from orchestrator.surfaces.ios import wda as corral_wda
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import DeviceError
 from orchestrator.surfaces.devices import MobileDevices
+from orchestrator.surfaces.ios import wda as corral_wda
 from orchestrator.surfaces.ios.rig import IosRig
 from sandboxes.mobile_params import IosUseParams
 from tests.simulators import fake_wda

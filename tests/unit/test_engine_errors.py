@@ -12,8 +12,8 @@ import docker.errors
 import pytest
 import requests.exceptions
 
-from orchestrator.backends.docker import backend as docker_backend
-from orchestrator.backends.docker.backend import (
+from orchestrator.backends.docker import sdk as docker_backend
+from orchestrator.backends.docker.sdk import (
     DEFAULT_SOCKET,
     classify_connection_error,
     engine_url,

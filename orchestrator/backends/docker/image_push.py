@@ -14,8 +14,8 @@ from typing import Any
 
 import docker
 
-from orchestrator.backends.docker.backend import API_VERSION, engine_url, map_docker_errors
-from orchestrator.errors import ImageBuildError
+from orchestrator.backends.docker.sdk import connect, engine_url, map_docker_errors
+from orchestrator.errors import ImageBuildError, SandboxUnavailable, UnavailableCode
 
 # host[:port][/path]: what `docker push` accepts before the repository name.
 _REGISTRY_RE = re.compile(
@@ -80,8 +80,11 @@ def push(
     """Tag and push each step; ImageBuildError naming the image on the first failure."""
     for step in steps:
         try:
-            image = client.images.get(step.local)
-        except docker.errors.ImageNotFound as exc:
+            with map_docker_errors(str(client.api.base_url), step.local):
+                image = client.images.get(step.local)
+        except SandboxUnavailable as exc:
+            if exc.code is not UnavailableCode.IMAGE_MISSING:
+                raise
             raise ImageBuildError(
                 f"{step.local} is not on this engine: run `corral images build` first"
             ) from exc
@@ -100,5 +103,9 @@ def push_to_registry(
 ) -> None:
     """Push `steps` through the engine at `docker_host` (engine errors mapped here)."""
     url = engine_url(docker_host)
-    with map_docker_errors(url):
-        push(docker.DockerClient(base_url=url, version=API_VERSION), steps, say)
+    client = connect(url)
+    try:
+        with map_docker_errors(url):
+            push(client, steps, say)
+    finally:
+        client.close()

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import docker.errors
 
-from orchestrator.errors import ImageBuildError
+from orchestrator.backends.docker.sdk import connect, engine_url, map_docker_errors
+from orchestrator.config import ContainerConfig
+from orchestrator.errors import EngineError, ImageBuildError, SandboxUnavailable, UnavailableCode
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SANDBOX_DOCKERFILE = REPO_ROOT / "Dockerfile.sandbox"
@@ -52,9 +53,13 @@ def recipe_digest(dockerfile_text: str, base_image_id: str) -> str:
 
 
 def _image(client: docker.DockerClient, name: str) -> Any:
+    """The image `name`, or None when the engine has none of that name."""
     try:
-        return client.images.get(name)
-    except docker.errors.ImageNotFound:
+        with map_docker_errors(str(client.api.base_url), name):
+            return client.images.get(name)
+    except SandboxUnavailable as exc:
+        if exc.code is not UnavailableCode.IMAGE_MISSING:
+            raise
         return None
 
 
@@ -247,10 +252,15 @@ def drop_replaced(client: docker.DockerClient, image: str, old_id: str, say: Say
     if new is None or new.id == old_id:
         return
     try:
-        if client.images.get(old_id).tags:  # another name still uses it: keep it
-            return
-        client.images.remove(old_id)
-    except docker.errors.APIError:  # gone already, or a container still uses it
+        with map_docker_errors(str(client.api.base_url), old_id):
+            if client.images.get(old_id).tags:  # another name still uses it: keep it
+                return
+            client.images.remove(old_id)
+    except EngineError:  # a container still uses it
+        return
+    except SandboxUnavailable as exc:  # gone already
+        if exc.code is not UnavailableCode.IMAGE_MISSING:
+            raise
         return
     say(f"removed the image {image} replaced ({old_id.removeprefix('sha256:')[:12]})")
 
@@ -283,3 +293,52 @@ def build_sandbox(
 
 def rig_dockerfile(name: str) -> Path:
     return REPO_ROOT / "rig_images" / name / "Dockerfile"
+
+
+RIG_IMAGES = ("kiosk", "proxy", "browser", "desktop")
+
+
+def build_all(
+    container: ContainerConfig,
+    say: Say,
+    *,
+    rebuild: bool = False,
+    pull_base: bool = False,
+    mirror: str = DEFAULT_MIRROR,
+) -> BuildOutcome:
+    """`corral images build`: the sandbox image, then each rig image whose recipe is in
+    this checkout, on the engine `[container] docker_host` names (errors mapped)."""
+    url = engine_url(container.docker_host)
+    client = connect(url)
+    try:
+        with map_docker_errors(url):
+            outcome = build_sandbox(
+                client,
+                image=container.sandbox.image,
+                base_image=container.sandbox.base_image,
+                say=say,
+                rebuild=rebuild,
+                pull_base=pull_base,
+                mirror=mirror,
+            )
+            base = client.images.get(container.sandbox.base_image)
+            tags = {
+                "kiosk": container.kiosk.image,
+                "proxy": container.kiosk.proxy_image,
+                "browser": container.rigs.browser_image,
+                "desktop": container.rigs.desktop_image,
+            }
+            for rig in RIG_IMAGES:
+                if rig_dockerfile(rig).exists():
+                    build_recipe(
+                        client,
+                        image=tags[rig],
+                        dockerfile=rig_dockerfile(rig),
+                        base_image=container.sandbox.base_image,
+                        base_id=base.id or "",
+                        say=say,
+                        rebuild=rebuild,
+                    )
+    finally:
+        client.close()
+    return outcome

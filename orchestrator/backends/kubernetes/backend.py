@@ -35,7 +35,7 @@ from orchestrator.backends.kubernetes.stream import (
     map_kube_errors,
     status_code,
 )
-from orchestrator.errors import EngineError, SandboxUnavailable, UnavailableCode
+from orchestrator.errors import EngineError, NotSupported, SandboxUnavailable, UnavailableCode
 from orchestrator.owner import LABEL_KIND, LABEL_MANAGED, LABEL_SESSION, Owner
 from sandboxes.k8s_manifests import (
     CONTAINER,
@@ -45,7 +45,15 @@ from sandboxes.k8s_manifests import (
     object_name,
     pod_manifest,
 )
-from sandboxes.ports import ContainerSpec, ExitInfo, ManagedContainer
+from sandboxes.ports import (
+    ContainerSpec,
+    DoctorRow,
+    EgressFactory,
+    ExitInfo,
+    ManagedContainer,
+    PreparedNetwork,
+    WaitingContainer,
+)
 
 PLURALS = {"pod": "pods", "configmap": "configmaps", "networkpolicy": "networkpolicies"}
 GROUPS = {"networkpolicies": "networking.k8s.io/v1"}
@@ -97,7 +105,11 @@ def _server_of(kubeconfig: str, context: str | None) -> str:
 
 
 class KubernetesBackend:
-    """One API connection (kr8s) shared by every call of this process."""
+    """One API connection (kr8s) shared by every call of this process:
+    `sandboxes.ports.ContainerBackend` on a cluster. No warm pools (yet): every script
+    runs as a fresh pod, every kiosk starts with its session."""
+
+    supports_pools = False
 
     def __init__(self, owner: Owner, settings: KubeSettings) -> None:
         self.owner = owner
@@ -205,7 +217,14 @@ class KubernetesBackend:
         return KubeRun(self, spec, gate=True)
 
     async def open_attached(self, spec: ContainerSpec) -> KubeRun:
-        """A long-lived pod attached on stdin/stdout (a kiosk's or proxy's channel)."""
+        """A long-lived pod attached on stdin/stdout (a kiosk's or proxy's channel). Rigs
+        (browser, desktop) have no pod recipe yet: refused before anything is made."""
+        kind = spec.labels.get(LABEL_KIND, "")
+        if kind.startswith("rig-"):
+            raise NotSupported(
+                f"not supported on Kubernetes: {kind.removeprefix('rig-')} rigs (yet); "
+                'they run with [backend] kind = "docker"'
+            )
         run = KubeRun(self, spec, gate=False)
         await run.open()
         return run
@@ -259,6 +278,40 @@ class KubernetesBackend:
                     if event["type"] == "DELETED":
                         return
 
+    async def is_running(self, container_id: str) -> bool:
+        """Whether the pod exists and its phase is Running."""
+        try:
+            pod = await self.request("GET", "pods", container_id.removeprefix("pod/"))
+        except EngineError as exc:
+            if status_code(exc.__cause__ or exc) == 404:
+                return False
+            raise
+        return (pod.get("status") or {}).get("phase") == "Running"
+
+    async def image_id(self, image: str) -> str:
+        raise _no_pools("image ids (the nodes pull images by name)")
+
+    async def open_waiting(self, spec: ContainerSpec) -> WaitingContainer:
+        raise _no_pools("a warm script pod")
+
+    async def prepare_network(self, agent: str) -> PreparedNetwork:
+        raise _no_pools("a kiosk warm pool (its networks made ahead)")
+
+    def egress_factory(self, proxy_image: str) -> EgressFactory:
+        from orchestrator.backends.kubernetes.egress import kube_egress_factory
+
+        return kube_egress_factory(self, proxy_image)
+
+    async def reap_networks(self) -> list[str]:
+        """Nothing to do: a session's NetworkPolicies are labelled like its pods, and
+        `reap_orphans` removes them with the pods (`list_managed` lists them)."""
+        return []
+
+    async def doctor_rows(self, image: str, runtime: str) -> list[DoctorRow]:
+        from orchestrator.backends.kubernetes.doctor import kubernetes_rows
+
+        return await kubernetes_rows(self, image)
+
     async def watch(self, plural: str, name: str) -> AsyncGenerator[dict[str, Any]]:
         """Events on one object, from now: a GET (404: one synthetic DELETED), then the
         watch from its resourceVersion."""
@@ -297,6 +350,13 @@ class KubernetesBackend:
         session = getattr(api, "_session", None)
         if session is not None:
             await session.aclose()
+
+
+def _no_pools(what: str) -> NotSupported:
+    return NotSupported(
+        f"not supported on Kubernetes: {what}; set [container.sandbox] warm = 0 and "
+        '[container.kiosk] warm = 0, or use [backend] kind = "docker"'
+    )
 
 
 def _container_state(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,21 +18,19 @@ proxy pod unselected (an unselected pod would be unrestricted).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 
 import anyio
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeRun
+from orchestrator.backends.pins import resolve_pins
 from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
-from orchestrator.errors import EgressError
+from orchestrator.errors import EgressError, NotSupported
 from sandboxes.isolation import PROXY_PORT, proxy_spec
 from sandboxes.k8s_manifests import kiosk_policy, proxy_policy
-from sandboxes.ports import Egress
-
-EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
+from sandboxes.ports import Egress, EgressFactory, PreparedNetwork
 
 CONTROL_DEADLINE = 10.0
 SESSION_NETWORK = "session"  # a pod label value (`corral.network`), not a Docker network
@@ -90,8 +88,6 @@ class KubeEgress:
         await self._cleanup()
 
     async def _enter(self) -> None:
-        from orchestrator.backends.docker.egress import resolve_pins
-
         self.pins, self.left_out = await resolve_pins(self._allowed, self._override)
         if not self.pins:
             return  # the kiosk pod gets no network: the namespace's deny-all policy
@@ -175,8 +171,15 @@ def kube_egress_factory(backend: KubernetesBackend, proxy_image: str) -> EgressF
 
     @contextlib.asynccontextmanager
     async def make(
-        *, session_id: str, agent: str, allowed: tuple[str, ...], overrides: dict[str, str]
+        *,
+        session_id: str,
+        agent: str,
+        allowed: tuple[str, ...],
+        overrides: dict[str, str],
+        network: PreparedNetwork | None = None,
     ) -> AsyncIterator[Egress]:
+        if network is not None:  # only a warm pool makes networks ahead: none here
+            raise NotSupported("not supported on Kubernetes: a session network made ahead")
         async with KubeEgress(
             backend,
             session_id=session_id,
