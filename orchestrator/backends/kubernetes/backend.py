@@ -13,6 +13,7 @@ it does containers on Docker. Errors are translated in `k8s_stream.map_kube_erro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -33,9 +34,15 @@ from orchestrator.backends.kubernetes.stream import (
     ClusterTarget,
     exit_code_of,
     map_kube_errors,
-    status_code,
 )
-from orchestrator.errors import EngineError, NotSupported, SandboxUnavailable, UnavailableCode
+from orchestrator.errors import (
+    EngineConflict,
+    EngineError,
+    EngineNotFound,
+    NotSupported,
+    SandboxUnavailable,
+    UnavailableCode,
+)
 from orchestrator.owner import LABEL_KIND, LABEL_MANAGED, LABEL_SESSION, Owner
 from sandboxes.k8s_manifests import (
     CONTAINER,
@@ -189,28 +196,23 @@ class KubernetesBackend:
             if exc.code is not UnavailableCode.PERMISSION_DENIED:
                 raise
             await self.request("GET", "pods", limit="1")
-        except EngineError as exc:
-            if isinstance(exc.__cause__, kr8s.ServerError) and status_code(exc.__cause__) == 404:
-                raise SandboxUnavailable(
-                    UnavailableCode.INVALID_CONFIG,
-                    f"the namespace {self.settings.namespace} does not exist on "
-                    f"{self.target.describe()}",
-                    f"kubectl create namespace {self.settings.namespace}",
-                ) from exc
-            raise
+        except EngineNotFound as exc:
+            raise SandboxUnavailable(
+                UnavailableCode.INVALID_CONFIG,
+                f"the namespace {self.settings.namespace} does not exist on "
+                f"{self.target.describe()}",
+                f"kubectl create namespace {self.settings.namespace}",
+            ) from exc
         await self.ensure_policy()
 
     async def ensure_policy(self) -> None:
         """The namespace's deny-all NetworkPolicy for pods without a network (once)."""
         if self._policy_ready:
             return
-        try:
+        with contextlib.suppress(EngineConflict):  # made already (by us, or another process)
             await self.request(
                 "POST", "networkpolicies", body=deny_all_policy(self.settings.namespace)
             )
-        except EngineError as exc:
-            if status_code(exc.__cause__ or exc) != 409:
-                raise
         self._policy_ready = True
 
     def start(self, spec: ContainerSpec) -> KubeRun:
@@ -268,10 +270,8 @@ class KubernetesBackend:
         grace = 1 if plural == "pods" else 0
         try:
             await self.request("DELETE", plural, name, gracePeriodSeconds=grace)
-        except EngineError as exc:
-            if status_code(exc.__cause__ or exc) == 404:
-                return
-            raise
+        except EngineNotFound:
+            return
         with anyio.move_on_after(GONE_TIMEOUT):
             async with aclosing(self.watch(plural, name)) as events:
                 async for event in events:
@@ -282,10 +282,8 @@ class KubernetesBackend:
         """Whether the pod exists and its phase is Running."""
         try:
             pod = await self.request("GET", "pods", container_id.removeprefix("pod/"))
-        except EngineError as exc:
-            if status_code(exc.__cause__ or exc) == 404:
-                return False
-            raise
+        except EngineNotFound:
+            return False
         return (pod.get("status") or {}).get("phase") == "Running"
 
     async def image_id(self, image: str) -> str:
@@ -317,11 +315,9 @@ class KubernetesBackend:
         watch from its resourceVersion."""
         try:
             current = await self.request("GET", plural, name)
-        except EngineError as exc:
-            if status_code(exc.__cause__ or exc) == 404:
-                yield {"type": "DELETED", "object": {}}
-                return
-            raise
+        except EngineNotFound:
+            yield {"type": "DELETED", "object": {}}
+            return
         yield {"type": "MODIFIED", "object": current}
         api = await self.api()
         params = {
