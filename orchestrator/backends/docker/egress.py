@@ -44,7 +44,8 @@ from typing import Any
 import anyio
 import docker
 
-from orchestrator.backends.docker.backend import DockerAttached, DockerBackend
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.containers import DockerAttached
 from orchestrator.backends.docker.networks import (
     EGRESS_NETWORK,
     KIND_PROXY,

@@ -23,7 +23,8 @@ from types import TracebackType
 
 import anyio
 
-from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeRun
+from orchestrator.backends.kubernetes.backend import KubernetesBackend
+from orchestrator.backends.kubernetes.pods import KubeRun
 from orchestrator.backends.pins import resolve_pins
 from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
