@@ -12,7 +12,6 @@ import select
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from functools import partial
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -21,6 +20,7 @@ from docker.utils.socket import frames_iter
 
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.backends.docker.spec import create_container, create_kwargs
+from orchestrator.backends.scoped import Scoped
 from orchestrator.errors import CorralError
 from sandboxes.ports import ContainerSpec, ExitInfo
 
@@ -42,7 +42,7 @@ def _close_socket(sock: Any) -> None:
         sock.close()
 
 
-class DockerRun:
+class DockerRun(Scoped):
     """Create + attach + start on enter; force-remove on exit (shielded from cancellation)."""
 
     def __init__(self, backend: DockerBackend, spec: ContainerSpec) -> None:
@@ -51,10 +51,6 @@ class DockerRun:
         self._stream: Any = None
         self.id = ""
         self.image_id = ""
-
-    async def __aenter__(self) -> DockerRun:
-        await self.open()
-        return self
 
     async def open(self) -> None:
         """Create, attach and start (what entering does). A spec with stdin open is also
@@ -98,12 +94,7 @@ class DockerRun:
             return True
         return bool(readable)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def end(self, ok: bool) -> None:
         await self._cleanup()
 
     async def remove(self) -> None:

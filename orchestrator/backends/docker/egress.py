@@ -38,7 +38,6 @@ import socket
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from functools import partial
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -58,6 +57,7 @@ from orchestrator.backends.docker.networks import (
 )
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.backends.pins import resolve_pins
+from orchestrator.backends.scoped import Scoped
 from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
 from orchestrator.errors import EgressError, EngineError
@@ -86,7 +86,7 @@ def _probe_tcp(addr: str, port: int) -> bool:
 # ---------------------------------------------------------------- the session's egress
 
 
-class SessionEgress:
+class SessionEgress(Scoped):
     """One kiosk session's way out: `async with SessionEgress(...) as egress:`.
 
     Attributes after enter: `network_name` (None when the allowlist is empty or nothing
@@ -146,21 +146,15 @@ class SessionEgress:
         both). The name `proxy` still resolves: the resolver answers aliases itself."""
         return [self.gateway] if self.gateway else []
 
-    async def __aenter__(self) -> SessionEgress:
+    async def open(self) -> None:
         try:
             await self._enter()
         except BaseException:
             await self._cleanup(raise_errors=False)
             raise
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._cleanup(raise_errors=exc is None)
+    async def end(self, ok: bool) -> None:
+        await self._cleanup(raise_errors=ok)
 
     async def _enter(self) -> None:
         self.pins, self.left_out = await resolve_pins(self._allowed, self._override)

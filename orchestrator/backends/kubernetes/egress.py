@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import TracebackType
 
 import anyio
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.backends.kubernetes.pods import KubeRun
 from orchestrator.backends.pins import resolve_pins
+from orchestrator.backends.scoped import Scoped
 from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
 from orchestrator.errors import EgressError, NotSupported
@@ -37,7 +37,7 @@ CONTROL_DEADLINE = 10.0
 SESSION_NETWORK = "session"  # a pod label value (`corral.network`), not a Docker network
 
 
-class KubeEgress:
+class KubeEgress(Scoped):
     """`async with KubeEgress(backend, ...) as egress:` (the `Egress` protocol)."""
 
     def __init__(
@@ -72,20 +72,14 @@ class KubeEgress:
     def _labels(self, kind: str) -> dict[str, str]:
         return self._backend.labels(kind=kind, agent=self.agent, session=self.session_id)
 
-    async def __aenter__(self) -> KubeEgress:
+    async def open(self) -> None:
         try:
             await self._enter()
         except BaseException:
             await self._cleanup()
             raise
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def end(self, ok: bool) -> None:
         await self._cleanup()
 
     async def _enter(self) -> None:

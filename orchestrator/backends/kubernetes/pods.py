@@ -9,7 +9,6 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -18,6 +17,7 @@ from orchestrator.backends.kubernetes.stream import (
     ChannelStream,
     exit_code_of,
 )
+from orchestrator.backends.scoped import Scoped
 from orchestrator.errors import (
     EngineError,
     SandboxUnavailable,
@@ -49,7 +49,7 @@ def _container_state(pod: Mapping[str, Any]) -> dict[str, Any]:
     return dict(mine.get("state") or {})
 
 
-class KubeRun:
+class KubeRun(Scoped):
     """A pod run: `async with backend.start(spec)` (gated) or `open_attached` (not).
     Leaving, or `close`, deletes the pod and its ConfigMap, shielded."""
 
@@ -64,16 +64,7 @@ class KubeRun:
         self._configmap: str | None = None
         self._stream: ChannelStream | None = None
 
-    async def __aenter__(self) -> KubeRun:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def end(self, ok: bool) -> None:
         await self.close()
 
     async def open(self) -> None:
