@@ -32,11 +32,10 @@ networks are `networks`', the firewall rule is `firewall`'s, orphans are
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -57,12 +56,12 @@ from orchestrator.backends.docker.networks import (
 )
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.backends.pins import resolve_pins
-from orchestrator.backends.scoped import Scoped
+from orchestrator.backends.scoped import Scoped, egress_factory_of
 from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
 from orchestrator.errors import EgressError, EngineError
 from sandboxes.isolation import PROXY_PORT, proxy_spec
-from sandboxes.ports import Egress, EgressFactory
+from sandboxes.ports import EgressFactory
 
 logger = logging.getLogger("corral.egress")
 
@@ -267,25 +266,4 @@ class SessionEgress(Scoped):
 def docker_egress_factory(backend: DockerBackend, proxy_image: str) -> EgressFactory:
     """Sessions' ways out on Docker: a `SessionEgress` each (on the pool's network when a
     claimed kiosk brings one)."""
-
-    @contextlib.asynccontextmanager
-    async def make(
-        *,
-        session_id: str,
-        agent: str,
-        allowed: tuple[str, ...],
-        overrides: dict[str, str],
-        network: SessionNetwork | None = None,
-    ) -> AsyncIterator[Egress]:
-        async with SessionEgress(
-            backend,
-            session_id=session_id,
-            agent=agent,
-            allowed_hosts=allowed,
-            resolve_override=overrides,
-            image=proxy_image,
-            network=network,
-        ) as egress:
-            yield egress
-
-    return make
+    return egress_factory_of(partial(SessionEgress, backend, image=proxy_image))

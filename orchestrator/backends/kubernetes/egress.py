@@ -18,20 +18,21 @@ proxy pod unselected (an unselected pod would be unrestricted).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from functools import partial
 
 import anyio
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.backends.kubernetes.pods import KubeRun
 from orchestrator.backends.pins import resolve_pins
-from orchestrator.backends.scoped import Scoped
+from orchestrator.backends.scoped import Scoped, egress_factory_of
 from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
 from orchestrator.errors import EgressError, NotSupported
 from sandboxes.isolation import PROXY_PORT, proxy_spec
 from sandboxes.k8s_manifests import kiosk_policy, proxy_policy
-from sandboxes.ports import Egress, EgressFactory, PreparedNetwork
+from sandboxes.ports import EgressFactory, PreparedNetwork
 
 CONTROL_DEADLINE = 10.0
 SESSION_NETWORK = "session"  # a pod label value (`corral.network`), not a Docker network
@@ -49,7 +50,10 @@ class KubeEgress(Scoped):
         allowed_hosts: Sequence[str],
         resolve_override: Mapping[str, str] | None = None,
         image: str = DEFAULT_PROXY_IMAGE,
+        network: PreparedNetwork | None = None,
     ) -> None:
+        if network is not None:  # only a warm pool makes networks ahead: none here
+            raise NotSupported("not supported on Kubernetes: a session network made ahead")
         self._backend = backend
         self.session_id = session_id
         self.agent = agent
@@ -162,27 +166,6 @@ class KubeEgress(Scoped):
 
 
 def kube_egress_factory(backend: KubernetesBackend, proxy_image: str) -> EgressFactory:
-    """The SessionManager's egress factory on a cluster (an empty allowlist: no objects)."""
-
-    @contextlib.asynccontextmanager
-    async def make(
-        *,
-        session_id: str,
-        agent: str,
-        allowed: tuple[str, ...],
-        overrides: dict[str, str],
-        network: PreparedNetwork | None = None,
-    ) -> AsyncIterator[Egress]:
-        if network is not None:  # only a warm pool makes networks ahead: none here
-            raise NotSupported("not supported on Kubernetes: a session network made ahead")
-        async with KubeEgress(
-            backend,
-            session_id=session_id,
-            agent=agent,
-            allowed_hosts=allowed,
-            resolve_override=overrides,
-            image=proxy_image,
-        ) as egress:
-            yield egress
-
-    return make
+    """Sessions' ways out on a cluster: a `KubeEgress` each (an empty allowlist: no
+    objects)."""
+    return egress_factory_of(partial(KubeEgress, backend, image=proxy_image))
