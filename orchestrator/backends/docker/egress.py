@@ -55,8 +55,8 @@ from orchestrator.backends.docker.networks import (
     ensure_egress_network,
 )
 from orchestrator.backends.docker.sdk import blocking
-from orchestrator.backends.pins import resolve_pins
-from orchestrator.backends.scoped import Scoped, egress_factory_of
+from orchestrator.backends.pinned import PinnedEgress
+from orchestrator.backends.scoped import egress_factory_of
 from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
 from orchestrator.errors import EgressError, EngineError
@@ -66,7 +66,6 @@ from sandboxes.ports import EgressFactory
 logger = logging.getLogger("corral.egress")
 
 PROXY_IMAGE = DEFAULT_PROXY_IMAGE
-CONTROL_DEADLINE = 10.0
 
 
 def _logs_tail(client: docker.DockerClient, container_id: str) -> bytes:
@@ -85,7 +84,7 @@ def _probe_tcp(addr: str, port: int) -> bool:
 # ---------------------------------------------------------------- the session's egress
 
 
-class SessionEgress(Scoped):
+class SessionEgress(PinnedEgress):
     """One kiosk session's way out: `async with SessionEgress(...) as egress:`.
 
     Attributes after enter: `network_name` (None when the allowlist is empty or nothing
@@ -108,25 +107,16 @@ class SessionEgress(Scoped):
     ) -> None:
         if not SESSION_ID_RE.match(session_id):
             raise ValueError(f"session id must be 1-12 of [a-z0-9], got {session_id!r}")
+        super().__init__(session_id, agent, allowed_hosts, resolve_override, image)
         self._backend = backend
-        self.session_id = session_id
-        self.agent = agent
-        self._allowed = list(allowed_hosts)
-        self._override = dict(resolve_override or {})
-        self.image = image
         self._ready_timeout = ready_timeout
         self.bridge = bridge_name(session_id)
-        self.pins: dict[str, tuple[str, ...]] = {}
-        self.left_out: dict[str, str] = {}
-        self.network_name: str | None = None
         self.network_id: str | None = None
         self.subnet: str | None = None
         self.gateway: str | None = None
-        self.proxy_url: str | None = None
         self.proxy_container_id: str | None = None
         self.proxy_egress_ip: str | None = None
         self._proxy: DockerAttached | None = None
-        self._control: KioskChannel | None = None
         # A network handed in (the kiosk warm pool's) is its maker's to remove.
         self._network = network
         self._owns_network = network is None
@@ -156,8 +146,7 @@ class SessionEgress(Scoped):
         await self._cleanup(raise_errors=ok)
 
     async def _enter(self) -> None:
-        self.pins, self.left_out = await resolve_pins(self._allowed, self._override)
-        if not self.pins:
+        if not await self._pin():
             return  # no allowlist (or nothing resolved): the kiosk gets network_mode none
         backend = self._backend
         client = backend.client
@@ -195,16 +184,6 @@ class SessionEgress(Scoped):
         self._control = KioskChannel(proxy, name="egress proxy")
         await self._wait_ready()
         self.proxy_url = PROXY_URL
-
-    async def restrict(self, hosts: Sequence[str]) -> None:
-        """Keep only `hosts` of the pinned ones: the proxy drops every other host's pins and
-        closes its open tunnels. Never adds a host (one not pinned at start stays out)."""
-        if self._control is None:
-            self.pins = {h: a for h, a in self.pins.items() if h in hosts}
-            return
-        answer = await self._control.request("restrict", CONTROL_DEADLINE, hosts=list(hosts))
-        kept = {str(h) for h in answer.get("hosts", [])}
-        self.pins = {h: a for h, a in self.pins.items() if h in kept}
 
     async def _wait_ready(self) -> None:
         """Poll until the proxy accepts TCP connections on its `corral-egress` address."""

@@ -25,8 +25,8 @@ import anyio
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.backends.kubernetes.pods import KubeRun
-from orchestrator.backends.pins import resolve_pins
-from orchestrator.backends.scoped import Scoped, egress_factory_of
+from orchestrator.backends.pinned import PinnedEgress
+from orchestrator.backends.scoped import egress_factory_of
 from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
 from orchestrator.errors import EgressError, NotSupported
@@ -34,11 +34,10 @@ from sandboxes.isolation import PROXY_PORT, proxy_spec
 from sandboxes.k8s_manifests import kiosk_policy, proxy_policy
 from sandboxes.ports import EgressFactory, PreparedNetwork
 
-CONTROL_DEADLINE = 10.0
 SESSION_NETWORK = "session"  # a pod label value (`corral.network`), not a Docker network
 
 
-class KubeEgress(Scoped):
+class KubeEgress(PinnedEgress):
     """`async with KubeEgress(backend, ...) as egress:` (the `Egress` protocol)."""
 
     def __init__(
@@ -54,20 +53,11 @@ class KubeEgress(Scoped):
     ) -> None:
         if network is not None:  # only a warm pool makes networks ahead: none here
             raise NotSupported("not supported on Kubernetes: a session network made ahead")
+        super().__init__(session_id, agent, allowed_hosts, resolve_override, image)
         self._backend = backend
-        self.session_id = session_id
-        self.agent = agent
-        self._allowed = list(allowed_hosts)
-        self._override = dict(resolve_override or {})
-        self.image = image
-        self.pins: dict[str, tuple[str, ...]] = {}
-        self.left_out: dict[str, str] = {}
-        self.network_name: str | None = None
-        self.proxy_url: str | None = None
         self.policies: list[str] = []  # NetworkPolicy names, oldest first
         self._generation = 0
         self._proxy: KubeRun | None = None
-        self._control: KioskChannel | None = None
 
     @property
     def dns_servers(self) -> list[str]:
@@ -87,8 +77,7 @@ class KubeEgress(Scoped):
         await self._cleanup()
 
     async def _enter(self) -> None:
-        self.pins, self.left_out = await resolve_pins(self._allowed, self._override)
-        if not self.pins:
+        if not await self._pin():
             return  # the kiosk pod gets no network: the namespace's deny-all policy
         backend, namespace = self._backend, self._backend.settings.namespace
         name = f"corral-kiosk-{self.session_id}-net"
@@ -137,15 +126,9 @@ class KubeEgress(Scoped):
         )
         self.policies.append(name)
 
-    async def restrict(self, hosts: Sequence[str]) -> None:
-        """Keep only `hosts` of the pinned ones (never adds one): the proxy drops the
-        others' pins and tunnels, and its policy narrows to the kept addresses."""
-        if self._control is None:
-            self.pins = {h: a for h, a in self.pins.items() if h in hosts}
-            return
-        answer = await self._control.request("restrict", CONTROL_DEADLINE, hosts=list(hosts))
-        kept = {str(h) for h in answer.get("hosts", [])}
-        self.pins = {h: a for h, a in self.pins.items() if h in kept}
+    async def _narrowed(self) -> None:
+        """The proxy's policy narrows to the kept addresses: the narrower one is created
+        before the wider ones are deleted."""
         wider = [p for p in self.policies if p.startswith(f"corral-proxy-{self.session_id}-")]
         await self._add_proxy_policy(self.pins)
         for name in wider:
