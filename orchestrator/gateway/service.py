@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,7 +25,7 @@ from orchestrator.surfaces.desktop import read_text
 from orchestrator.surfaces.kiosk.sessions import SessionManager, no_egress
 from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.ports import ContainerBackend, Egress, EgressFactory, PreparedNetwork
+from sandboxes.ports import ContainerBackend, Egress, EgressFactory
 from sandboxes.rfb import ClientMessage
 
 logger = logging.getLogger("corral.gateway")
@@ -44,27 +44,8 @@ def egress_factory(backend: ContainerBackend, config: CorralConfig) -> EgressFac
     the backend's own egress (its proxy from `[container.kiosk] proxy_image`)."""
     on_backend = backend.egress_factory(config.container.kiosk.proxy_image)
 
-    @asynccontextmanager
-    async def make(
-        *,
-        session_id: str,
-        agent: str,
-        allowed: tuple[str, ...],
-        overrides: dict[str, str],
-        network: PreparedNetwork | None = None,
-    ) -> AsyncIterator[Egress]:
-        if not allowed:
-            async with no_egress() as none:
-                yield none
-            return
-        async with on_backend(
-            session_id=session_id,
-            agent=agent,
-            allowed=allowed,
-            overrides=overrides,
-            network=network,
-        ) as egress:
-            yield egress
+    def make(*, allowed: tuple[str, ...], **rest: Any) -> AbstractAsyncContextManager[Egress]:
+        return on_backend(allowed=allowed, **rest) if allowed else no_egress()
 
     return make
 
