@@ -14,8 +14,8 @@ from typing import Any
 
 import docker
 
-from orchestrator.backends.docker.sdk import connect, engine_url, map_docker_errors
-from orchestrator.errors import ImageBuildError, SandboxUnavailable, UnavailableCode
+from orchestrator.backends.docker.sdk import connect, engine_url, image_or_none, map_docker_errors
+from orchestrator.errors import ImageBuildError
 
 # host[:port][/path]: what `docker push` accepts before the repository name.
 _REGISTRY_RE = re.compile(
@@ -79,15 +79,11 @@ def push(
 ) -> None:
     """Tag and push each step; ImageBuildError naming the image on the first failure."""
     for step in steps:
-        try:
-            with map_docker_errors(str(client.api.base_url), step.local):
-                image = client.images.get(step.local)
-        except SandboxUnavailable as exc:
-            if exc.code is not UnavailableCode.IMAGE_MISSING:
-                raise
+        image = image_or_none(client, step.local)
+        if image is None:
             raise ImageBuildError(
                 f"{step.local} is not on this engine: run `corral images build` first"
-            ) from exc
+            )
         image.tag(step.repository, tag=step.tag)
         say(f"pushing {step.remote}")
         lines: Iterable[dict[str, Any]] = client.images.push(

@@ -14,7 +14,7 @@ import os
 import shutil
 import socket
 from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import docker
@@ -139,6 +139,27 @@ def map_docker_errors(url: str, image: str | None = None) -> Iterator[None]:
         raise EngineError(f"Docker engine error: {explanation}") from exc
     except docker.errors.DockerException as exc:
         raise classify_connection_error(exc, url) from exc
+
+
+def image_or_none(client: docker.DockerClient, name: str) -> Any:
+    """The image `name`, or None when the engine has none of that name (blocking). Any
+    other failure propagates raw, for the caller's `map_docker_errors` (with the URL)."""
+    try:
+        return client.images.get(name)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def remove_unnamed_image(client: docker.DockerClient, image_id: str) -> bool:
+    """Remove an image left with no name, never forced (blocking); False when a name still
+    uses it, it is gone, or the engine refuses (a container still uses it)."""
+    try:
+        if client.images.get(image_id).tags:
+            return False
+        client.images.remove(image_id)
+    except docker.errors.APIError:  # ImageNotFound included
+        return False
+    return True
 
 
 async def blocking(url: str, func: Callable[[], T], image: str | None = None) -> T:
