@@ -188,7 +188,7 @@ def heavy_site(routes: Routes | None = None) -> Iterator[HeavySite]:
         sys.path.insert(0, str(REPO))  # tests/ is not installed; the helpers live there
     import docker
 
-    from orchestrator.backends.docker.egress import _ensure_egress_network_sync
+    from orchestrator.backends.docker.networks import _ensure_egress_network_sync
     from tests.sites import make_certs, start_site
 
     client = docker.from_env(version="1.41")

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import click
 from rich.table import Table
 
 from corral_cli.common import out, read_home
-from orchestrator.backends.docker.capacity import doctor_rows
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.config import load_agent
-from orchestrator.errors import ConfigError, CorralError, SandboxUnavailable
+from orchestrator.errors import ConfigError, CorralError
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
 
@@ -43,21 +40,8 @@ async def _check(home: CorralHome, rows: list[Row]) -> None:
         rows.extend(_file_rows(home, rt))
         sandbox = rt.sandbox_config()
         image = "?" if isinstance(sandbox, ConfigError) else sandbox.image
-        if rt.kubernetes is not None:
-            from orchestrator.backends.kubernetes.doctor import kubernetes_rows
-
-            rows.extend(await kubernetes_rows(rt.kubernetes, image))
-            return
-        try:
-            await rt.backend.check(image)
-            info: dict[str, Any] = await anyio.to_thread.run_sync(rt.backend.client.version)
-            rows.append(("docker engine", True, f"{info.get('Version')} at {rt.backend.url}"))
-            rows.append(("sandbox image", True, image))
-            rows.extend(await doctor_rows(rt.backend, getattr(sandbox, "runtime", "runc")))
-            reaped = await reap_orphans(rt.backend)
-            rows.append(("orphans", True, f"{len(reaped)} removed"))
-        except SandboxUnavailable as exc:
-            rows.append((f"sandbox ({exc.code.value})", False, f"{exc.reason}. Fix: {exc.fix}"))
+        runtime = getattr(sandbox, "runtime", "runc")
+        rows.extend(await rt.backend.doctor_rows(image, runtime))
 
 
 def _file_rows(home: CorralHome, rt: Runtime) -> list[Row]:
@@ -86,11 +70,7 @@ def reap() -> None:
 
 
 async def _reap(home: CorralHome) -> list[str]:
-    from orchestrator.backends.docker.network_reaper import reap_networks
-
     async with open_runtime(home) as rt:
         removed = await reap_orphans(rt.backend)
-        if rt.kubernetes is not None:
-            removed += await reap_orphans(rt.kubernetes)
-        networks = await reap_networks(rt.backend)
-        return removed + [f"network {name}" for name in networks.networks]
+        networks = await rt.backend.reap_networks()
+        return removed + [f"network {name}" for name in networks]

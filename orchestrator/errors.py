@@ -6,6 +6,10 @@
     │                                                 (closed set: UnavailableCode)
     ├── SandboxBusy                sandboxes.errors   every script slot taken; try again
     ├── EngineError                sandboxes.errors   the engine failed otherwise
+    │   ├── EngineNotFound         orchestrator.errors the engine has no such object (a
+    │   │                                              container, network or image gone)
+    │   └── EngineConflict         orchestrator.errors the engine refused for the object's
+    │                                                  state (a removal under way, in use)
     ├── SessionRefused             sandboxes.errors   a session rule refused the call
     ├── KioskError                 sandboxes.errors   the kiosk did not answer as it should
     ├── RfbProtocolError           sandboxes.errors   a VNC viewer sent what the live-view
@@ -15,6 +19,8 @@
     ├── EgressError                orchestrator.errors a session's egress could not be set up
     ├── GatewayStartError          orchestrator.errors the gateway cannot listen
     ├── NotAvailable               orchestrator.errors a listed tool this version cannot run
+    ├── NotSupported               orchestrator.errors the configured backend cannot do this
+    │                                                  (e.g. warm pools on Kubernetes)
     ├── KeyFileError               orchestrator.errors a secret file unusable (gateway.key,
     │                                                  an agent's HTTP token)
     ├── ApprovalError              orchestrator.errors an approval cannot be decided as asked
@@ -35,11 +41,12 @@ The root and the errors the sandbox kinds raise live in `sandboxes.errors` (the
 bottom layer: sandboxes imports no other corral package); the rest live here.
 Both are re-exported from this module, so callers above import from here.
 
-Docker SDK exceptions are translated into this tree in exactly one place:
-`orchestrator.backends.docker.backend.map_docker_errors`; kr8s and httpx exceptions (the
-Kubernetes backend) in `orchestrator.backends.kubernetes.stream.map_kube_errors`. The MCP
-front maps the tree to
-MCP answers in exactly one place: `mcp_front.errors.call_outcome`.
+Engine errors are translated into this tree once per backend: Docker SDK and requests
+exceptions only in `orchestrator.backends.docker.sdk.map_docker_errors` (every SDK call
+of the Docker backend runs under it; a module that must tell a missing object from
+another failure catches `EngineNotFound` or `EngineConflict`), kr8s and httpx
+exceptions only in `orchestrator.backends.kubernetes.stream.map_kube_errors`. The MCP
+front maps the tree to MCP answers in exactly one place: `mcp_front.errors.call_outcome`.
 """
 
 from __future__ import annotations
@@ -65,13 +72,16 @@ __all__ = [
     "CorralError",
     "DeviceError",
     "EgressError",
+    "EngineConflict",
     "EngineError",
+    "EngineNotFound",
     "GatewayStartError",
     "ImageBuildError",
     "KeyFileError",
     "KioskError",
     "NonceCacheFull",
     "NotAvailable",
+    "NotSupported",
     "OperatorError",
     "ParamError",
     "RfbProtocolError",
@@ -114,6 +124,20 @@ class GatewayStartError(CorralError):
 
 class NotAvailable(CorralError):
     """The tool passed the gate but this version of corral does not execute it."""
+
+
+class NotSupported(CorralError):
+    """The configured backend (`[backend]`) cannot do what was asked: the thing has no
+    meaning there, or is not built for it yet. Names the backend and the thing."""
+
+
+class EngineNotFound(EngineError):
+    """The engine has no such object: the container, network or image is gone."""
+
+
+class EngineConflict(EngineError):
+    """The engine refused because of the object's state: a removal already under way,
+    a network still in use, a name taken."""
 
 
 class SigningError(CorralError):

@@ -45,6 +45,11 @@ class Environment:
             user_home=environ.get("HOME") or None,
         )
 
+    def engine_environ(self) -> dict[str, str]:
+        """DOCKER_HOST, KUBECONFIG and HOME as a mapping, for choosing the backend."""
+        pairs = (("DOCKER_HOST", self.docker_host), *self.kube_environ().items())
+        return {name: value for name, value in pairs if value is not None}
+
     def kube_environ(self) -> dict[str, str]:
         """KUBECONFIG and HOME as a mapping, for `resolve_kubeconfig`."""
         pairs = (("KUBECONFIG", self.kubeconfig), ("HOME", self.user_home))

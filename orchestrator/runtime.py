@@ -7,27 +7,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from orchestrator.audit import AuditLog
-from orchestrator.backends.docker.backend import DEFAULT_SOCKET, DockerBackend
-from orchestrator.backends.kubernetes.backend import (
-    KubernetesBackend,
-    KubeSettings,
-    resolve_kubeconfig,
-)
-from orchestrator.config import (
-    CorralConfig,
-    DockerBackendConfig,
-    KubernetesBackendConfig,
-    SandboxConfig,
-    load_config,
-)
+from orchestrator.backends.choose import backend_for
+from orchestrator.config import CorralConfig, SandboxConfig, load_config
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
 from orchestrator.owner import Owner
 from orchestrator.pools.scripts import PoolSettings, WarmPool, open_pool
 from orchestrator.pools.slots import ScriptSlots, host_default_max_concurrent
+from sandboxes.ports import ContainerBackend
 from sandboxes.script import InvalidSettings, ScriptContext, ScriptSettings, script_user
 
 
@@ -36,17 +26,14 @@ class Runtime:
     home: CorralHome
     config: CorralConfig | ConfigError
     owner: Owner
-    backend: DockerBackend
+    # The one backend `[backend]` chose (`orchestrator.backends.choose`): scripts, kiosk
+    # sessions, rigs, pools, egress and reaping all run on it. On Kubernetes, scripts and
+    # kiosk sessions run as pods; rigs and warm pools answer NotSupported
+    # (docs/kubernetes.md).
+    backend: ContainerBackend
     audit: AuditLog
     slots: ScriptSlots | None = None
     pool: WarmPool | None = None  # only where it pays: `open_runtime(..., warm=True)`
-    # `[backend] kind = "kubernetes"`: scripts run as pods there; sessions and rigs stay
-    # on `backend` (Docker) until they are wired to it (docs/kubernetes.md).
-    kubernetes: KubernetesBackend | None = field(default=None)
-
-    @property
-    def script_backend(self) -> DockerBackend | KubernetesBackend:
-        return self.kubernetes if self.kubernetes is not None else self.backend
 
     def sandbox_config(self) -> SandboxConfig | ConfigError:
         if isinstance(self.config, ConfigError):
@@ -66,7 +53,7 @@ class Runtime:
                 when_unavailable=sandbox.script_when_unavailable,
             )
         return ScriptContext(
-            backend=self.script_backend,
+            backend=self.backend,
             audit=self.audit,
             work_dir=self.home.work_dir,
             sandbox=settings,
@@ -88,14 +75,15 @@ def slots_for(home: CorralHome, config: CorralConfig) -> ScriptSlots:
 
 
 def pool_for(
-    home: CorralHome, config: CorralConfig | ConfigError, backend: DockerBackend, *, warm: bool
+    home: CorralHome, config: CorralConfig | ConfigError, backend: ContainerBackend, *, warm: bool
 ) -> AbstractAsyncContextManager[WarmPool | None]:
-    """The warm pool (`[container.sandbox] warm`), or none: not asked for, `warm = 0`, or
-    the config is invalid (then every call is refused anyway)."""
+    """The warm pool (`[container.sandbox] warm`), or none: not asked for, `warm = 0`, the
+    config is invalid (then every call is refused anyway), or the backend has no pools
+    (Kubernetes: every run is cold)."""
     if not warm or isinstance(config, ConfigError) or config.container.sandbox.warm == 0:
         return nullcontext(None)
-    if not isinstance(config.effective_backend(), DockerBackendConfig):
-        return nullcontext(None)  # no warm pool of pods (yet): every run is cold
+    if not backend.supports_pools:
+        return nullcontext(None)
     sandbox = config.container.sandbox
     settings = PoolSettings(
         image=sandbox.image,
@@ -106,26 +94,6 @@ def pool_for(
         runtime=sandbox.runtime,
     )
     return open_pool(backend, settings)
-
-
-def kubernetes_for(
-    config: CorralConfig | ConfigError, owner: Owner, environ: Mapping[str, str]
-) -> KubernetesBackend | None:
-    """The Kubernetes backend `[backend]` asks for, or None."""
-    if isinstance(config, ConfigError):
-        return None
-    chosen = config.effective_backend()
-    if not isinstance(chosen, KubernetesBackendConfig):
-        return None
-    settings = KubeSettings(
-        kubeconfig=resolve_kubeconfig(chosen.kubeconfig, environ),
-        namespace=chosen.namespace,
-        context=chosen.context,
-        pull_policy=chosen.image_pull_policy,
-        images=config.cluster_images(),
-        seccomp_localhost=chosen.kiosk_seccomp_profile,
-    )
-    return KubernetesBackend(owner, settings)
 
 
 @asynccontextmanager
@@ -139,28 +107,18 @@ async def open_runtime(
         config: CorralConfig | ConfigError = load_config(home.config_file, home.env.image_tag)
     except ConfigError as exc:
         config = exc
-    chosen = None if isinstance(config, ConfigError) else config.effective_backend()
-    docker_host = chosen.docker_host if isinstance(chosen, DockerBackendConfig) else None
-    if docker_host is None and not isinstance(config, ConfigError):
-        docker_host = config.container.docker_host
-    engine = docker_host or home.env.docker_host or DEFAULT_SOCKET
-    backend = DockerBackend(Owner.current(), engine)
-    kubernetes = kubernetes_for(
-        config, backend.owner, home.env.kube_environ() if environ is None else environ
-    )
+    owner = Owner.current()
+    backend = backend_for(config, owner, home.env.engine_environ() if environ is None else environ)
     try:
         async with pool_for(home, config, backend, warm=warm) as pool:
             yield Runtime(
                 home=home,
                 config=config,
-                owner=backend.owner,
+                owner=owner,
                 backend=backend,
                 audit=AuditLog(home.audit_file),
                 slots=None if isinstance(config, ConfigError) else slots_for(home, config),
                 pool=pool,
-                kubernetes=kubernetes,
             )
     finally:
-        if kubernetes is not None:
-            await kubernetes.close()
         await backend.close()

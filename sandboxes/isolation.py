@@ -4,7 +4,7 @@ SPEC S1.2's limits apply to the script sandbox and, unchanged, to kiosk and rig
 containers; the egress proxy gets smaller ones. Whatever the kind, a container
 is read-only, runs as a non-root user, has no capabilities, cannot gain
 privileges, has no swap, and has exactly the network it is given (none unless
-named). `orchestrator.backends.docker.backend.create_kwargs` is the one translation of
+named). `orchestrator.backends.docker.spec.create_kwargs` is the one translation of
 a `ContainerSpec` into engine arguments.
 """
 

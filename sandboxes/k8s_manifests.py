@@ -1,7 +1,7 @@
 """Kubernetes objects for a `ContainerSpec` (SPEC S7), as pure functions: no I/O here.
 
 `pod_manifest` is the one translation of a spec into a Pod, as
-`orchestrator.backends.docker.backend.create_kwargs` is for Docker. The S1.2 isolation
+`orchestrator.backends.docker.spec.create_kwargs` is for Docker. The S1.2 isolation
 becomes the pod's and container's `securityContext`, its limits the
 container's `resources` (requests equal to limits), its tmpfs mounts
 size-limited `emptyDir`s in memory. What Kubernetes cannot say per pod (the

@@ -1,16 +1,19 @@
 """The ports the sandbox kinds need, for `orchestrator` to implement.
 
-The supervisor talks to containers only through `ContainerBackend`. Docker is
-the embedded default (`orchestrator.backends.docker.backend`); an in-memory backend
-(tests/fakes.py) runs the session rules in unit tests, and a Kubernetes backend
-is the scale-out path (SPEC S7). Script runs, kiosk containers and the egress
+Above the backends, corral holds its engine only as a `ContainerBackend`: one, built
+from `[backend]` by `orchestrator.backends.choose.open_backend` and handed to every
+pool, surface and egress. Docker is the embedded default
+(`orchestrator.backends.docker`), Kubernetes the scale-out path (SPEC S7,
+`orchestrator.backends.kubernetes`); an in-memory backend (tests/fakes.py) runs the
+session rules in unit tests. What a backend cannot do it refuses with `NotSupported`
+(`supports_pools` says so ahead for the warm pools). Script runs, kiosk containers and the egress
 proxy are all described by one `ContainerSpec`, built by `sandboxes.isolation`
 (where every isolation limit is defined once).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -131,7 +134,57 @@ class ExecStream(Protocol):
         """Close the stream: the process sees its stdin end (idempotent, shielded)."""
 
 
+class WaitingContainer(Protocol):
+    """A started container held on its stdin (a warm script container): created, attached
+    and started by `ContainerBackend.open_waiting`; told what to do with `send`, then read
+    like a `RunningContainer`. `remove` removes it (shielded, idempotent)."""
+
+    id: str
+    image_id: str  # the id of the image it was created from
+
+    async def send(self, data: bytes) -> None: ...
+
+    def ended(self) -> bool:
+        """Whether it has ended (or written before its line came): no engine call."""
+
+    def output(self) -> AsyncIterator[bytes]: ...
+
+    async def wait(self) -> ExitInfo: ...
+
+    async def kill(self) -> None: ...
+
+    async def remove(self) -> None: ...
+
+
+class PreparedNetwork(Protocol):
+    """A session network made ahead of its session (the kiosk warm pool): a kiosk starts
+    on it with no way out; a claim brings the session's proxy onto it, or the kiosk
+    leaves it (`disconnect`) and the empty network is removed."""
+
+    session_id: str
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def gateway(self) -> str | None:
+        """The address the kiosk asks for names (its DNS server), if any."""
+
+    @property
+    def proxy_url(self) -> str:
+        """Where a kiosk on it finds the session's proxy once one joins."""
+
+    async def disconnect(self, container_id: str) -> None: ...
+
+    async def remove(self, *, raise_errors: bool = True) -> None: ...
+
+
+DoctorRow = tuple[str, bool, str]  # (check, ok, detail) for `corral doctor`
+
+
 class ContainerBackend(Protocol):
+    supports_pools: bool  # warm pools (scripts, kiosks): `open_waiting`, `prepare_network`
+
     def labels(self, *, kind: str, agent: str, session: str) -> dict[str, str]:
         """The `corral.*` labels that mark a container as this process's (SPEC S0)."""
 
@@ -151,6 +204,32 @@ class ContainerBackend(Protocol):
 
     async def remove(self, container_id: str) -> None:
         """Force-remove and wait until it is gone; a container already gone is not an error."""
+
+    async def is_running(self, container_id: str) -> bool:
+        """Whether the container exists and runs."""
+
+    async def image_id(self, image: str) -> str:
+        """The id of the image `image` names now (a changed id makes warm containers stale)."""
+
+    async def open_waiting(self, spec: ContainerSpec) -> WaitingContainer:
+        """Create, attach (stdin too) and start a container that waits for its line."""
+
+    async def prepare_network(self, agent: str) -> PreparedNetwork:
+        """A fresh session network with no way out, owned by `agent` (labels)."""
+
+    def egress_factory(self, proxy_image: str) -> EgressFactory:
+        """Sessions' ways out on this backend, their proxies made from `proxy_image`."""
+
+    async def reap_networks(self) -> list[str]:
+        """Remove the session networks (and what guards them) whose owner is gone; their
+        names. Only what `remove` of the containers leaves behind."""
+
+    async def doctor_rows(self, image: str, runtime: str) -> list[DoctorRow]:
+        """`corral doctor`'s rows for this backend: the engine, the image, capacity; it
+        reaps orphans as it goes. An unreachable engine is a failing row, not an error."""
+
+    async def close(self) -> None:
+        """Close the connection (the runtime does, once, when the process ends)."""
 
 
 class WarmScript(Protocol):
@@ -215,3 +294,8 @@ class Egress(Protocol):
     async def restrict(self, hosts: Sequence[str]) -> None:
         """Keep only `hosts` of the pinned ones: the others lose their route out (and their
         open tunnels) now. Never adds a host."""
+
+
+# `factory(session_id=..., agent=..., allowed=(...), overrides={...}, network=None)`: a
+# session's way out, entered before its kiosk or rig starts and left after it is removed.
+EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]

@@ -189,6 +189,32 @@ class InMemoryBackend:
         if self.live.pop(container_id, None) is not None:
             self.removed.append(container_id)
 
+    supports_pools = False  # the pools are tested on the real engine
+
+    async def is_running(self, container_id: str) -> bool:
+        return container_id in self.live
+
+    async def image_id(self, image: str) -> str:
+        return f"sha256:{image}"
+
+    async def open_waiting(self, spec: ContainerSpec) -> Any:
+        raise EngineError("the in-memory backend has no warm containers")
+
+    async def prepare_network(self, agent: str) -> Any:
+        raise EngineError("the in-memory backend has no networks")
+
+    def egress_factory(self, proxy_image: str) -> Any:
+        return fake_egress
+
+    async def reap_networks(self) -> list[str]:
+        return []
+
+    async def doctor_rows(self, image: str, runtime: str) -> list[tuple[str, bool, str]]:
+        return [("in-memory backend", True, image)]
+
+    async def close(self) -> None:
+        return None
+
 
 @dataclass
 class FakeEgress:
@@ -208,7 +234,12 @@ class FakeEgress:
 
 @asynccontextmanager
 async def fake_egress(
-    *, session_id: str, agent: str, allowed: tuple[str, ...], overrides: dict[str, str]
+    *,
+    session_id: str,
+    agent: str,
+    allowed: tuple[str, ...],
+    overrides: dict[str, str],
+    network: Any = None,
 ) -> AsyncIterator[FakeEgress]:
     """Every allowed host is pinned, except those starting with `dead.`, left out."""
     pinned = [host for host in allowed if not host.startswith("dead.")]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -16,20 +16,18 @@ from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
 from orchestrator.audit import AuditLog
-from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.config import CorralConfig, load_config
-from orchestrator.errors import SandboxUnavailable
 from orchestrator.gateway.app import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.kiosk.sessions import SessionManager
-from orchestrator.surfaces.start import EgressFactory, no_egress, read_text
+from orchestrator.surfaces.start import no_egress, read_text
 from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.ports import ContainerBackend, Egress
+from sandboxes.ports import ContainerBackend, Egress, EgressFactory
 from sandboxes.rfb import ClientMessage
 
 logger = logging.getLogger("corral.gateway")
@@ -39,49 +37,24 @@ CLOSE_BASE_SECONDS = 30.0
 CLOSE_PER_ITEM_SECONDS = 5.0
 
 if TYPE_CHECKING:
-    from orchestrator.backends.docker.egress import SessionNetwork
     from orchestrator.pools.kiosks import KioskPool
     from orchestrator.surfaces.rigs import RigManager
 
 
-def egress_factory(backend: DockerBackend, config: CorralConfig) -> EgressFactory:
-    kiosk = config.container.kiosk
+def egress_factory(backend: ContainerBackend, config: CorralConfig) -> EgressFactory:
+    """Sessions' and rigs' ways out on `backend`: none at all without an allowlist, else
+    the backend's own egress (its proxy from `[container.kiosk] proxy_image`)."""
+    on_backend = backend.egress_factory(config.container.kiosk.proxy_image)
 
-    @asynccontextmanager
-    async def make(
-        *,
-        session_id: str,
-        agent: str,
-        allowed: tuple[str, ...],
-        overrides: dict[str, str],
-        network: SessionNetwork | None = None,
-    ) -> AsyncIterator[Egress]:
-        if not allowed:
-            async with no_egress() as none:
-                yield none
-            return
-        from orchestrator.backends.docker.egress import SessionEgress
-
-        async with SessionEgress(
-            backend,
-            session_id=session_id,
-            agent=agent,
-            allowed_hosts=allowed,
-            resolve_override=overrides,
-            image=kiosk.proxy_image,
-            network=network,
-        ) as egress:
-            yield egress
+    def make(*, allowed: tuple[str, ...], **rest: Any) -> AbstractAsyncContextManager[Egress]:
+        return on_backend(allowed=allowed, **rest) if allowed else no_egress()
 
     return make
 
 
-def people_routes(
-    home: CorralHome, manager: SessionManager, rigs_backend: ContainerBackend | None = None
-) -> ExtraRoutes:
+def people_routes(home: CorralHome, manager: SessionManager) -> ExtraRoutes:
     """The operators' signed API and the console, beside the agents' API. A seat's live
-    view goes through the backend that runs it: a kiosk pod (`pod/...`, Kubernetes)
-    through the SessionManager's, a rig container through `rigs_backend` (Docker)."""
+    view goes through the one backend, the SessionManager's (kiosks and rigs share it)."""
     from orchestrator.gateway.admin_api import admin_routes
     from orchestrator.people.console import console_routes
 
@@ -96,11 +69,7 @@ def people_routes(
         if not isinstance(session, KioskSession | DesktopRig):  # gone, or no screen to show
             await websocket.close(code=1008)
             return
-        container = session.channel.id
-        backend = manager.backend
-        if rigs_backend is not None and not container.startswith("pod/"):
-            backend = rigs_backend
-        stream = await open_vnc(backend, container)
+        stream = await open_vnc(manager.backend, session.channel.id)
         outcome = await bridge_vnc(websocket, stream, on_input)
         manager.audit.record(
             "console_live_view_ended",
@@ -132,32 +101,21 @@ async def run_gateway(
     listen_host = config.gateway.host if host is None else host
     listen_port = config.gateway.port if port is None else port
     async with open_runtime(home) as runtime:
-        from orchestrator.backends.docker.network_reaper import reap_networks
-
-        try:
-            await reap_orphans(runtime.backend)
-            await reap_networks(runtime.backend)
-        except SandboxUnavailable:
-            if runtime.kubernetes is None:
-                raise
-            # On a cluster, a machine without Docker still serves kiosk sessions; only
-            # the rigs (still on Docker) are unavailable.
-        if runtime.kubernetes is not None:  # kiosk sessions as pods (docs/kubernetes.md)
-            await reap_orphans(runtime.kubernetes)
-            await _serve(home, config, runtime, None, ready, listen_host, listen_port)
-            return
+        await reap_orphans(runtime.backend)
+        await runtime.backend.reap_networks()
         async with kiosk_pool_for(runtime.backend, config, runtime.audit) as kiosk_pool:
             await _serve(home, config, runtime, kiosk_pool, ready, listen_host, listen_port)
 
 
 @asynccontextmanager
 async def kiosk_pool_for(
-    backend: DockerBackend, config: CorralConfig, audit: AuditLog
+    backend: ContainerBackend, config: CorralConfig, audit: AuditLog
 ) -> AsyncIterator[KioskPool | None]:
-    """The kiosk warm pool (`[container.kiosk] warm`), or None when it is 0. Each kiosk
-    that joins it is audited (`kiosk_pool_ready`, with how many wait)."""
+    """The kiosk warm pool (`[container.kiosk] warm`), or None when it is 0 or the backend
+    has no pools (Kubernetes). Each kiosk that joins it is audited (`kiosk_pool_ready`,
+    with how many wait)."""
     kiosk = config.container.kiosk
-    if kiosk.warm == 0:
+    if kiosk.warm == 0 or not backend.supports_pools:
         yield None
         return
     from orchestrator.pools.kiosks import KioskPoolSettings, open_kiosk_pool
@@ -174,32 +132,6 @@ async def kiosk_pool_for(
         yield pool
 
 
-def _session_manager(
-    home: CorralHome, config: CorralConfig, runtime: Runtime, kiosk_pool: KioskPool | None
-) -> SessionManager:
-    """The kiosk sessions' manager on the runtime's engine (pods on Kubernetes)."""
-    if runtime.kubernetes is not None:  # kiosk sessions as pods (docs/kubernetes.md)
-        from orchestrator.backends.kubernetes.egress import kube_egress_factory
-
-        manager = SessionManager(
-            home,
-            config,
-            runtime.kubernetes,
-            runtime.audit,
-            kube_egress_factory(runtime.kubernetes, config.container.kiosk.proxy_image),
-        )
-    else:
-        manager = SessionManager(
-            home,
-            config,
-            runtime.backend,
-            runtime.audit,
-            egress_factory(runtime.backend, config),
-            kiosk_pool=kiosk_pool,
-        )
-    return manager
-
-
 async def _serve(
     home: CorralHome,
     config: CorralConfig,
@@ -209,7 +141,10 @@ async def _serve(
     listen_host: str,
     listen_port: int,
 ) -> None:
-    manager = _session_manager(home, config, runtime, kiosk_pool)
+    egress = egress_factory(runtime.backend, config)
+    manager = SessionManager(
+        home, config, runtime.backend, runtime.audit, egress, kiosk_pool=kiosk_pool
+    )
     from orchestrator.codrive.tools import CodriveTools
     from orchestrator.surfaces.rigs import RigManager
 
@@ -218,7 +153,7 @@ async def _serve(
         config,
         runtime.backend,
         runtime.audit,
-        egress_factory(runtime.backend, config),
+        egress,
         oversight=manager.oversight,  # one seats registry over every surface
     )
 
@@ -241,7 +176,7 @@ async def _serve(
                 tg.start_soon,
                 handoff_timeout=float(config.codrive.handoff_timeout_seconds),
             )
-            routes = people_routes(home, manager, runtime.backend)
+            routes = people_routes(home, manager)
 
             async def serve() -> None:
                 try:

@@ -4,8 +4,8 @@ A pool kiosk is a kiosk container exactly as a session's (`sandboxes.isolation.k
 Chromium's seccomp profile, the same image), already through its `start` op at
 `POOL_WIDTH`x`POOL_HEIGHT`: Xvfb, x11vnc, D-Bus, Chromium on about:blank with the proxy
 address every session's kiosk uses (`http://proxy:3128`). It sits on its own session
-network, made ahead with its INPUT drop rule
-(`orchestrator.backends.docker.egress.SessionNetwork`), with
+network, made ahead (`ContainerBackend.prepare_network`: on Docker an internal network
+with its INPUT drop rule, `orchestrator.backends.docker.networks.SessionNetwork`), with
 no proxy on it: until a claim it has no way out at all (the network is `internal`, and
 the rule drops what it sends to the host).
 
@@ -40,17 +40,11 @@ from functools import partial
 
 import anyio
 
-from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.backends.docker.egress import (
-    KIND_PROXY,
-    PROXY_URL,
-    SessionNetwork,
-    new_session_id,
-)
 from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.errors import CorralError
 from orchestrator.pools.ready import ReadyPool, running
 from sandboxes.isolation import kiosk_spec
+from sandboxes.ports import ContainerBackend, PreparedNetwork
 
 logger = logging.getLogger("corral.kiosk_pool")
 POOL_AGENT = "warm-pool"
@@ -75,7 +69,7 @@ class PoolKiosk:
 
     session_id: str
     channel: KioskChannel
-    network: SessionNetwork
+    network: PreparedNetwork
     image_id: str
     chromium_sandbox: bool
     _done: bool = field(default=False)
@@ -109,7 +103,7 @@ class KioskPool(ReadyPool[PoolKiosk]):
 
     def __init__(
         self,
-        backend: DockerBackend,
+        backend: ContainerBackend,
         settings: KioskPoolSettings,
         on_ready: Callable[[int], None] | None = None,
     ) -> None:
@@ -128,7 +122,7 @@ class KioskPool(ReadyPool[PoolKiosk]):
         if self._on_ready is not None:
             self._on_ready(len(self._ready))
 
-    async def release(self, network: SessionNetwork) -> None:
+    async def release(self, network: PreparedNetwork) -> None:
         """Remove a claimed kiosk's network once it has left it (a session without an
         allowlist), in the background: off the session's start, and its address back in
         the engine's pool before the session ends."""
@@ -140,11 +134,8 @@ class KioskPool(ReadyPool[PoolKiosk]):
     async def _create(self) -> PoolKiosk:
         backend = self.backend
         image_id = await backend.image_id(self.settings.image)
-        session_id = new_session_id()
-        network = SessionNetwork(backend, session_id)
-        await network.create(
-            backend.owner.labels(kind=KIND_PROXY, agent=POOL_AGENT, session=session_id)
-        )
+        network = await backend.prepare_network(POOL_AGENT)
+        session_id = network.session_id
         channel: KioskChannel | None = None
         try:
             channel = await KioskChannel.open(
@@ -166,7 +157,7 @@ class KioskPool(ReadyPool[PoolKiosk]):
                 ca_pem=self.settings.ca_pem,
             )
             ready = await channel.request(
-                "start", START_DEADLINE, stage="browser", proxy=PROXY_URL, url=None
+                "start", START_DEADLINE, stage="browser", proxy=network.proxy_url, url=None
             )
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -181,7 +172,7 @@ class KioskPool(ReadyPool[PoolKiosk]):
 
 
 def open_kiosk_pool(
-    backend: DockerBackend,
+    backend: ContainerBackend,
     settings: KioskPoolSettings,
     on_ready: Callable[[int], None] | None = None,
 ) -> contextlib.AbstractAsyncContextManager[KioskPool]:

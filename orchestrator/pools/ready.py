@@ -25,8 +25,8 @@ from typing import Generic, Protocol, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
-from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.errors import CorralError
+from sandboxes.ports import ContainerBackend
 
 logger = logging.getLogger("corral.pool")
 RETRY_SECONDS = 5.0  # after a failed refill (engine down, image missing), or at a claim
@@ -58,7 +58,7 @@ class ReadyPool(Generic[E]):
 
     what = "entry"  # for the log: "could not start a <what>"
 
-    def __init__(self, backend: DockerBackend, image: str, size: int) -> None:
+    def __init__(self, backend: ContainerBackend, image: str, size: int) -> None:
         self.backend = backend
         self.image = image
         self.size = size
@@ -168,7 +168,7 @@ async def running(pool: P) -> AsyncIterator[P]:
 
 
 async def engine_look(
-    backend: DockerBackend, image: str, container_id: str
+    backend: ContainerBackend, image: str, container_id: str
 ) -> tuple[str | None, bool]:
     """A pool's check before it hands a container out: the configured image's id now
     (None: unknown) and whether the container still runs, asked of the engine side by

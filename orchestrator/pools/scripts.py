@@ -36,9 +36,9 @@ from pathlib import Path
 
 import anyio
 
-from orchestrator.backends.docker.backend import DockerBackend, DockerRun
 from orchestrator.errors import CorralError
 from orchestrator.pools.ready import ReadyPool, running
+from sandboxes.ports import ContainerBackend, WaitingContainer
 from sandboxes.script_policy import build_script_spec, warm_signal
 
 logger = logging.getLogger("corral.pool")
@@ -59,7 +59,7 @@ class PoolSettings:
 class WarmContainer:
     """One pool container: `sandboxes.ports.WarmScript` once claimed."""
 
-    run_: DockerRun
+    run_: WaitingContainer
     workspace: str
     session: str
     pool: WarmPool
@@ -78,7 +78,7 @@ class WarmContainer:
         return self.run_.ended()
 
     @contextlib.asynccontextmanager
-    async def run(self, language: str, hard_cap_seconds: int) -> AsyncIterator[DockerRun]:
+    async def run(self, language: str, hard_cap_seconds: int) -> AsyncIterator[WaitingContainer]:
         """Start the script. Left normally (the script's container has exited: the caller
         waited for it), the stopped container is removed in the background, off the
         caller's time; left by an error or a cancellation, it is removed before this
@@ -101,7 +101,7 @@ class WarmContainer:
                 return
             self._done = True
             try:
-                await self.run_._cleanup()
+                await self.run_.remove()
             except CorralError as exc:
                 logger.warning("warm pool: could not remove %s: %s", self.id[:12], exc)
             finally:
@@ -120,7 +120,7 @@ class WarmPool(ReadyPool[WarmContainer]):
 
     what = "script container"
 
-    def __init__(self, backend: DockerBackend, settings: PoolSettings) -> None:
+    def __init__(self, backend: ContainerBackend, settings: PoolSettings) -> None:
         super().__init__(backend, settings.image, settings.size)
         self.settings = settings
 
@@ -141,9 +141,8 @@ class WarmPool(ReadyPool[WarmContainer]):
             tmp_size_mb=self.settings.tmp_size_mb,
             runtime=self.settings.runtime,
         )
-        run = DockerRun(self.backend, spec)
         try:
-            await run.open()
+            run = await self.backend.open_waiting(spec)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(shutil.rmtree, workspace, True)
@@ -152,7 +151,7 @@ class WarmPool(ReadyPool[WarmContainer]):
 
 
 def open_pool(
-    backend: DockerBackend, settings: PoolSettings
+    backend: ContainerBackend, settings: PoolSettings
 ) -> contextlib.AbstractAsyncContextManager[WarmPool]:
     """A pool refilling in the background while the block runs; every idle container is
     removed when it ends (shielded). A claimed container is its claimer's to remove."""

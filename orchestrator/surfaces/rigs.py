@@ -40,11 +40,11 @@ from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.phones import MobileRig
 from orchestrator.surfaces.pipeline import Action, Pipeline
 from orchestrator.surfaces.rig_driver import RIG_DRIVER, rig_list_answer
-from orchestrator.surfaces.start import EgressFactory, Host, navigable_sites
+from orchestrator.surfaces.start import Host, navigable_sites
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.params import validate
-from sandboxes.ports import ContainerBackend
+from sandboxes.ports import ContainerBackend, EgressFactory
 from sandboxes.rig_params import RigCloseParams, VerbUnion
 from sandboxes.visibility import decide
 

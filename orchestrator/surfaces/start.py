@@ -7,8 +7,8 @@ was entered on the stack is closed if a later step fails (`teardown.closed_on_fa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,9 +18,7 @@ from orchestrator.channel import load_seccomp
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from sandboxes.events import CallEvents
 from sandboxes.isolation import kiosk_spec
-from sandboxes.ports import ContainerBackend, ContainerSpec, Egress
-
-EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
+from sandboxes.ports import ContainerBackend, ContainerSpec, Egress, EgressFactory
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,7 @@ OTHER_ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
 
 @pytest.fixture(scope="module")
 def rig_sites(docker_client: docker.DockerClient) -> Iterator[tuple[str, str, str]]:
-    from orchestrator.backends.docker.egress import _ensure_egress_network_sync
+    from orchestrator.backends.docker.networks import _ensure_egress_network_sync
 
     _ensure_egress_network_sync(docker_client)
     certs = Path(tempfile.mkdtemp(prefix="corral-e2e-rig-certs-"))

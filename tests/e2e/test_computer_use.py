@@ -250,7 +250,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def sites(docker_client: docker.DockerClient) -> Iterator[tuple[str, str, str]]:
-    from orchestrator.backends.docker.egress import _ensure_egress_network_sync
+    from orchestrator.backends.docker.networks import _ensure_egress_network_sync
 
     _ensure_egress_network_sync(docker_client)
     certs = Path(tempfile.mkdtemp(prefix="corral-e2e-certs-"))

@@ -27,20 +27,20 @@ import docker.errors
 import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.backends.docker.egress import (
-    EGRESS_NETWORK,
-    KIND_SESSION_NETWORK,
-    PROXY_URL,
-    SessionEgress,
-    _ensure_egress_network_sync,
-    new_session_id,
-)
+from orchestrator.backends.docker.egress import SessionEgress
 from orchestrator.backends.docker.firewall import (
     add_input_drop,
     input_drop_bridges,
     remove_input_drop,
 )
 from orchestrator.backends.docker.network_reaper import reap_networks
+from orchestrator.backends.docker.networks import (
+    EGRESS_NETWORK,
+    KIND_SESSION_NETWORK,
+    PROXY_URL,
+    _ensure_egress_network_sync,
+    new_session_id,
+)
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
 from orchestrator.owner import LABEL_KIND, Owner, read_boot_id
 from tests.images import DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE

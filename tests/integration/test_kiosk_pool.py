@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.backends.docker.egress import _ensure_egress_network_sync
+from orchestrator.backends.docker.networks import _ensure_egress_network_sync
 from orchestrator.config import ComputerUseConfig, ContainerConfig, CorralConfig, KioskConfig
 from orchestrator.gateway.service import egress_factory
 from orchestrator.home import CorralHome

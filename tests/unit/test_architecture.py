@@ -48,10 +48,7 @@ SIZE_EXCEPTIONS: dict[str, str] = {
     "sandboxes/script.py": "issue 21: the script sandbox, not yet split (sandboxes/ duplicates "
     "are being removed first)",
     "sandboxes/k8s_manifests.py::pod_manifest": "issue 21: the engine seam rewrites it",
-    "orchestrator/backends/docker/backend.py": "issue 21: the engine seam splits backends/",
-    "orchestrator/backends/docker/egress.py": "issue 21: the engine seam splits backends/",
     "orchestrator/backends/docker/network_reaper.py::reap_networks": "issue 21: engine seam",
-    "orchestrator/backends/kubernetes/backend.py": "issue 21: the engine seam splits backends/",
     "orchestrator/people/console.py::console_routes": "every console route is a closure over "
     "one login table; issue 21's surface work reshapes people/ (a class per route group)",
     "orchestrator/surfaces/browser/rig.py::BrowserRig._run": "issue 21: one action pipeline",
@@ -157,6 +154,77 @@ def test_the_room_check_catches_a_room_that_reaches_up(tmp_path: Path) -> None:
 
     assert upward_room_imports(tmp_path) == [
         "orchestrator/people/seats.py imports orchestrator.surfaces.kiosk"
+    ]
+
+
+# The engine seam (issue 21): each engine's SDK only inside its backend, and the Docker
+# backend's class and module only inside its own package (everything else holds a
+# `sandboxes.ports.ContainerBackend`). Product code only: tests and bench drive engines.
+SDK_HOMES = {"docker": "orchestrator/backends/docker/", "kr8s": "orchestrator/backends/kubernetes/"}
+DOCKER_BACKEND_MODULE = "orchestrator.backends.docker.backend"
+SEAM_DIRS = (*LAYERS, "rig_images")
+
+
+def _imported_names(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(line, module, names imported from it) of every absolute import in `path`."""
+    found: list[tuple[int, str, tuple[str, ...]]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module, tuple(a.name for a in node.names)))
+    return found
+
+
+def engine_seam_breaches(root: Path = REPO) -> list[str]:
+    problems = []
+    for package in SEAM_DIRS:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            for line, module, names in _imported_names(path):
+                top = module.split(".")[0]
+                if top in SDK_HOMES and not rel.startswith(SDK_HOMES[top]):
+                    problems.append(f"{rel}:{line} imports {top}")
+                if rel.startswith(SDK_HOMES["docker"]):
+                    continue
+                reaches = (
+                    module == DOCKER_BACKEND_MODULE
+                    or (module == "orchestrator.backends.docker" and "backend" in names)
+                    or "DockerBackend" in names
+                )
+                if reaches:
+                    problems.append(f"{rel}:{line} imports the Docker backend")
+    return problems
+
+
+def test_only_each_backend_imports_its_engine_and_nothing_else_the_docker_backend() -> None:
+    assert engine_seam_breaches() == []
+
+
+def test_the_seam_check_catches_an_sdk_or_the_docker_backend_imported_outside(
+    tmp_path: Path,
+) -> None:
+    for folder in ("sandboxes", "orchestrator/pools", "orchestrator/backends/docker", "corral_cli"):
+        (tmp_path / folder).mkdir(parents=True)
+    for package in SEAM_DIRS:
+        (tmp_path / package).mkdir(exist_ok=True)
+    (tmp_path / "corral_cli" / "main.py").write_text("def build() -> None:\n    import docker\n")
+    (tmp_path / "orchestrator" / "pools" / "ready.py").write_text(
+        "from orchestrator.backends.docker.backend import DockerBackend\n"
+        "from orchestrator.backends.docker import backend\n"
+        "import kr8s.asyncio\n"
+        "from sandboxes.ports import ContainerBackend\n"
+    )
+    (tmp_path / "orchestrator" / "backends" / "docker" / "egress.py").write_text(
+        "import docker.errors\nfrom orchestrator.backends.docker.backend import DockerBackend\n"
+    )
+    (tmp_path / "sandboxes" / "ports.py").write_text("from typing import Protocol\n")
+
+    assert engine_seam_breaches(tmp_path) == [
+        "orchestrator/pools/ready.py:1 imports the Docker backend",
+        "orchestrator/pools/ready.py:2 imports the Docker backend",
+        "orchestrator/pools/ready.py:3 imports kr8s",
+        "corral_cli/main.py:2 imports docker",
     ]
 
 

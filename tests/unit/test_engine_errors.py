@@ -12,15 +12,21 @@ import docker.errors
 import pytest
 import requests.exceptions
 
-from orchestrator.backends.docker import backend as docker_backend
-from orchestrator.backends.docker.backend import (
+from orchestrator.backends.docker import sdk as docker_backend
+from orchestrator.backends.docker.sdk import (
     DEFAULT_SOCKET,
     classify_connection_error,
     engine_url,
     map_docker_errors,
 )
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
-from orchestrator.errors import EngineError, SandboxUnavailable, UnavailableCode
+from orchestrator.errors import (
+    EngineConflict,
+    EngineError,
+    EngineNotFound,
+    SandboxUnavailable,
+    UnavailableCode,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -199,6 +205,29 @@ def test_a_missing_image_is_image_missing_naming_the_image_and_the_build_command
 def test_any_other_engine_api_error_is_an_engine_error() -> None:
     with pytest.raises(EngineError, match="conflict"), map_docker_errors(DEFAULT_SOCKET):
         raise docker.errors.APIError("409", explanation="conflict")
+
+
+class _Answer:
+    """What the SDK's errors read the status code from."""
+
+    def __init__(self, status_code: int) -> None:
+        self.status_code = status_code
+        self.reason = "refused"
+        self.url = "http+docker://localhost/x"
+
+
+def test_a_missing_object_is_engine_not_found_and_a_state_refusal_engine_conflict() -> None:
+    gone = docker.errors.NotFound("gone", response=_Answer(404), explanation="no such network")
+    with pytest.raises(EngineNotFound, match="no such network"), map_docker_errors(DEFAULT_SOCKET):
+        raise gone
+    for code in (403, 409):
+        busy = docker.errors.APIError("busy", response=_Answer(code), explanation="in use")
+        with pytest.raises(EngineConflict, match="in use"), map_docker_errors(DEFAULT_SOCKET):
+            raise busy
+    other = docker.errors.APIError("bad", response=_Answer(500), explanation="boom")
+    with pytest.raises(EngineError) as info, map_docker_errors(DEFAULT_SOCKET):
+        raise other
+    assert type(info.value) is EngineError
 
 
 def test_a_connection_failure_is_classified_into_an_unavailable_code(

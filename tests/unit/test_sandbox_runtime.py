@@ -10,7 +10,6 @@ import docker.errors
 import pytest
 import requests
 
-from orchestrator.backends.docker.backend import create_kwargs, map_docker_errors
 from orchestrator.backends.docker.capacity import (
     DOCKER_BUILTIN_POOLS,
     network_capacity,
@@ -18,6 +17,8 @@ from orchestrator.backends.docker.capacity import (
     runsc_registration,
     subnets_of,
 )
+from orchestrator.backends.docker.sdk import map_docker_errors
+from orchestrator.backends.docker.spec import create_kwargs
 from orchestrator.config import parse_config
 from orchestrator.errors import ConfigError, SandboxUnavailable
 from sandboxes.ports import ContainerSpec

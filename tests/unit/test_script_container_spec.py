@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from docker.models.containers import _create_container_args
 
-from orchestrator.backends.docker.backend import API_VERSION, create_kwargs
+from orchestrator.backends.docker.sdk import API_VERSION
+from orchestrator.backends.docker.spec import create_kwargs
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from sandboxes.isolation import kiosk_spec, locked_down
 from sandboxes.ports import BindMount, ContainerSpec

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.sdk import blocking
+from orchestrator.backends.reaper import reap_orphans
+from orchestrator.errors import SandboxUnavailable
+from sandboxes.ports import DoctorRow
 
 # moby's libnetwork/ipamutils defaults (engine 20.10 .. 27): 172.17-31/16 by /16 and
 # 192.168/16 by /20.
@@ -119,8 +123,8 @@ async def doctor_rows(backend: DockerBackend, runtime: str) -> list[tuple[str, b
     """`corral doctor`'s rows: session networks left, and gVisor (failing only when
     `[container.sandbox] runtime = "runsc"` asks for it and the engine lacks it)."""
     client = backend.client
-    info: dict[str, Any] = await backend.call(client.info)
-    networks: list[dict[str, Any]] = await backend.call(client.api.networks)
+    info: dict[str, Any] = await blocking(backend.url, client.info)
+    networks: list[dict[str, Any]] = await blocking(backend.url, client.api.networks)
     capacity = network_capacity(info, subnets_of(networks))
     rows = [
         (
@@ -140,3 +144,21 @@ async def doctor_rows(backend: DockerBackend, runtime: str) -> list[tuple[str, b
         )
         rows.append(("runsc (gVisor)", not needed, f"{detail}; {RUNSC_HINT}"))
     return rows
+
+
+async def engine_rows(backend: DockerBackend, image: str, runtime: str) -> list[DoctorRow]:
+    """Every `corral doctor` row for a Docker engine: the engine, the sandbox image, the
+    capacity rows above, then the orphans reaped. An engine or image that is not there
+    is a failing row naming its fix."""
+    try:
+        await backend.check(image)
+        version: dict[str, Any] = await blocking(backend.url, backend.client.version)
+        rows = [
+            ("docker engine", True, f"{version.get('Version')} at {backend.url}"),
+            ("sandbox image", True, image),
+            *await doctor_rows(backend, runtime),
+        ]
+        reaped = await reap_orphans(backend)
+    except SandboxUnavailable as exc:
+        return [(f"sandbox ({exc.code.value})", False, f"{exc.reason}. Fix: {exc.fix}")]
+    return [*rows, ("orphans", True, f"{len(reaped)} removed")]

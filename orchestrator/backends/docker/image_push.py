@@ -14,7 +14,7 @@ from typing import Any
 
 import docker
 
-from orchestrator.backends.docker.backend import API_VERSION, engine_url, map_docker_errors
+from orchestrator.backends.docker.sdk import connect, engine_url, image_or_none, map_docker_errors
 from orchestrator.errors import ImageBuildError
 
 # host[:port][/path]: what `docker push` accepts before the repository name.
@@ -79,12 +79,11 @@ def push(
 ) -> None:
     """Tag and push each step; ImageBuildError naming the image on the first failure."""
     for step in steps:
-        try:
-            image = client.images.get(step.local)
-        except docker.errors.ImageNotFound as exc:
+        image = image_or_none(client, step.local)
+        if image is None:
             raise ImageBuildError(
                 f"{step.local} is not on this engine: run `corral images build` first"
-            ) from exc
+            )
         image.tag(step.repository, tag=step.tag)
         say(f"pushing {step.remote}")
         lines: Iterable[dict[str, Any]] = client.images.push(
@@ -100,5 +99,9 @@ def push_to_registry(
 ) -> None:
     """Push `steps` through the engine at `docker_host` (engine errors mapped here)."""
     url = engine_url(docker_host)
-    with map_docker_errors(url):
-        push(docker.DockerClient(base_url=url, version=API_VERSION), steps, say)
+    client = connect(url)
+    try:
+        with map_docker_errors(url):
+            push(client, steps, say)
+    finally:
+        client.close()

@@ -25,8 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import docker.errors
 
+from orchestrator.backends.docker.sdk import (
+    connect,
+    engine_url,
+    image_or_none,
+    map_docker_errors,
+    remove_unnamed_image,
+)
+from orchestrator.config import ContainerConfig
 from orchestrator.errors import ImageBuildError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -49,13 +56,6 @@ class BuildOutcome:
 
 def recipe_digest(dockerfile_text: str, base_image_id: str) -> str:
     return hashlib.sha256(f"{base_image_id}\n{dockerfile_text}".encode()).hexdigest()[:32]
-
-
-def _image(client: docker.DockerClient, name: str) -> Any:
-    try:
-        return client.images.get(name)
-    except docker.errors.ImageNotFound:
-        return None
 
 
 def debootstrap_base(client: docker.DockerClient, tag: str, say: Say, mirror: str) -> None:
@@ -181,16 +181,16 @@ def ensure_base(
     client: docker.DockerClient, base_image: str, say: Say, *, pull_base: bool, mirror: str
 ) -> tuple[str, Any, bool]:
     """The base image (name, object, whether it was built now), made locally if absent."""
-    base = _image(client, base_image)
+    base = image_or_none(client, base_image)
     if base is None and pull_base:
         say(f"pulling {PULL_BASE} (explicit --pull-base)")
         client.images.pull(PULL_BASE)
         base_image = PULL_BASE
-        base = _image(client, base_image)
+        base = image_or_none(client, base_image)
     built = False
     if base is None:
         debootstrap_base(client, base_image, say, mirror)
-        base = _image(client, base_image)
+        base = image_or_none(client, base_image)
         built = True
     if base is None:
         raise ImageBuildError(f"base image {base_image} is still missing after building it")
@@ -213,7 +213,7 @@ def build_recipe(
         "\n".join(f"{name}:{hashlib.sha256(data).hexdigest()}" for name, data in files.items()),
         base_id,
     )
-    current = _image(client, image)
+    current = image_or_none(client, image)
     if current is not None and not rebuild and current.labels.get(RECIPE_LABEL) == digest:
         say(f"{image} is up to date")
         return False
@@ -243,14 +243,10 @@ def drop_replaced(client: docker.DockerClient, image: str, old_id: str, say: Say
     """Remove the image a rebuild of `image` replaced, once nothing refers to it: each
     rebuild would otherwise leave a dangling image of a gigabyte behind. Only an image left
     with no name is removed, never forced (the engine refuses while a container uses it)."""
-    new = _image(client, image)
+    new = image_or_none(client, image)
     if new is None or new.id == old_id:
         return
-    try:
-        if client.images.get(old_id).tags:  # another name still uses it: keep it
-            return
-        client.images.remove(old_id)
-    except docker.errors.APIError:  # gone already, or a container still uses it
+    if not remove_unnamed_image(client, old_id):  # named, gone, or still in use
         return
     say(f"removed the image {image} replaced ({old_id.removeprefix('sha256:')[:12]})")
 
@@ -283,3 +279,54 @@ def build_sandbox(
 
 def rig_dockerfile(name: str) -> Path:
     return REPO_ROOT / "rig_images" / name / "Dockerfile"
+
+
+RIG_IMAGES = ("kiosk", "proxy", "browser", "desktop")
+
+
+def build_all(
+    container: ContainerConfig,
+    say: Say,
+    *,
+    rebuild: bool = False,
+    pull_base: bool = False,
+    mirror: str = DEFAULT_MIRROR,
+    docker_host: str | None = None,
+) -> BuildOutcome:
+    """`corral images build`: the sandbox image, then each rig image whose recipe is in
+    this checkout, on the engine `docker_host` (as the CLI resolved it) or `[container]
+    docker_host` names (errors mapped)."""
+    url = engine_url(docker_host or container.docker_host)
+    client = connect(url)
+    try:
+        with map_docker_errors(url):
+            outcome = build_sandbox(
+                client,
+                image=container.sandbox.image,
+                base_image=container.sandbox.base_image,
+                say=say,
+                rebuild=rebuild,
+                pull_base=pull_base,
+                mirror=mirror,
+            )
+            base = client.images.get(container.sandbox.base_image)
+            tags = {
+                "kiosk": container.kiosk.image,
+                "proxy": container.kiosk.proxy_image,
+                "browser": container.rigs.browser_image,
+                "desktop": container.rigs.desktop_image,
+            }
+            for rig in RIG_IMAGES:
+                if rig_dockerfile(rig).exists():
+                    build_recipe(
+                        client,
+                        image=tags[rig],
+                        dockerfile=rig_dockerfile(rig),
+                        base_image=container.sandbox.base_image,
+                        base_id=base.id or "",
+                        say=say,
+                        rebuild=rebuild,
+                    )
+    finally:
+        client.close()
+    return outcome

@@ -14,18 +14,18 @@ import socket
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-import docker.errors
-
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.backends.docker.egress import (
+from orchestrator.backends.docker.firewall import input_drop_bridges, remove_input_drop
+from orchestrator.backends.docker.networks import (
     BRIDGE_NAME_OPTION,
     KIND_SESSION_NETWORK,
     SESSION_NETWORK_PREFIX,
 )
-from orchestrator.backends.docker.firewall import input_drop_bridges, remove_input_drop
-from orchestrator.errors import EgressError, EngineError
+from orchestrator.backends.docker.sdk import blocking
+from orchestrator.errors import EgressError, EngineError, EngineNotFound
 from orchestrator.owner import (
     LABEL_KIND,
     LABEL_MANAGED,
@@ -108,10 +108,7 @@ async def reap_networks(
         rule_bridges &= set(sweep_rules)
     wanted = dict(label_filters or {})
 
-    def list_networks() -> list[dict[str, Any]]:
-        return list(client.api.networks())
-
-    networks: list[dict[str, Any]] = await backend.call(list_networks)
+    networks: list[dict[str, Any]] = list(await blocking(backend.url, client.api.networks))
     removed: list[str] = []
     now = time.time()
     live_bridges: set[str] = set()
@@ -129,7 +126,7 @@ async def reap_networks(
                 live_bridges.add(str(bridge))
             continue
         try:
-            info = await backend.call(client.api.inspect_network, summary["Id"])
+            info = await blocking(backend.url, partial(client.api.inspect_network, summary["Id"]))
         except EngineError:
             continue
         if not network_is_orphan(
@@ -145,12 +142,9 @@ async def reap_networks(
                 live_bridges.add(str(bridge))
             continue
 
-        def remove(network_id: str = str(summary["Id"])) -> None:
-            with contextlib.suppress(docker.errors.NotFound):
-                client.api.remove_network(network_id)
-
         try:
-            await backend.call(remove)
+            with contextlib.suppress(EngineNotFound):
+                await blocking(backend.url, partial(client.api.remove_network, str(summary["Id"])))
         except EngineError as exc:  # e.g. a container got attached meanwhile
             logger.warning("could not remove orphaned network %s: %s", name, exc)
             if bridge:

@@ -67,17 +67,17 @@ class OwnerWatchdog:
 
 def sweep(instance_id: str, url: str) -> int:
     """Force-remove every container of `instance_id`; return how many were removed."""
-    import docker
-    import docker.errors
+    from orchestrator.backends.docker.sdk import connect, map_docker_errors
+    from orchestrator.errors import EngineError
 
-    client = docker.DockerClient(base_url=url, version="1.41")
+    client = connect(url)
     removed = 0
     try:
         labels = [f"{LABEL_MANAGED}=true", f"{LABEL_INSTANCE}={instance_id}"]
-        for container in client.containers.list(
-            ignore_removed=True, all=True, filters={"label": labels}
-        ):
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        with map_docker_errors(url):
+            found = client.containers.list(ignore_removed=True, all=True, filters={"label": labels})
+        for container in found:
+            with contextlib.suppress(EngineError), map_docker_errors(url):  # gone, or going
                 container.remove(force=True, v=True)
                 removed += 1
     finally:

@@ -13,46 +13,49 @@ it does containers on Docker. Errors are translated in `k8s_stream.map_kube_erro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import uuid
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import anyio
 import kr8s
 import kr8s.asyncio
 
+from orchestrator.backends.kubernetes.pods import KubeExec, KubeRun
 from orchestrator.backends.kubernetes.stream import (
-    ChannelStream,
     ClusterTarget,
-    exit_code_of,
     map_kube_errors,
-    status_code,
 )
-from orchestrator.errors import EngineError, SandboxUnavailable, UnavailableCode
-from orchestrator.owner import LABEL_KIND, LABEL_MANAGED, LABEL_SESSION, Owner
+from orchestrator.errors import (
+    EngineConflict,
+    EngineNotFound,
+    NotSupported,
+    SandboxUnavailable,
+    UnavailableCode,
+)
+from orchestrator.owner import LABEL_KIND, LABEL_MANAGED, Owner
 from sandboxes.k8s_manifests import (
-    CONTAINER,
     PullPolicy,
-    configmap_manifest,
     deny_all_policy,
-    object_name,
-    pod_manifest,
 )
-from sandboxes.ports import ContainerSpec, ExitInfo, ManagedContainer
+from sandboxes.ports import (
+    ContainerSpec,
+    DoctorRow,
+    EgressFactory,
+    ManagedContainer,
+    PreparedNetwork,
+    WaitingContainer,
+)
 
 PLURALS = {"pod": "pods", "configmap": "configmaps", "networkpolicy": "networkpolicies"}
 GROUPS = {"networkpolicies": "networking.k8s.io/v1"}
-IMAGE_ERRORS = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}
-START_TIMEOUT = 120.0  # scheduling + pulling; then the run is refused
 GONE_TIMEOUT = 30.0
-KILLED = 137
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +100,11 @@ def _server_of(kubeconfig: str, context: str | None) -> str:
 
 
 class KubernetesBackend:
-    """One API connection (kr8s) shared by every call of this process."""
+    """One API connection (kr8s) shared by every call of this process:
+    `sandboxes.ports.ContainerBackend` on a cluster. No warm pools (yet): every script
+    runs as a fresh pod, every kiosk starts with its session."""
+
+    supports_pools = False
 
     def __init__(self, owner: Owner, settings: KubeSettings) -> None:
         self.owner = owner
@@ -177,35 +184,37 @@ class KubernetesBackend:
             if exc.code is not UnavailableCode.PERMISSION_DENIED:
                 raise
             await self.request("GET", "pods", limit="1")
-        except EngineError as exc:
-            if isinstance(exc.__cause__, kr8s.ServerError) and status_code(exc.__cause__) == 404:
-                raise SandboxUnavailable(
-                    UnavailableCode.INVALID_CONFIG,
-                    f"the namespace {self.settings.namespace} does not exist on "
-                    f"{self.target.describe()}",
-                    f"kubectl create namespace {self.settings.namespace}",
-                ) from exc
-            raise
+        except EngineNotFound as exc:
+            raise SandboxUnavailable(
+                UnavailableCode.INVALID_CONFIG,
+                f"the namespace {self.settings.namespace} does not exist on "
+                f"{self.target.describe()}",
+                f"kubectl create namespace {self.settings.namespace}",
+            ) from exc
         await self.ensure_policy()
 
     async def ensure_policy(self) -> None:
         """The namespace's deny-all NetworkPolicy for pods without a network (once)."""
         if self._policy_ready:
             return
-        try:
+        with contextlib.suppress(EngineConflict):  # made already (by us, or another process)
             await self.request(
                 "POST", "networkpolicies", body=deny_all_policy(self.settings.namespace)
             )
-        except EngineError as exc:
-            if status_code(exc.__cause__ or exc) != 409:
-                raise
         self._policy_ready = True
 
     def start(self, spec: ContainerSpec) -> KubeRun:
         return KubeRun(self, spec, gate=True)
 
     async def open_attached(self, spec: ContainerSpec) -> KubeRun:
-        """A long-lived pod attached on stdin/stdout (a kiosk's or proxy's channel)."""
+        """A long-lived pod attached on stdin/stdout (a kiosk's or proxy's channel). Rigs
+        (browser, desktop) have no pod recipe yet: refused before anything is made."""
+        kind = spec.labels.get(LABEL_KIND, "")
+        if kind.startswith("rig-"):
+            raise NotSupported(
+                f"not supported on Kubernetes: {kind.removeprefix('rig-')} rigs (yet); "
+                'they run with [backend] kind = "docker"'
+            )
         run = KubeRun(self, spec, gate=False)
         await run.open()
         return run
@@ -249,26 +258,54 @@ class KubernetesBackend:
         grace = 1 if plural == "pods" else 0
         try:
             await self.request("DELETE", plural, name, gracePeriodSeconds=grace)
-        except EngineError as exc:
-            if status_code(exc.__cause__ or exc) == 404:
-                return
-            raise
+        except EngineNotFound:
+            return
         with anyio.move_on_after(GONE_TIMEOUT):
             async with aclosing(self.watch(plural, name)) as events:
                 async for event in events:
                     if event["type"] == "DELETED":
                         return
 
+    async def is_running(self, container_id: str) -> bool:
+        """Whether the pod exists and its phase is Running."""
+        try:
+            pod = await self.request("GET", "pods", container_id.removeprefix("pod/"))
+        except EngineNotFound:
+            return False
+        return (pod.get("status") or {}).get("phase") == "Running"
+
+    async def image_id(self, image: str) -> str:
+        raise _no_pools("image ids (the nodes pull images by name)")
+
+    async def open_waiting(self, spec: ContainerSpec) -> WaitingContainer:
+        raise _no_pools("a warm script pod")
+
+    async def prepare_network(self, agent: str) -> PreparedNetwork:
+        raise _no_pools("a kiosk warm pool (its networks made ahead)")
+
+    def egress_factory(self, proxy_image: str) -> EgressFactory:
+        from orchestrator.backends.kubernetes.egress import kube_egress_factory
+
+        return kube_egress_factory(self, proxy_image)
+
+    async def reap_networks(self) -> list[str]:
+        """Nothing to do: a session's NetworkPolicies are labelled like its pods, and
+        `reap_orphans` removes them with the pods (`list_managed` lists them)."""
+        return []
+
+    async def doctor_rows(self, image: str, runtime: str) -> list[DoctorRow]:
+        from orchestrator.backends.kubernetes.doctor import kubernetes_rows
+
+        return await kubernetes_rows(self, image)
+
     async def watch(self, plural: str, name: str) -> AsyncGenerator[dict[str, Any]]:
         """Events on one object, from now: a GET (404: one synthetic DELETED), then the
         watch from its resourceVersion."""
         try:
             current = await self.request("GET", plural, name)
-        except EngineError as exc:
-            if status_code(exc.__cause__ or exc) == 404:
-                yield {"type": "DELETED", "object": {}}
-                return
-            raise
+        except EngineNotFound:
+            yield {"type": "DELETED", "object": {}}
+            return
         yield {"type": "MODIFIED", "object": current}
         api = await self.api()
         params = {
@@ -299,191 +336,8 @@ class KubernetesBackend:
             await session.aclose()
 
 
-def _container_state(pod: Mapping[str, Any]) -> dict[str, Any]:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    mine: dict[str, Any] = next((s for s in statuses if s.get("name") == CONTAINER), {})
-    return dict(mine.get("state") or {})
-
-
-class KubeRun:
-    """A pod run: `async with backend.start(spec)` (gated) or `open_attached` (not).
-    Leaving, or `close`, deletes the pod and its ConfigMap, shielded."""
-
-    def __init__(self, backend: KubernetesBackend, spec: ContainerSpec, *, gate: bool) -> None:
-        self._backend = backend
-        self._spec = spec
-        self._gate = gate
-        suffix = uuid.uuid4().hex[:8]
-        session = spec.labels.get(LABEL_SESSION, "x")[:20]
-        self.name = object_name(spec.labels.get(LABEL_KIND, "run"), session, suffix)
-        self.id = f"pod/{self.name}"
-        self._configmap: str | None = None
-        self._stream: ChannelStream | None = None
-
-    async def __aenter__(self) -> KubeRun:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def open(self) -> None:
-        backend, spec = self._backend, self._spec
-        try:
-            await backend.ensure_policy()
-            if spec.mounts:
-                files = await anyio.to_thread.run_sync(_read_dir, spec.mounts[0].source)
-                self._configmap = self.name
-                await backend.request(
-                    "POST",
-                    "configmaps",
-                    body=configmap_manifest(
-                        name=self.name,
-                        namespace=backend.settings.namespace,
-                        labels=spec.labels,
-                        files=files,
-                    ),
-                )
-            manifest = pod_manifest(
-                spec,
-                name=self.name,
-                namespace=backend.settings.namespace,
-                pull_policy=backend.settings.pull_policy,
-                image=backend.cluster_image(spec.image),
-                workspace_configmap=self._configmap,
-                gate=self._gate,
-                seccomp_localhost=(
-                    backend.settings.seccomp_localhost
-                    if any(o.startswith("seccomp=") for o in spec.security_opt)
-                    else None
-                ),
-            )
-            await backend.request("POST", "pods", body=manifest)
-            await self._until_running()
-            params = {"container": CONTAINER, "stdin": "true", "stdout": "true", "stderr": "true"}
-            self._stream = ChannelStream(backend.target, self.name, "attach", params)
-            await self._stream.open(await backend.api())
-            if self._gate:
-                await self._stream.send(b"go\n")
-                await self._stream.close_stdin()
-        except BaseException:
-            await self.close()
-            raise
-
-    async def _until_running(self) -> None:
-        image = self._backend.cluster_image(self._spec.image)
-        with anyio.move_on_after(START_TIMEOUT):
-            async with aclosing(self._backend.watch("pods", self.name)) as events:
-                async for event in events:
-                    if event["type"] == "DELETED":
-                        raise EngineError(f"the pod {self.name} was deleted before it ran")
-                    state = _container_state(event["object"])
-                    reason = (state.get("waiting") or {}).get("reason")
-                    if reason in IMAGE_ERRORS:
-                        raise SandboxUnavailable(
-                            UnavailableCode.IMAGE_MISSING,
-                            f"the cluster cannot pull {image} ({reason}) in namespace "
-                            f"{self._backend.settings.namespace}",
-                            "corral images push REGISTRY, then set [backend] image names",
-                        )
-                    if "running" in state or "terminated" in state:
-                        return
-        raise EngineError(f"the pod {self.name} did not start within {START_TIMEOUT:.0f} s")
-
-    async def output(self) -> AsyncIterator[bytes]:
-        stream = self._stream
-        if stream is None:
-            return
-        while (frame := await stream.next_frame()) is not None:
-            yield frame[1]
-
-    async def send(self, data: bytes) -> None:
-        if self._stream is None:
-            raise OSError("the pod's stream is closed")
-        await self._stream.send(data)
-
-    async def receive(self) -> bytes | None:
-        return None if self._stream is None else await self._stream.receive_stdout()
-
-    async def wait(self) -> ExitInfo:
-        """The container's exit from the pod's status; a deleted pod was killed (137). A
-        watch the server ends (they time out) is started again from a fresh GET."""
-        while True:
-            async with aclosing(self._backend.watch("pods", self.name)) as events:
-                async for event in events:
-                    if event["type"] == "DELETED":
-                        return ExitInfo(exit_code=KILLED, oom_killed=False)
-                    pod = event["object"]
-                    terminated = _container_state(pod).get("terminated")
-                    if terminated is not None:
-                        return ExitInfo(
-                            exit_code=int(terminated.get("exitCode", -1)),
-                            oom_killed=terminated.get("reason") == "OOMKilled",
-                        )
-                    if (pod.get("status") or {}).get("reason") == "DeadlineExceeded":
-                        return ExitInfo(exit_code=KILLED, oom_killed=False)
-
-    async def kill(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self._backend.remove(self.id)
-
-    async def close(self) -> None:
-        try:
-            stream, self._stream = self._stream, None
-            if stream is not None:
-                await stream.close()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._backend.remove(self.id)
-                if self._configmap is not None:
-                    await self._backend.remove(f"configmap/{self._configmap}")
-                    self._configmap = None
-
-
-class KubeExec:
-    """A process in a running pod over the exec WebSocket (`ExecStream`)."""
-
-    def __init__(self, backend: KubernetesBackend, pod: str, argv: Sequence[str]) -> None:
-        params = {
-            "container": CONTAINER,
-            "command": list(argv),
-            "stdin": "true",
-            "stdout": "true",
-            "stderr": "true",
-        }
-        self._stream = ChannelStream(backend.target, pod, "exec", params)
-        self._backend = backend
-        self.id = f"exec-{uuid.uuid4().hex[:12]}"
-
-    async def open(self) -> None:
-        await self._stream.open(await self._backend.api())
-
-    async def send(self, data: bytes) -> None:
-        await self._stream.send(data)
-
-    async def receive(self) -> bytes | None:
-        return await self._stream.receive_stdout()
-
-    @property
-    def exit_code(self) -> int | None:
-        return None if self._stream.status is None else _exit(self._stream.status)
-
-    async def close(self) -> None:
-        await self._stream.close_stdin()
-        await self._stream.close()
-
-
-def _exit(status: Mapping[str, Any]) -> int | None:
-    return exit_code_of(status)
-
-
-def _read_dir(path: str) -> dict[str, str]:
-    """A script workspace's files (flat, UTF-8 text), for its ConfigMap."""
-    return {
-        p.name: p.read_text(encoding="utf-8") for p in sorted(Path(path).iterdir()) if p.is_file()
-    }
+def _no_pools(what: str) -> NotSupported:
+    return NotSupported(
+        f"not supported on Kubernetes: {what}; set [container.sandbox] warm = 0 and "
+        '[container.kiosk] warm = 0, or use [backend] kind = "docker"'
+    )

@@ -18,27 +18,26 @@ proxy pod unselected (an unselected pod would be unrestricted).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
-from types import TracebackType
+from collections.abc import Mapping, Sequence
+from functools import partial
 
 import anyio
 
-from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeRun
+from orchestrator.backends.kubernetes.backend import KubernetesBackend
+from orchestrator.backends.kubernetes.pods import KubeRun
+from orchestrator.backends.pinned import PinnedEgress
+from orchestrator.backends.scoped import egress_factory_of
 from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
-from orchestrator.errors import EgressError
+from orchestrator.errors import EgressError, NotSupported
 from sandboxes.isolation import PROXY_PORT, proxy_spec
 from sandboxes.k8s_manifests import kiosk_policy, proxy_policy
-from sandboxes.ports import Egress
+from sandboxes.ports import EgressFactory, PreparedNetwork
 
-EgressFactory = Callable[..., AbstractAsyncContextManager[Egress]]
-
-CONTROL_DEADLINE = 10.0
 SESSION_NETWORK = "session"  # a pod label value (`corral.network`), not a Docker network
 
 
-class KubeEgress:
+class KubeEgress(PinnedEgress):
     """`async with KubeEgress(backend, ...) as egress:` (the `Egress` protocol)."""
 
     def __init__(
@@ -50,21 +49,15 @@ class KubeEgress:
         allowed_hosts: Sequence[str],
         resolve_override: Mapping[str, str] | None = None,
         image: str = DEFAULT_PROXY_IMAGE,
+        network: PreparedNetwork | None = None,
     ) -> None:
+        if network is not None:  # only a warm pool makes networks ahead: none here
+            raise NotSupported("not supported on Kubernetes: a session network made ahead")
+        super().__init__(session_id, agent, allowed_hosts, resolve_override, image)
         self._backend = backend
-        self.session_id = session_id
-        self.agent = agent
-        self._allowed = list(allowed_hosts)
-        self._override = dict(resolve_override or {})
-        self.image = image
-        self.pins: dict[str, tuple[str, ...]] = {}
-        self.left_out: dict[str, str] = {}
-        self.network_name: str | None = None
-        self.proxy_url: str | None = None
         self.policies: list[str] = []  # NetworkPolicy names, oldest first
         self._generation = 0
         self._proxy: KubeRun | None = None
-        self._control: KioskChannel | None = None
 
     @property
     def dns_servers(self) -> list[str]:
@@ -73,27 +66,18 @@ class KubeEgress:
     def _labels(self, kind: str) -> dict[str, str]:
         return self._backend.labels(kind=kind, agent=self.agent, session=self.session_id)
 
-    async def __aenter__(self) -> KubeEgress:
+    async def open(self) -> None:
         try:
             await self._enter()
         except BaseException:
             await self._cleanup()
             raise
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def end(self, ok: bool) -> None:
         await self._cleanup()
 
     async def _enter(self) -> None:
-        from orchestrator.backends.docker.egress import resolve_pins
-
-        self.pins, self.left_out = await resolve_pins(self._allowed, self._override)
-        if not self.pins:
+        if not await self._pin():
             return  # the kiosk pod gets no network: the namespace's deny-all policy
         backend, namespace = self._backend, self._backend.settings.namespace
         name = f"corral-kiosk-{self.session_id}-net"
@@ -142,15 +126,9 @@ class KubeEgress:
         )
         self.policies.append(name)
 
-    async def restrict(self, hosts: Sequence[str]) -> None:
-        """Keep only `hosts` of the pinned ones (never adds one): the proxy drops the
-        others' pins and tunnels, and its policy narrows to the kept addresses."""
-        if self._control is None:
-            self.pins = {h: a for h, a in self.pins.items() if h in hosts}
-            return
-        answer = await self._control.request("restrict", CONTROL_DEADLINE, hosts=list(hosts))
-        kept = {str(h) for h in answer.get("hosts", [])}
-        self.pins = {h: a for h, a in self.pins.items() if h in kept}
+    async def _narrowed(self) -> None:
+        """The proxy's policy narrows to the kept addresses: the narrower one is created
+        before the wider ones are deleted."""
         wider = [p for p in self.policies if p.startswith(f"corral-proxy-{self.session_id}-")]
         await self._add_proxy_policy(self.pins)
         for name in wider:
@@ -171,20 +149,6 @@ class KubeEgress:
 
 
 def kube_egress_factory(backend: KubernetesBackend, proxy_image: str) -> EgressFactory:
-    """The SessionManager's egress factory on a cluster (an empty allowlist: no objects)."""
-
-    @contextlib.asynccontextmanager
-    async def make(
-        *, session_id: str, agent: str, allowed: tuple[str, ...], overrides: dict[str, str]
-    ) -> AsyncIterator[Egress]:
-        async with KubeEgress(
-            backend,
-            session_id=session_id,
-            agent=agent,
-            allowed_hosts=allowed,
-            resolve_override=overrides,
-            image=proxy_image,
-        ) as egress:
-            yield egress
-
-    return make
+    """Sessions' ways out on a cluster: a `KubeEgress` each (an empty allowlist: no
+    objects)."""
+    return egress_factory_of(partial(KubeEgress, backend, image=proxy_image))

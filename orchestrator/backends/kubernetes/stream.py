@@ -23,7 +23,14 @@ import httpx_ws
 import kr8s
 from wsproto.utilities import LocalProtocolError
 
-from orchestrator.errors import CorralError, EngineError, SandboxUnavailable, UnavailableCode
+from orchestrator.errors import (
+    CorralError,
+    EngineConflict,
+    EngineError,
+    EngineNotFound,
+    SandboxUnavailable,
+    UnavailableCode,
+)
 
 logger = logging.getLogger("corral.kubernetes")
 
@@ -84,7 +91,12 @@ def map_kube_errors(target: ClusterTarget, image: str | None = None) -> Iterator
                 "grant the kubeconfig's user pods, pods/attach, pods/exec, configmaps and "
                 "networkpolicies in that namespace (docs/kubernetes.md)",
             ) from exc
-        raise EngineError(f"Kubernetes API error ({code}): {_status_message(exc)}") from exc
+        message = f"Kubernetes API error ({code}): {_status_message(exc)}"
+        if code == 404:
+            raise EngineNotFound(message) from exc
+        if code == 409:
+            raise EngineConflict(message) from exc
+        raise EngineError(message) from exc
     except (httpx.TransportError, kr8s.APITimeoutError, OSError) as exc:
         raise SandboxUnavailable(
             UnavailableCode.DAEMON_UNREACHABLE,

@@ -30,7 +30,6 @@ from orchestrator.surfaces.pipeline import Action, Pipeline
 from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.start import (
-    EgressFactory,
     Host,
     navigable_sites,
     no_egress,
@@ -39,7 +38,7 @@ from sandboxes.approval_rules import describe_rules
 from sandboxes.catalogue import BY_NAME, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.params import SessionStartParams, SessionStopParams, validate
-from sandboxes.ports import ContainerBackend
+from sandboxes.ports import ContainerBackend, EgressFactory
 from sandboxes.session_rules import COUNTED
 from sandboxes.visibility import AgentView, decide
 

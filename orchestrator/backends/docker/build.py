@@ -1,0 +1,19 @@
+"""Building the Docker backend, as the rest of corral sees it: a `ContainerBackend`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.sdk import engine_url
+from orchestrator.config import DockerBackendConfig
+from orchestrator.owner import Owner
+from sandboxes.ports import ContainerBackend
+
+
+def docker_backend(
+    owner: Owner, chosen: DockerBackendConfig, environ: Mapping[str, str]
+) -> ContainerBackend:
+    """The engine `chosen` names (its `docker_host`, else DOCKER_HOST as the CLI read it,
+    else the local socket); no engine call until the first use."""
+    return DockerBackend(owner, engine_url(chosen.docker_host, environ))

@@ -1,0 +1,173 @@
+"""The Docker SDK's edge: where its errors become ours, and where its blocking calls run.
+
+Docker and requests exceptions are translated into `orchestrator.errors` here and
+nowhere else (`map_docker_errors`, most specific first); a module of this package that
+must tell one failure from another catches our types (`EngineNotFound`,
+`EngineConflict`), never `docker.errors`. Every blocking SDK call of the backend runs in
+a worker thread through `blocking`, so the event loop never waits on the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import anyio
+import docker
+import docker.errors
+import requests.exceptions
+
+from orchestrator.errors import (
+    EngineConflict,
+    EngineError,
+    EngineNotFound,
+    SandboxUnavailable,
+    UnavailableCode,
+)
+
+T = TypeVar("T")
+
+API_VERSION = "1.41"  # Docker 20.10, the oldest engine corral supports
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+
+FIX_START_ENGINE = "start the Docker engine (`make run` does it, or `sudo dockerd &`)"
+FIX_INSTALL_ENGINE = "install Docker (`make run` installs Debian's docker.io) and start it"
+
+
+def engine_url(docker_host: str | None, environ: Mapping[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    return docker_host or env.get("DOCKER_HOST") or DEFAULT_SOCKET
+
+
+def connect(url: str) -> docker.DockerClient:
+    """A client of the engine at `url` (no engine call), its errors mapped."""
+    with map_docker_errors(url):
+        return docker.DockerClient(base_url=url, version=API_VERSION)
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, its causes/contexts, and exceptions wrapped as a first argument."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        for nxt in (current.__cause__, current.__context__):
+            if nxt is not None:
+                pending.append(nxt)
+        if current.args and isinstance(current.args[0], BaseException):
+            pending.append(current.args[0])
+
+
+def classify_connection_error(exc: BaseException, url: str) -> SandboxUnavailable:
+    """Turn a failure to reach the engine into one of the closed codes (pure but for `which`)."""
+    text = " ".join(str(e) for e in _chain(exc))
+    if "Permission denied" in text or any(isinstance(e, PermissionError) for e in _chain(exc)):
+        return SandboxUnavailable(
+            UnavailableCode.PERMISSION_DENIED,
+            f"no permission to use the Docker engine at {url}",
+            "run corral as a user in the 'docker' group, or as root",
+        )
+    if (
+        url.startswith("unix://")
+        and shutil.which("dockerd") is None
+        and not os.path.exists(url.removeprefix("unix://"))
+    ):
+        return SandboxUnavailable(
+            UnavailableCode.DOCKER_NOT_INSTALLED,
+            "no Docker engine is installed on this machine",
+            FIX_INSTALL_ENGINE,
+        )
+    return SandboxUnavailable(
+        UnavailableCode.DAEMON_UNREACHABLE,
+        f"the Docker engine at {url} does not answer",
+        FIX_START_ENGINE,
+    )
+
+
+def probe_unix_socket(url: str) -> None:
+    """Connect to a unix engine socket ourselves and close it.
+
+    The SDK leaks its socket when a unix connect fails, so a dead engine is
+    detected here first; a TCP engine is left to the SDK.
+    """
+    if not url.startswith("unix://"):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(5)
+        probe.connect(url.removeprefix("unix://"))
+    except OSError as exc:
+        raise classify_connection_error(exc, url) from exc
+    finally:
+        probe.close()
+
+
+@contextlib.contextmanager
+def map_docker_errors(url: str, image: str | None = None) -> Iterator[None]:
+    """Translate SDK/requests errors, most specific first."""
+    try:
+        yield
+    except docker.errors.ImageNotFound as exc:
+        raise SandboxUnavailable(
+            UnavailableCode.IMAGE_MISSING,
+            f"the image {image or '?'} is not present on the engine at {url}",
+            "corral images build",
+        ) from exc
+    except docker.errors.NotFound as exc:
+        raise EngineNotFound(f"Docker engine error: {exc.explanation or exc}") from exc
+    except (requests.exceptions.ConnectionError, FileNotFoundError, ConnectionError) as exc:
+        raise classify_connection_error(exc, url) from exc
+    except docker.errors.APIError as exc:
+        explanation = str(exc.explanation or exc)
+        if "unknown or invalid runtime name" in explanation:
+            raise SandboxUnavailable(
+                UnavailableCode.ENGINE_ERROR,
+                f"the engine at {url} has no such container runtime ({explanation})",
+                "register it with the engine (scripts/dockerd.json has runsc; see "
+                'docs/security.md) or set [container.sandbox] runtime = "runc"',
+            ) from exc
+        if exc.status_code in (403, 409):  # e.g. a network in use, a removal under way
+            raise EngineConflict(f"Docker engine error: {explanation}") from exc
+        raise EngineError(f"Docker engine error: {explanation}") from exc
+    except docker.errors.DockerException as exc:
+        raise classify_connection_error(exc, url) from exc
+
+
+def image_or_none(client: docker.DockerClient, name: str) -> Any:
+    """The image `name`, or None when the engine has none of that name (blocking). Any
+    other failure propagates raw, for the caller's `map_docker_errors` (with the URL)."""
+    try:
+        return client.images.get(name)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def remove_unnamed_image(client: docker.DockerClient, image_id: str) -> bool:
+    """Remove an image left with no name, never forced (blocking); False when a name still
+    uses it, it is gone, or the engine refuses (a container still uses it)."""
+    try:
+        if client.images.get(image_id).tags:
+            return False
+        client.images.remove(image_id)
+    except docker.errors.APIError:  # ImageNotFound included
+        return False
+    return True
+
+
+async def blocking(url: str, func: Callable[[], T], image: str | None = None) -> T:
+    """Run one blocking SDK call (a closure or `functools.partial`) in a worker thread,
+    its errors mapped. Private to this package: callers above use the backend's methods."""
+
+    def run() -> T:
+        with map_docker_errors(url, image):
+            return func()
+
+    return await anyio.to_thread.run_sync(run)
