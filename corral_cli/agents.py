@@ -58,26 +58,37 @@ def grants() -> None:
     """Grant or revoke scoped tools ([capabilities] scoped_tools) for an agent."""
 
 
-@grants.command("add")
-@click.argument("agent")
-@click.argument("tool")
-def grants_add(agent: str, tool: str) -> None:
-    """Give AGENT an active grant for TOOL; its MCP clients are told within seconds."""
-    from orchestrator.agents.grants import add_grant
+# (the change, its help, what is said when it changed the grants, and when not)
+GRANT_CHANGES = (
+    (
+        "add",
+        "Give AGENT an active grant for TOOL; its MCP clients are told within seconds.",
+        "granted {tool} to {agent}",
+        "{agent} already holds {tool}",
+    ),
+    (
+        "revoke",
+        "Revoke AGENT's grant for TOOL.",
+        "revoked {tool} from {agent}",
+        "{agent} held no grant for {tool}",
+    ),
+)
 
-    changed = add_grant(read_home(), agent_arg(agent), tool)
-    out.print(f"granted {tool} to {agent}" if changed else f"{agent} already holds {tool}")
+
+def _grant_command(change: str, help_text: str, changed: str, unchanged: str) -> None:
+    @grants.command(change, help=help_text)
+    @click.argument("agent")
+    @click.argument("tool")
+    def command(agent: str, tool: str) -> None:
+        from orchestrator.agents.grants import add_grant, revoke_grant
+
+        apply = add_grant if change == "add" else revoke_grant
+        did = apply(read_home(), agent_arg(agent), tool)
+        out.print((changed if did else unchanged).format(agent=agent, tool=tool))
 
 
-@grants.command("revoke")
-@click.argument("agent")
-@click.argument("tool")
-def grants_revoke(agent: str, tool: str) -> None:
-    """Revoke AGENT's grant for TOOL."""
-    from orchestrator.agents.grants import revoke_grant
-
-    changed = revoke_grant(read_home(), agent_arg(agent), tool)
-    out.print(f"revoked {tool} from {agent}" if changed else f"{agent} held no grant for {tool}")
+for _change in GRANT_CHANGES:
+    _grant_command(*_change)
 
 
 @grants.command("list")

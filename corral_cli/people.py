@@ -203,31 +203,37 @@ def _act(agent: str, action: str, operator: str | None) -> None:
         _fail(exc)
 
 
-@sessions.command("takeover")
-@click.argument("agent")
-@AS_OPTION
-def sessions_takeover(agent: str, operator: str | None) -> None:
-    """Take AGENT's desktop: its AI input is refused until hand back."""
-    _act(agent, "takeover", operator)
-    out.print(f"you have the desktop of {agent}; the AI's input is refused until hand back")
+# (the action, its help, what is said once it is done)
+SESSION_ACTIONS = (
+    (
+        "takeover",
+        "Take AGENT's desktop: its AI input is refused until hand back.",
+        "you have the desktop of {agent}; the AI's input is refused until hand back",
+    ),
+    (
+        "handback",
+        "Give AGENT's desktop back to the AI.",
+        "the desktop of {agent} is the AI's again",
+    ),
+    (
+        "stop",
+        "Stop AGENT's session and remove its containers.",
+        "the session of {agent} is stopped",
+    ),
+)
 
 
-@sessions.command("handback")
-@click.argument("agent")
-@AS_OPTION
-def sessions_handback(agent: str, operator: str | None) -> None:
-    """Give AGENT's desktop back to the AI."""
-    _act(agent, "handback", operator)
-    out.print(f"the desktop of {agent} is the AI's again")
+def _session_command(action: str, help_text: str, done: str) -> None:
+    @sessions.command(action, help=help_text)
+    @click.argument("agent")
+    @AS_OPTION
+    def command(agent: str, operator: str | None) -> None:
+        _act(agent, action, operator)
+        out.print(done.format(agent=agent))
 
 
-@sessions.command("stop")
-@click.argument("agent")
-@AS_OPTION
-def sessions_stop(agent: str, operator: str | None) -> None:
-    """Stop AGENT's session and remove its containers."""
-    _act(agent, "stop", operator)
-    out.print(f"the session of {agent} is stopped")
+for _action in SESSION_ACTIONS:
+    _session_command(*_action)
 
 
 COMMANDS = (operators, approvals, sessions)

@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 DEFAULT_IMAGE_TAG = "latest"
 _TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -56,6 +57,20 @@ class Environment:
         return {name: value for name, value in pairs if value is not None}
 
 
+class _Below:
+    """A path below a `CorralHome`'s root, read as an attribute: `home.audit_file`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, home: None, owner: type[CorralHome]) -> _Below: ...
+    @overload
+    def __get__(self, home: CorralHome, owner: type[CorralHome]) -> Path: ...
+    def __get__(self, home: CorralHome | None, owner: type[CorralHome]) -> Path | _Below:
+        return self if home is None else home.root / self.name
+
+
 @dataclass(frozen=True, slots=True)
 class CorralHome:
     root: Path
@@ -69,42 +84,19 @@ class CorralHome:
         root = Path(raw).expanduser() if raw else Path.home() / ".corral"
         return cls(root=root.resolve(), env=Environment.from_environ(environ))
 
-    @property
-    def config_file(self) -> Path:
-        return self.root / "config.toml"
-
-    @property
-    def agents_dir(self) -> Path:
-        return self.root / "agents"
+    config_file = _Below("config.toml")
+    agents_dir = _Below("agents")
+    audit_file = _Below("audit.jsonl")
+    tool_calls_file = _Below("tool_calls.jsonl")
+    tokens_dir = _Below("tokens")
+    # Operator names and the SHA-256 of each one's console token (never the token).
+    operators_file = _Below("operators.json")
+    slots_dir = _Below("slots")
+    # Private per-call directories (the script mounted at /workspace) live here.
+    work_dir = _Below("work")
 
     def agent_file(self, name: str) -> Path:
         return self.agents_dir / name / "agent.toml"
-
-    @property
-    def audit_file(self) -> Path:
-        return self.root / "audit.jsonl"
-
-    @property
-    def tool_calls_file(self) -> Path:
-        return self.root / "tool_calls.jsonl"
-
-    @property
-    def tokens_dir(self) -> Path:
-        return self.root / "tokens"
-
-    @property
-    def operators_file(self) -> Path:
-        """Operator names and the SHA-256 of each one's console token (never the token)."""
-        return self.root / "operators.json"
-
-    @property
-    def slots_dir(self) -> Path:
-        return self.root / "slots"
-
-    @property
-    def work_dir(self) -> Path:
-        """Private per-call directories (the script mounted at /workspace) live here."""
-        return self.root / "work"
 
     def ensure(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)

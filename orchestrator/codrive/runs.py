@@ -26,7 +26,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -137,25 +137,20 @@ def title_matches(title: str, deny_list: Sequence[str]) -> str | None:
     return None
 
 
+@dataclass(eq=False)
 class CodriveRuns:
-    def __init__(
-        self,
-        approvals: ApprovalQueue,
-        audit: AuditLog,
-        spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], Any],
-        *,
-        handoff_timeout: float = 600.0,
-        answer_within: float = ANSWER_WITHIN,
-    ) -> None:
-        self.approvals = approvals
-        self.audit = audit
-        self.spawn = spawn
-        self.handoff_timeout = handoff_timeout
-        self.answer_within = answer_within
-        self.runs: dict[str, list[CodriveRun]] = {}
-        # Told of each finished step (the desktop's seat id, the run, the result): the
-        # gateway puts it on the console's timeline.
-        self.on_step: Callable[[str, CodriveRun, StepResult], None] | None = None
+    """Every agent's codrive runs: the ones going and the last `KEEP_RUNS` finished."""
+
+    approvals: ApprovalQueue
+    audit: AuditLog
+    spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], Any]
+    _: KW_ONLY
+    handoff_timeout: float = 600.0
+    answer_within: float = ANSWER_WITHIN
+    runs: dict[str, list[CodriveRun]] = field(default_factory=dict, init=False)
+    # Told of each finished step (the desktop's seat id, the run, the result): the
+    # gateway puts it on the console's timeline.
+    on_step: Callable[[str, CodriveRun, StepResult], None] | None = field(default=None, init=False)
 
     # ------------------------------------------------------------------ the tools
     async def start(

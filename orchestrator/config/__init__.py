@@ -5,9 +5,10 @@
 permissions. Every model forbids unknown keys so a typo is an error, and every
 error names the file, the dotted key and what is allowed.
 
-The modules: `fields` (image names, checked string types, the strict base model),
-`container`, `rigs`, `backends`, `corral` (config.toml as a whole), `agent`
-(agent.toml and its template), `files` (reading either). Import from here.
+The modules: `fields` (how images are named, checked string types, the strict base
+model), `container` (with the default images), `rigs`, `backends`, `corral` (config.toml
+as a whole), `agent` (agent.toml and its template), `files` (reading either). Import from
+here.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ from orchestrator.config.backends import (
     KubernetesBackendConfig,
 )
 from orchestrator.config.container import (
+    DEFAULT_BASE_IMAGE,
+    DEFAULT_BROWSER_IMAGE,
+    DEFAULT_DESKTOP_IMAGE,
+    DEFAULT_KIOSK_IMAGE,
+    DEFAULT_PROXY_IMAGE,
+    DEFAULT_SANDBOX_IMAGE,
     ContainerConfig,
     KioskConfig,
     RigsConfig,
@@ -39,12 +46,6 @@ from orchestrator.config.corral import (
 )
 from orchestrator.config.fields import (
     AGENT_NAME_RE,
-    DEFAULT_BASE_IMAGE,
-    DEFAULT_BROWSER_IMAGE,
-    DEFAULT_DESKTOP_IMAGE,
-    DEFAULT_KIOSK_IMAGE,
-    DEFAULT_PROXY_IMAGE,
-    DEFAULT_SANDBOX_IMAGE,
     ConfirmWord,
     DenyEntry,
     HostEntry,

@@ -9,18 +9,16 @@ from pydantic import (
     field_validator,
 )
 
-from orchestrator.config.fields import (
-    DEFAULT_BASE_IMAGE,
-    DEFAULT_BROWSER_IMAGE,
-    DEFAULT_DESKTOP_IMAGE,
-    DEFAULT_KIOSK_IMAGE,
-    DEFAULT_PROXY_IMAGE,
-    DEFAULT_SANDBOX_IMAGE,
-    HostEntry,
-    IPv4Text,
-    StrictModel,
-    check_image,
-)
+from orchestrator.config.fields import HostEntry, IPv4Text, StrictModel, check_image, image_name
+
+# The default images under the default tag; `load_config(..., image_tag=)` names the ones
+# config.toml leaves unset under another tag.
+DEFAULT_SANDBOX_IMAGE = image_name("sandbox")
+DEFAULT_KIOSK_IMAGE = image_name("kiosk")
+DEFAULT_PROXY_IMAGE = image_name("proxy")
+DEFAULT_BROWSER_IMAGE = image_name("browser")
+DEFAULT_DESKTOP_IMAGE = image_name("desktop")
+DEFAULT_BASE_IMAGE = "corral-base:bookworm"
 
 
 class SandboxConfig(StrictModel):

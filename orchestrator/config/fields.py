@@ -1,4 +1,4 @@
-"""The pieces every config model is built from: corral's image names, the checked string
+"""The pieces every config model is built from: how corral names its images, the checked string
 types (host names, deny entries, confirm words, tool patterns), and the strict base model."""
 
 from __future__ import annotations
@@ -25,15 +25,6 @@ def image_name(kind: str, tag: str = DEFAULT_IMAGE_TAG) -> str:
     `latest`, or $CORRAL_IMAGE_TAG as the CLI read it)."""
     return f"corral-{kind}:{tag}"
 
-
-# The default images under the default tag; `load_config(..., image_tag=)` names the ones
-# config.toml leaves unset under another tag.
-DEFAULT_SANDBOX_IMAGE = image_name("sandbox")
-DEFAULT_KIOSK_IMAGE = image_name("kiosk")
-DEFAULT_PROXY_IMAGE = image_name("proxy")
-DEFAULT_BROWSER_IMAGE = image_name("browser")
-DEFAULT_DESKTOP_IMAGE = image_name("desktop")
-DEFAULT_BASE_IMAGE = "corral-base:bookworm"
 
 # A Docker image reference: [registry/]name[:tag][@digest], lower-case repository.
 _IMAGE_RE = re.compile(

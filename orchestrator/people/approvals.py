@@ -14,7 +14,7 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import Any, Literal
 
 import anyio
@@ -49,39 +49,22 @@ class Approval:
 
     def public(self) -> dict[str, Any]:
         """What the CLI and the console show (the screenshot is fetched on its own)."""
-        return {
-            "id": self.id,
-            "agent": self.agent,
-            "session": self.session,
-            "tool": self.tool,
-            "step": self.step,
-            "category": self.category,
-            "rule": self.rule,
-            "description": self.description,
-            "state": self.state,
-            "created_at": self.created_at,
-            "expires_at": self.expires_at,
-            "decided_by": self.decided_by,
-            "reason": self.reason,
-            "decided_at": self.decided_at,
-            "has_screenshot": self.screenshot_png is not None,
-        }
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _UNSHOWN}
+        return shown | {"has_screenshot": self.screenshot_png is not None}
 
 
+_UNSHOWN = ("screenshot_png", "done")  # what `Approval.public` leaves out
+
+
+@dataclass(eq=False)
 class ApprovalQueue:
     """Pending and recently decided approvals, in the gateway's memory."""
 
-    def __init__(
-        self,
-        audit: AuditLog,
-        timeout_seconds: int,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.audit = audit
-        self.timeout_seconds = timeout_seconds
-        self.clock = clock
-        self._all: OrderedDict[str, Approval] = OrderedDict()
+    audit: AuditLog
+    timeout_seconds: int
+    _: KW_ONLY
+    clock: Callable[[], float] = time.time
+    _all: OrderedDict[str, Approval] = field(default_factory=OrderedDict, init=False, repr=False)
 
     # ------------------------------------------------------------------ raise / wait
     def raise_(

@@ -40,15 +40,9 @@ class TimelineEntry:
     source_png: bytes | None = None  # a screenshot call's own masked PNG, until thumbnailed
 
     def public(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "at": self.at,
-            "tool": self.tool,
-            "step": self.step,
-            "outcome": self.outcome,
-            "actor": self.actor,
-            "thumb": self.thumb_state,
-        }
+        """What the console shows of an entry (whether it has a thumbnail, not the image)."""
+        shown = {name: getattr(self, name) for name in ("seq", "at", "tool", "step", "outcome")}
+        return shown | {"actor": self.actor, "thumb": self.thumb_state}
 
 
 def new_entry(

@@ -49,8 +49,6 @@ SIZE_EXCEPTIONS: dict[str, str] = {
     "are being removed first)",
     "sandboxes/k8s_manifests.py::pod_manifest": "issue 21: the engine seam rewrites it",
     "orchestrator/backends/docker/network_reaper.py::reap_networks": "issue 21: engine seam",
-    "orchestrator/people/console.py::console_routes": "every console route is a closure over "
-    "one login table; issue 21's surface work reshapes people/ (a class per route group)",
     "orchestrator/surfaces/browser/rig.py::BrowserRig._run": "issue 21: one action pipeline",
     "orchestrator/surfaces/kiosk/sessions.py::SessionManager._ready": "issue 21: one start path",
     "orchestrator/surfaces/oversight.py::Oversight.wait_for_operator": "issue 21: surfaces "
