@@ -23,9 +23,9 @@ from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from sandboxes.fence import unfence
 from tests.e2e.conftest import McpHarness, connect, wait_until
-from tests.e2e.gateways import add_operator, running_gateway
+from tests.e2e.gateways import add_operator, operator_env, running_gateway
 from tests.e2e.person import console_login, live_view
-from tests.helpers import corral_bin, env_with_home, leaked_containers
+from tests.helpers import corral_bin, leaked_containers
 from tests.images import ENV
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -99,7 +99,11 @@ def write_alice(home: CorralHome, deny_list: list[str] | None = None) -> None:
 
 def corral(home: CorralHome, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [corral_bin(), *args], env=env_with_home(home), capture_output=True, text=True, timeout=60
+        [corral_bin(), *args],
+        env=operator_env(home, "olga"),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -222,7 +226,7 @@ async def decided(desk: Desk, mcp: McpHarness, verdict: list[str]) -> dict[str, 
 
 async def test_consequential_steps_wait_for_an_operator(desk: Desk) -> None:
     async with connect(desk.home, "stdio", agent="alice") as mcp:
-        approved = await decided(desk, mcp, ["approve", "--as", "olga"])
+        approved = await decided(desk, mcp, ["approve"])
         assert approved["state"] == "finished", approved["text"]
         assert approved["steps"][1]["rung"] == "locate"
 
@@ -295,7 +299,7 @@ async def test_a_credential_step_goes_to_a_person_and_resumes_after_hand_back(
                 assert click.is_error and "person has the desktop" in text_of(click)
                 shot = await mcp.client.call_tool("computer_use", {"verb": "screenshot"})
                 assert not shot.is_error, text_of(shot)
-                done = corral(desk.home, "sessions", "handback", row["agent"], "--as", "olga")
+                done = corral(desk.home, "sessions", "handback", row["agent"])
                 assert done.returncode == 0, done.stderr
         assert out["state"] == "finished", out["text"]
         assert out["steps"][1]["outcome"] == "a person did this step"
@@ -347,7 +351,7 @@ async def test_a_step_a_person_interrupts_is_retried_once_then_the_run_stops(
                         return (await rig_key(desk, console))["controller"] == "human"
 
                     await wait_until(taken, limit=10)
-                    done = corral(desk.home, "sessions", "handback", key, "--as", "olga")
+                    done = corral(desk.home, "sessions", "handback", key)
                     assert done.returncode == 0, done.stderr
             return out
 
