@@ -7,7 +7,9 @@ double-submit cookie). Every answer carries a Content-Security-Policy without in
 scripts, `X-Frame-Options: DENY` and `Cache-Control: no-store`. The live view is noVNC
 over a WebSocket (`/console/sessions/AGENT/vnc`) that needs the cookie and a same-origin
 `Origin`; the gateway bridges it to the kiosk's VNC server through the container (no
-TCP port is published). Logins end when their operator is removed.
+TCP port is published). Logins end when their operator is removed. A login is bound to
+the local user (uid) whose browser logged in (orchestrator.people.peer): its cookie, which
+the browser also sends to other loopback ports, is refused from another user's process.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from orchestrator.errors import ApprovalError, OperatorError, SeatError
 from orchestrator.home import CorralHome
 from orchestrator.people import console_pages as pages
 from orchestrator.people.operators import list_operators, operator_for_token
+from orchestrator.people.peer import peer_uid
 from orchestrator.people.seats import SeatBoard
 from sandboxes.rfb import ClientMessage
 
@@ -65,6 +68,7 @@ class Login:
     operator: str
     csrf: str
     expires: float
+    uid: int | None = None  # the local user whose connection logged in (None: unknown)
 
 
 class Logins:
@@ -75,19 +79,24 @@ class Logins:
         self.clock = clock
         self._by_id: dict[str, Login] = {}
 
-    def create(self, operator: str) -> tuple[str, Login]:
+    def create(self, operator: str, uid: int | None = None) -> tuple[str, Login]:
         self._prune()
         login_id = secrets.token_urlsafe(32)
-        login = Login(operator, secrets.token_urlsafe(24), self.clock() + LOGIN_TTL_SECONDS)
+        csrf, expires = secrets.token_urlsafe(24), self.clock() + LOGIN_TTL_SECONDS
+        login = Login(operator, csrf, expires, uid)
         self._by_id[login_id] = login
         return login_id, login
 
-    def get(self, login_id: str | None) -> Login | None:
+    def get(self, login_id: str | None, uid: int | None = None) -> Login | None:
+        """The login, if live and its operator still exists; None for another local user
+        (`uid` not the one that logged in) without ending it (that was not its owner)."""
         if not login_id:
             return None
         login = self._by_id.get(login_id)
         if login is None or login.expires < self.clock():
             self._by_id.pop(login_id, None)
+            return None
+        if login.uid is not None and uid != login.uid:
             return None
         try:
             names = {op.name for op in list_operators(self.home)}
@@ -148,7 +157,7 @@ def console_routes(
 
     def login_of(request: Request | WebSocket) -> tuple[str | None, Login | None]:
         login_id = request.cookies.get(COOKIE)
-        return login_id, logins.get(login_id)
+        return login_id, logins.get(login_id, peer_uid(request.scope))
 
     def csrf_ok(request: Request, login: Login, form: dict[str, str] | None) -> bool:
         sent = request.headers.get("x-csrf-token") or (form or {}).get("csrf", "")
@@ -180,7 +189,7 @@ def console_routes(
         if operator is None:
             oversight.audit.record("console_login_refused", None, {"why": "unknown token"})
             return secured(RedirectResponse("/console/login?failed=1", status_code=303))
-        login_id, _ = logins.create(operator)
+        login_id, _ = logins.create(operator, peer_uid(request.scope))
         oversight.audit.record("console_login", None, {"operator": operator})
         response = secured(RedirectResponse("/console/", status_code=303))
         response.set_cookie(
@@ -301,7 +310,7 @@ def console_routes(
         operator = login.operator
 
         async def on_input(message: ClientMessage) -> bool:
-            if logins.get(websocket.cookies.get(COOKIE)) is None:
+            if logins.get(websocket.cookies.get(COOKIE), peer_uid(websocket.scope)) is None:
                 return False  # logged out or removed meanwhile: view only
             # Moving the mouse over the live view (a PointerEvent with no button) is not
             # taking the desktop: it is forwarded only to the viewer who holds the seat.
