@@ -15,8 +15,8 @@
     ├── EgressError                orchestrator.errors a session's egress could not be set up
     ├── GatewayStartError          orchestrator.errors the gateway cannot listen
     ├── NotAvailable               orchestrator.errors a listed tool this version cannot run
-    ├── KeyFileError               orchestrator.errors a secret file unusable (gateway.key,
-    │                                                  an agent's HTTP token)
+    ├── KeyFileError               orchestrator.errors a secret file unusable (an agent's
+    │                                                  channel key or HTTP token)
     ├── ApprovalError              orchestrator.errors an approval cannot be decided as asked
     ├── OperatorError              orchestrator.errors an operator name or token refused
     ├── SeatError                  orchestrator.errors take over / hand back not possible now
@@ -121,7 +121,7 @@ class SigningError(CorralError):
 
 
 class KeyFileError(CorralError):
-    """A secret file in CORRAL_HOME (gateway.key, an agent's HTTP token) is unreadable,
+    """A secret file in CORRAL_HOME (an agent's channel key or HTTP token) is unreadable,
     malformed, someone else's or open to others."""
 
     def __init__(self, path: Path, problem: str) -> None:
