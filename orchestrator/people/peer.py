@@ -8,6 +8,10 @@ the uid that logged in: the kernel knows which user owns the client's socket
 client's and remote address the server's), so a stolen cookie replayed from another
 user's process is refused. Where that table cannot be read (not Linux, another network
 namespace), the uid is unknown (None) and the login is not bound.
+
+The other way round, `listener_uid` names the user whose socket listens on an address:
+the CLI checks it before it sends an operator's token there, so a server another user
+started on the gateway's port (while the gateway is down) never receives the token.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+_LISTEN = "0A"
 
 
 def _hex_address(host: str, port: int) -> str:
@@ -58,14 +63,28 @@ def peer_uid(scope: Mapping[str, Any], tables: Iterable[Path] = TABLES) -> int |
         return None
     try:
         ends = ((str(client[0]), int(client[1])), (str(server[0]), int(server[1])))
-        for table in tables:
-            try:
-                rows = table.read_text(encoding="ascii", errors="replace").splitlines()[1:]
-            except OSError:
-                continue
-            found = uid_of_rows(rows, *ends)
-            if found is not None:
-                return found
+        return uid_of_rows(_rows(tables), *ends)
     except (ValueError, TypeError):
         return None
+
+
+def _rows(tables: Iterable[Path]) -> Iterable[str]:
+    for table in tables:
+        try:
+            yield from table.read_text(encoding="ascii", errors="replace").splitlines()[1:]
+        except OSError:
+            continue
+
+
+def listener_uid(host: str, port: int, tables: Iterable[Path] = TABLES) -> int | None:
+    """The uid whose socket listens on `host`:`port` (or on every address at that port),
+    or None if none is seen (no listener, or the tables cannot be read)."""
+    try:
+        wanted = _candidates(host, port) | _candidates("0.0.0.0", port) | _candidates("::", port)
+    except ValueError:  # a host name, not an address: nothing to match
+        return None
+    for row in _rows(tables):
+        fields = row.split()
+        if len(fields) > 7 and fields[3] == _LISTEN and fields[1] in wanted:
+            return int(fields[7]) if fields[7].isdigit() else None
     return None

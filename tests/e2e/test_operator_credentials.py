@@ -11,8 +11,12 @@ right operator's token approves it and the audit names that operator."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,7 +30,7 @@ from orchestrator.gateway.wire import (
     COMPUTER_USE_PATH,
 )
 from orchestrator.home import CorralHome
-from tests.e2e.conftest import connect, wait_until
+from tests.e2e.conftest import connect, free_port, wait_until
 from tests.e2e.gateways import operator_env
 from tests.e2e.test_computer_use import (
     RED,
@@ -162,3 +166,47 @@ async def test_only_an_operators_token_decides_what_an_agent_waits_for(
     (decision,) = [e["details"] for e in audit(home, "approval_decided")]
     assert decision["decision"] == "approved" and decision["operator"] == "olga"
     assert not audit(home, "takeover") and not audit(home, "handback")
+
+
+FAKE_GATEWAY = """
+import http.server, sys
+class Collect(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        with open(sys.argv[2], "a") as seen:
+            seen.write(self.headers.get("Authorization", "") + "\\n")
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Collect)
+print("ready", flush=True)
+server.serve_forever()
+"""
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or SYSTEM_PYTHON is None,
+    reason="needs root (to run a server as another user) and /usr/bin/python3",
+)
+async def test_the_cli_never_sends_the_token_to_another_users_server_on_the_port(
+    corral_home: CorralHome, tmp_path: Path
+) -> None:
+    """While the gateway is down, another local user (uid 65534) listens on its port to
+    collect tokens: the CLI refuses to send, and the server saw no request."""
+    port = free_port()
+    corral_home.config_file.write_text(f"[gateway]\nport = {port}\n")
+    seen = tmp_path / "seen"
+    seen.touch()
+    seen.chmod(0o666)
+    tmp_path.chmod(0o755)
+    argv = [str(SYSTEM_PYTHON), "-I", "-c", FAKE_GATEWAY, str(port), str(seen)]
+    with subprocess.Popen(argv, user=65534, cwd="/", stdout=subprocess.PIPE, text=True) as fake:
+        try:
+            assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
+            done = corral(corral_home, "approvals", "list")
+            assert done.returncode == 1, done.stdout
+            assert "belongs to uid 65534" in done.stderr and "was not sent" in done.stderr
+            assert seen.read_text() == ""
+        finally:
+            fake.kill()

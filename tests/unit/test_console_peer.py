@@ -15,7 +15,7 @@ import pytest
 from orchestrator.home import CorralHome
 from orchestrator.people.console import Logins
 from orchestrator.people.operators import add_operator
-from orchestrator.people.peer import TABLES, peer_uid, uid_of_rows
+from orchestrator.people.peer import TABLES, listener_uid, peer_uid, uid_of_rows
 
 pytestmark = pytest.mark.unit
 
@@ -65,3 +65,20 @@ def test_a_login_is_no_login_for_another_local_user(corral_home: CorralHome) -> 
     assert logins.get(login_id, 1000) == login  # still the owner's: not ended by that
     unbound_id, unbound = logins.create("olga", uid=None)
     assert logins.get(unbound_id, 1234) == unbound  # unknown at login: not bound
+
+
+@pytest.mark.skipif(not TABLES[0].exists(), reason="needs Linux's /proc/net/tcp")
+def test_the_uid_of_a_listener_is_read_from_the_kernel() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        assert listener_uid("127.0.0.1", port) == os.getuid()
+    assert listener_uid("127.0.0.1", port) is None  # closed: nobody listens
+    assert listener_uid("localhost", port) is None  # a name: nothing to match
+
+
+def test_a_listener_on_every_address_counts_for_loopback(tmp_path: Path) -> None:
+    row = "   0: 00000000:2346 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1001"
+    table = tmp_path / "tcp"
+    table.write_text(f"header\n{row}\n")
+    assert listener_uid("127.0.0.1", 0x2346, tables=[table]) == 1001
+    assert listener_uid("127.0.0.1", 0x2347, tables=[table]) is None
