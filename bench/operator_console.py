@@ -18,7 +18,7 @@ operator logged in to the console over HTTP (httpx), as a browser would.
    GET /console/api/state until the pending approval shows; t0 just before the decision,
    t1 when the agent's `call_tool` returns. Three ways to decide, in rotating order each
    round: the console's Approve button (POST /console/act/approve/ID with the login's
-   X-CSRF-Token), the signed admin API (what the CLI sends, from this process over its
+   X-CSRF-Token), the admin API (what the CLI sends, from this process over its
    open connection), and the CLI (`corral approvals approve ID`, a fresh process).
 2. First console input -> the AI is frozen. A live-view WebSocket (/console/sessions/AGENT/
    vnc, the login's cookie, a same-origin Origin) speaks RFB 3.8 as a client (security
@@ -103,7 +103,6 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
-from orchestrator.gateway.signing import load_or_create_key, new_nonce, sign
 from orchestrator.gateway.wire import ADMIN_DECIDE_PATH
 from orchestrator.home import CorralHome, Environment
 from orchestrator.owner import read_start_time
@@ -311,7 +310,7 @@ class Bench:
     op: OperatorConsole
     audit: AuditTail
     extras: Extras
-    key: bytes  # the signed channel's, CORRAL_HOME/gateway.key
+    token: str  # the operator's (console login, admin API, CLI)
     viewer: Viewer | None = None
 
     async def click(self, where: dict[str, int]) -> types.CallToolResult:
@@ -360,18 +359,17 @@ class Bench:
     async def by_admin_api(self, approval_id: str) -> None:
         """What `corral approvals approve` sends (orchestrator.gateway.admin_client.admin_call),
         over this process's open connection (admin_call opens a new client per call)."""
-        payload = {"id": approval_id, "decision": "approve", "operator": OPERATOR, "reason": ""}
+        payload = {"id": approval_id, "decision": "approve", "reason": ""}
         body = json.dumps(payload).encode()
-        path = ADMIN_DECIDE_PATH
-        headers = sign(self.key, "POST", path, body, now=time.time(), nonce=new_nonce())
-        headers["Content-Type"] = "application/json"
-        answer = await self.op.http.post(path, content=body, headers=headers)
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
+        answer = await self.op.http.post(ADMIN_DECIDE_PATH, content=body, headers=headers)
         if answer.status_code != 200 or answer.json()["approval"]["state"] != "approved":
             raise BenchError(f"the admin API answered HTTP {answer.status_code} {answer.text}")
 
     async def by_cli(self, approval_id: str) -> None:
-        argv = [corral_bin(), "approvals", "approve", approval_id, "--as", OPERATOR]
-        done = await anyio.run_process(argv, env=corral_env(self.home), check=False)
+        argv = [corral_bin(), "approvals", "approve", approval_id]
+        env = {**corral_env(self.home), "CORRAL_OPERATOR_TOKEN": self.token}
+        done = await anyio.run_process(argv, env=env, check=False)
         if done.returncode != 0:
             raise BenchError(f"{shlex.join(argv[1:])}: {done.stderr.decode().strip()}")
 
@@ -452,7 +450,7 @@ async def measure(
         op = OperatorConsole(http)
         await op.login(token)
         await mcp.navigate(CHECKOUT_URL)
-        bench = Bench(home, mcp, op, AuditTail(home.audit_file), extras, load_or_create_key(home))
+        bench = Bench(home, mcp, op, AuditTail(home.audit_file), extras, token)
         await check_world(bench)
         console.print(
             f"[dim]{WARMUP} warm-up + {runs} timed rounds of a held click approved three "

@@ -142,8 +142,8 @@ view is a WebSocket speaking RFB 3.8 as a client (security None, shared), as noV
 - **Approve**: the agent clicks "Pay now"; the bench polls `GET /console/api/state` until
   the approval is pending, then decides it one of three ways, in rotating order each
   round: the console's Approve button (`POST /console/act/approve/ID`, `X-CSRF-Token`),
-  the signed admin API, what the CLI sends (`POST {ADMIN_DECIDE_PATH}`,
-  signed with `CORRAL_HOME/gateway.key`), from this process over its open connection;
+  the admin API, what the CLI sends (`POST {ADMIN_DECIDE_PATH}`,
+  with the operator's token), from this process over its open connection;
   or `corral approvals approve ID`, a fresh CLI process (mostly its start-up).
 - **Console input**: with the live view open and the AI holding the seat, one
   PointerEvent with button 1 down takes the desktop (the gateway freezes the AI before it

@@ -37,7 +37,7 @@ OPTION_ALLOWED = {"host": "127.0.0.1, ::1 or localhost", "port": "an integer fro
 @click.option(
     "--rotate-key",
     is_flag=True,
-    help="Replace CORRAL_HOME/gateway.key with a new key before starting.",
+    help="Give every agent a new channel key (CORRAL_HOME/channel/) before starting.",
 )
 def gateway(host: str | None, port: str | None, rotate_key: bool) -> None:
     """Run the gateway on [gateway] host:port (default 127.0.0.1:9030). It owns kiosk
@@ -83,14 +83,13 @@ def _settings(home: CorralHome, host: str | None, port: str | None) -> GatewayCo
 
 def _rotate_key(home: CorralHome) -> None:
     from orchestrator.errors import KeyFileError
-    from orchestrator.gateway.signing import key_path
-    from orchestrator.gateway.signing import rotate_key as rotate
+    from orchestrator.gateway.signing import rotate_keys
 
     try:
-        rotate(home)
+        agents = rotate_keys(home)
     except (KeyFileError, OSError) as exc:
-        fail(f"cannot rotate the gateway key: {exc}")
-    err.print(f"new gateway key in {key_path(home)}")
+        fail(f"cannot rotate the channel keys: {exc}")
+    err.print(f"new channel keys for {', '.join(agents) or 'no agent yet'}")
 
 
 async def _serve(home: CorralHome, settings: GatewayConfig, snippet: str) -> None:

@@ -1,14 +1,18 @@
 """`corral operators`, `corral approvals` and `corral sessions`: the people's commands
-(SPEC S6.1). Approvals and sessions go to the running gateway over the signed loopback
-channel (orchestrator.gateway.admin_api); operators are a file in CORRAL_HOME."""
+(SPEC S6.1). Approvals and sessions go to the running gateway over loopback as an
+operator: with the token `corral operators add` printed, from --token-file FILE or
+$CORRAL_OPERATOR_TOKEN (orchestrator.gateway.admin_api); operators are a file in
+CORRAL_HOME."""
 
 from __future__ import annotations
 
 import datetime
-import getpass
 import json
+import stat
 import time
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from rich.markup import escape
@@ -28,20 +32,59 @@ _home = read_home
 _fail = fail
 
 
-def _operator(name: str | None) -> str:
-    """Who decides: --as NAME, else the local user (`local:<user>`)."""
-    return name or f"local:{getpass.getuser()}"
+NO_TOKEN = (
+    "an operator token is needed: set CORRAL_OPERATOR_TOKEN or pass --token-file FILE "
+    "(`corral operators add NAME` prints one)"
+)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def token_option(command: _F) -> _F:
+    """--token-file FILE: the file holding the operator's token (else the environment's)."""
+    return click.option(
+        "--token-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="File holding your operator token (default: $CORRAL_OPERATOR_TOKEN).",
+    )(command)
+
+
+def _token(token_file: Path | None) -> str:
+    """The operator's token: from `token_file` (this user's, no access for group or
+    others, like any secret), else $CORRAL_OPERATOR_TOKEN; exit 2 when there is none."""
+    if token_file is None:
+        token = _home().env.operator_token
+        if token is None:
+            _fail(NO_TOKEN, code=2)
+        return token
+    try:
+        mode = stat.S_IMODE(token_file.stat().st_mode)
+        text = token_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"--token-file {token_file}: cannot be read: {exc}", code=2)
+    if mode & 0o077:
+        _fail(
+            f"--token-file {token_file} has mode {mode:04o}: group or others may read your "
+            f"token; run `chmod 600 {token_file}`",
+            code=2,
+        )
+    if not text:
+        _fail(f"--token-file {token_file} is empty", code=2)
+    return text
+
+
+def _admin(token_file: Path | None, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    token = _token(token_file)
+    try:
+        return admin_call(_home(), token, path, payload)
+    except CorralError as exc:
+        _fail(exc)
 
 
 def _when(ts: float | None) -> str:
     if not ts:
         return "-"
     return datetime.datetime.fromtimestamp(ts).strftime("%H:%M:%S")
-
-
-AS_OPTION = click.option(
-    "--as", "operator", default=None, help="Operator name for the audit (default: local:USER)."
-)
 
 
 # ------------------------------------------------------------------------ operators
@@ -100,12 +143,10 @@ def approvals() -> None:
 @approvals.command("list")
 @click.option("--json", "as_json", is_flag=True, help="One JSON list, for scripts.")
 @click.option("--all", "show_all", is_flag=True, help="Also recently decided ones.")
-def approvals_list(as_json: bool, show_all: bool) -> None:
+@token_option
+def approvals_list(as_json: bool, show_all: bool, token_file: Path | None) -> None:
     """Pending approvals (with --all, decided ones too), newest first."""
-    try:
-        found: list[dict[str, Any]] = admin_call(_home(), ADMIN_APPROVALS_PATH, {})["approvals"]
-    except CorralError as exc:
-        _fail(exc)
+    found: list[dict[str, Any]] = _admin(token_file, ADMIN_APPROVALS_PATH, {})["approvals"]
     if not show_all:
         found = [a for a in found if a["state"] == "pending"]
     if as_json:
@@ -124,39 +165,28 @@ def approvals_list(as_json: bool, show_all: bool) -> None:
     out.print(table)
 
 
-def _decide(approval_id: str, decision: str, operator: str | None, reason: str) -> None:
-    try:
-        answer = admin_call(
-            _home(),
-            ADMIN_DECIDE_PATH,
-            {
-                "id": approval_id,
-                "decision": decision,
-                "operator": _operator(operator),
-                "reason": reason,
-            },
-        )
-    except CorralError as exc:
-        _fail(exc)
+def _decide(approval_id: str, decision: str, reason: str, token_file: Path | None) -> None:
+    payload = {"id": approval_id, "decision": decision, "reason": reason}
+    answer = _admin(token_file, ADMIN_DECIDE_PATH, payload)
     approval = answer["approval"]
     out.print(f"{approval['id']} {approval['state']} ({escape(approval['description'])})")
 
 
 @approvals.command("approve")
 @click.argument("approval_id")
-@AS_OPTION
-def approvals_approve(approval_id: str, operator: str | None) -> None:
-    """Approve APPROVAL_ID: the held call runs now."""
-    _decide(approval_id, "approve", operator, "")
+@token_option
+def approvals_approve(approval_id: str, token_file: Path | None) -> None:
+    """Approve APPROVAL_ID as the operator your token names: the held call runs now."""
+    _decide(approval_id, "approve", "", token_file)
 
 
 @approvals.command("deny")
 @click.argument("approval_id")
 @click.option("--reason", default="", help="Told to the agent and audited (<= 500 chars).")
-@AS_OPTION
-def approvals_deny(approval_id: str, reason: str, operator: str | None) -> None:
+@token_option
+def approvals_deny(approval_id: str, reason: str, token_file: Path | None) -> None:
     """Deny APPROVAL_ID: the held call answers with a refusal naming the rule."""
-    _decide(approval_id, "deny", operator, reason)
+    _decide(approval_id, "deny", reason, token_file)
 
 
 # ------------------------------------------------------------------------ sessions
@@ -167,12 +197,10 @@ def sessions() -> None:
 
 @sessions.command("list")
 @click.option("--json", "as_json", is_flag=True, help="One JSON list, for scripts.")
-def sessions_list(as_json: bool) -> None:
+@token_option
+def sessions_list(as_json: bool, token_file: Path | None) -> None:
     """Every running session with its controller and actions used."""
-    try:
-        found: list[dict[str, Any]] = admin_call(_home(), ADMIN_SESSIONS_PATH, {})["sessions"]
-    except CorralError as exc:
-        _fail(exc)
+    found: list[dict[str, Any]] = _admin(token_file, ADMIN_SESSIONS_PATH, {})["sessions"]
     if as_json:
         click.echo(json.dumps(found, indent=2))
         return
@@ -192,15 +220,8 @@ def sessions_list(as_json: bool) -> None:
     out.print(table)
 
 
-def _act(agent: str, action: str, operator: str | None) -> None:
-    try:
-        admin_call(
-            _home(),
-            ADMIN_SESSION_ACT_PATH,
-            {"agent": agent, "action": action, "operator": _operator(operator)},
-        )
-    except CorralError as exc:
-        _fail(exc)
+def _act(agent: str, action: str, token_file: Path | None) -> None:
+    _admin(token_file, ADMIN_SESSION_ACT_PATH, {"agent": agent, "action": action})
 
 
 # (the action, its help, what is said once it is done)
@@ -226,9 +247,9 @@ SESSION_ACTIONS = (
 def _session_command(action: str, help_text: str, done: str) -> None:
     @sessions.command(action, help=help_text)
     @click.argument("agent")
-    @AS_OPTION
-    def command(agent: str, operator: str | None) -> None:
-        _act(agent, action, operator)
+    @token_option
+    def command(agent: str, token_file: Path | None) -> None:
+        _act(agent, action, token_file)
         out.print(done.format(agent=agent))
 
 

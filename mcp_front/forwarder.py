@@ -1,7 +1,8 @@
 """The thin signed forwarder for computer_* tools (SPEC S2.2).
 
-The MCP server does no kiosk work itself: it signs the call with the key in
-CORRAL_HOME/gateway.key and POSTs it to the gateway on loopback, then turns
+The MCP server does no kiosk work itself: it signs the call with its own agent's channel
+key (CORRAL_HOME/channel/AGENT.key; it loads no other agent's key, and the gateway
+checks the key against the agent the body names) and POSTs it to the gateway on loopback, then turns
 the gateway's answer into a CallToolResult. Every failure on the way is a
 recoverable tool error (is_error=True) with a message that says what to do;
 `forward` raises only on a programming error (arguments that are not JSON).
@@ -118,8 +119,8 @@ async def forward(
         ensure_ascii=False,
     ).encode("utf-8")
     try:
-        key = await anyio.to_thread.run_sync(load_or_create_key, home)
-    except KeyFileError as exc:
+        key = await anyio.to_thread.run_sync(load_or_create_key, home, agent)
+    except (KeyFileError, ValueError) as exc:  # ValueError: not an agent's name
         return _error(f"corral cannot sign the request to the gateway: {exc}")
     headers = sign(key, "POST", COMPUTER_USE_PATH, body, now=time.time(), nonce=new_nonce())
     headers["Content-Type"] = "application/json"

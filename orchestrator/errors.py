@@ -21,8 +21,8 @@
     ├── NotAvailable               orchestrator.errors a listed tool this version cannot run
     ├── NotSupported               orchestrator.errors the configured backend cannot do this
     │                                                  (e.g. warm pools on Kubernetes)
-    ├── KeyFileError               orchestrator.errors a secret file unusable (gateway.key,
-    │                                                  an agent's HTTP token)
+    ├── KeyFileError               orchestrator.errors a secret file unusable (an agent's
+    │                                                  channel key or HTTP token)
     ├── ApprovalError              orchestrator.errors an approval cannot be decided as asked
     ├── OperatorError              orchestrator.errors an operator name or token refused
     ├── SeatError                  orchestrator.errors take over / hand back not possible now
@@ -145,7 +145,7 @@ class SigningError(CorralError):
 
 
 class KeyFileError(CorralError):
-    """A secret file in CORRAL_HOME (gateway.key, an agent's HTTP token) is unreadable,
+    """A secret file in CORRAL_HOME (an agent's channel key or HTTP token) is unreadable,
     malformed, someone else's or open to others."""
 
     def __init__(self, path: Path, problem: str) -> None:

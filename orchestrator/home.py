@@ -24,12 +24,15 @@ class Environment:
     worktrees, a CI clone beside a developer's tree) each build and run their own images
     instead of rebuilding each other's. `docker_host` is $DOCKER_HOST (used when config.toml
     names no engine); `kubeconfig` and `user_home` are $KUBECONFIG and $HOME (where the
-    Kubernetes backend looks for its kubeconfig)."""
+    Kubernetes backend looks for its kubeconfig). `operator_token` is
+    $CORRAL_OPERATOR_TOKEN: the operator's credential `corral approvals` and `corral
+    sessions` send (never printed: it is left out of the repr)."""
 
     image_tag: str = DEFAULT_IMAGE_TAG
     docker_host: str | None = None
     kubeconfig: str | None = None
     user_home: str | None = None
+    operator_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not _TAG_RE.fullmatch(self.image_tag):
@@ -44,6 +47,7 @@ class Environment:
             docker_host=environ.get("DOCKER_HOST") or None,
             kubeconfig=environ.get("KUBECONFIG") or None,
             user_home=environ.get("HOME") or None,
+            operator_token=environ.get("CORRAL_OPERATOR_TOKEN", "").strip() or None,
         )
 
     def engine_environ(self) -> dict[str, str]:

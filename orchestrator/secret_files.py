@@ -1,4 +1,4 @@
-"""Secret files in CORRAL_HOME: the gateway key, the agents' HTTP tokens.
+"""Secret files in CORRAL_HOME: the agents' channel keys and HTTP tokens.
 
 Each is 64 lower-case hex characters (32 random bytes), mode 0600, owned by the user
 that runs corral. Creation is race-safe between processes: the secret is written to a

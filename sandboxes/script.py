@@ -411,6 +411,25 @@ async def _run(call: _Call, start: Start, *, sandboxed: bool, session: str) -> S
         return await _run_in_slot(call, start, sandboxed=sandboxed, session=session)
 
 
+@contextlib.asynccontextmanager
+async def _started(start: Start) -> AsyncIterator[_Execution]:
+    """`start()`, with one rule: once the script has started, a SandboxUnavailable (a
+    transport error mapped to it, mid-run or at clean-up) is an EngineError, an error
+    answer. Only a script that never started may go to the host (`run_unsandboxed`)."""
+    script_started = False
+    try:
+        async with start() as running:
+            script_started = True
+            yield running
+    except SandboxUnavailable as exc:
+        if not script_started:
+            raise
+        raise EngineError(
+            f"the script sandbox failed after the script started ({exc.reason}); "
+            "it is not run again, in the sandbox or on the host"
+        ) from exc
+
+
 async def _run_in_slot(
     call: _Call, start: Start, *, sandboxed: bool, session: str, warm: bool = False
 ) -> ScriptResult:
@@ -425,7 +444,7 @@ async def _run_in_slot(
     started = time.monotonic()
     try:
         with anyio.fail_after(hard_cap_seconds + HOST_BACKSTOP_GRACE):
-            async with start() as running:
+            async with _started(start) as running:
                 await events.log(
                     "info",
                     "sandbox_started",

@@ -143,15 +143,53 @@ class _NoRun:
         return None
 
 
+class _FailingScript:
+    """A script container that fails with `error` (a SandboxUnavailable, say, as a transport
+    error may be mapped) before it starts (`when="before"`: entering raises) or after
+    (`when="after"`: it is up, then its output and its exit fail)."""
+
+    def __init__(self, backend: InMemoryBackend, error: Exception, when: str) -> None:
+        self.backend, self.error, self.when = backend, error, when
+
+    async def __aenter__(self) -> _FailingScript:
+        if self.when == "before":
+            raise self.error
+        self.backend.scripts_started += 1
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    async def output(self) -> AsyncIterator[bytes]:
+        await anyio.lowlevel.checkpoint()
+        raise self.error
+        yield b""  # pragma: no cover (makes this an async generator)
+
+    async def wait(self) -> Any:
+        raise self.error
+
+    async def kill(self) -> None:
+        return None
+
+
 @dataclass
 class InMemoryBackend:
     """A `ContainerBackend` that keeps containers in a dict. `kiosk_options` are passed to
-    every FakeKiosk it opens."""
+    every FakeKiosk it opens. With `script_failure` = (when, error), a script's start
+    fails with `error` "before" or "after" the container started (`scripts_started`
+    counts the ones that did); without it, a script start says it runs no scripts."""
 
     kiosk_options: dict[str, Any] = field(default_factory=dict)
     live: dict[str, FakeKiosk] = field(default_factory=dict)
     opened: list[FakeKiosk] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    script_failure: tuple[str, Exception] | None = None
+    scripts_started: int = 0
 
     def labels(self, *, kind: str, agent: str, session: str) -> dict[str, str]:
         return {
@@ -164,8 +202,11 @@ class InMemoryBackend:
     async def check(self, image: str) -> None:
         return None
 
-    def start(self, spec: ContainerSpec) -> _NoRun:
-        return _NoRun()
+    def start(self, spec: ContainerSpec) -> _NoRun | _FailingScript:
+        if self.script_failure is None:
+            return _NoRun()
+        when, error = self.script_failure
+        return _FailingScript(self, error, when)
 
     async def open_attached(self, spec: ContainerSpec) -> FakeKiosk:
         kiosk = FakeKiosk(uuid.uuid4().hex, spec, self, **self.kiosk_options)

@@ -26,7 +26,8 @@ TINY_PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5Erk"
     "Jggg=="
 )
-CALL = {"agent": "alice", "tool": "computer_click", "arguments": {"x": 10, "y": 20}}
+AGENT = "alice"  # the agent CALL names; `Gateway.key` is its channel key
+CALL = {"agent": AGENT, "tool": "computer_click", "arguments": {"x": 10, "y": 20}}
 
 
 @dataclass
@@ -88,7 +89,7 @@ async def running_gateway(
         tg.start_soon(serve_gateway, home, host, port, handler, ready)
         with anyio.fail_after(15):
             await ready.wait()
-        yield Gateway(gateway_base_url(host, port), home, handler, load_or_create_key(home))
+        yield Gateway(gateway_base_url(host, port), home, handler, load_or_create_key(home, AGENT))
         tg.cancel_scope.cancel()
 
 

@@ -150,6 +150,7 @@ async def wait_until(predicate: Callable[[], Any], limit: float = 30.0) -> Any:
 def env_with_home(home: CorralHome) -> dict[str, str]:
     env = dict(os.environ)
     env["CORRAL_HOME"] = str(home.root)
+    env.pop("CORRAL_OPERATOR_TOKEN", None)  # a test names its operator (tests/e2e/gateways.py)
     return env
 
 

@@ -1,32 +1,52 @@
-"""The CLI's side of the operators' signed API (orchestrator.gateway.admin_api)."""
+"""The CLI's side of the operators' API (orchestrator.gateway.admin_api): each request
+carries the operator's token (`Authorization: Bearer`), never a channel key."""
 
 from __future__ import annotations
 
 import json
-import time
+import os
 from typing import Any
 
 import httpx
 
 from orchestrator.config import load_config
 from orchestrator.errors import AdminError
-from orchestrator.gateway.signing import load_or_create_key, new_nonce, sign
 from orchestrator.gateway.wire import gateway_base_url
 from orchestrator.home import CorralHome
+from orchestrator.people.peer import listener_uid
 
 TIMEOUT_SECONDS = 30.0
 
 
-def admin_call(home: CorralHome, path: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """POST `payload` to the gateway's `path`, signed with CORRAL_HOME/gateway.key."""
+def _check_listener(home: CorralHome, host: str, port: int) -> None:
+    """Refuse to send the token to a port another local user listens on (a server started
+    there while the gateway is down would collect it). corral's gateway runs as the user
+    that owns CORRAL_HOME; a listener the kernel's tables do not show is not refused."""
+    uid = listener_uid(host, port)
+    try:
+        owner = home.root.stat().st_uid
+    except OSError:
+        owner = os.getuid()
+    if uid is not None and uid != owner:
+        raise AdminError(
+            f"the process listening on {host}:{port} belongs to uid {uid}, not to the owner "
+            f"of {home.root} (uid {owner}): it is not your corral gateway, and your operator "
+            "token was not sent to it"
+        )
+
+
+def admin_call(home: CorralHome, token: str, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """POST `payload` to the gateway's `path` as the operator whose token `token` is."""
     config = load_config(home.config_file)
     base = gateway_base_url(config.gateway.host, config.gateway.port)
-    key = load_or_create_key(home)
+    _check_listener(home, config.gateway.host, config.gateway.port)
     body = json.dumps(payload).encode()
-    headers = sign(key, "POST", path, body, now=time.time(), nonce=new_nonce())
-    headers["Content-Type"] = "application/json"
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     try:
-        response = httpx.post(base + path, content=body, headers=headers, timeout=TIMEOUT_SECONDS)
+        # Never through an HTTP(S)_PROXY: the token goes to the loopback gateway alone.
+        response = httpx.post(
+            base + path, content=body, headers=headers, timeout=TIMEOUT_SECONDS, trust_env=False
+        )
     except httpx.TransportError as exc:
         raise AdminError(
             f"the corral gateway at {base} is not answering ({exc.__class__.__name__}); "

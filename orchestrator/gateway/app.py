@@ -1,10 +1,11 @@
 """The gateway process's HTTP face: the signed internal API on loopback (SPEC S2.2).
 
     GET  /healthz                      no auth: {"ok": true}
-    POST /api/internal/computer-use    signed (orchestrator.gateway.signing),
-                                       body ComputerUseRequest,
+    POST /api/internal/computer-use    signed with the channel key of the agent the body names
+                                       (orchestrator.gateway.signing), body ComputerUseRequest,
                                        answer ComputerUseAnswer (docs/kiosk-internals.md s1)
-    POST /api/internal/admin/...       signed: the operators' CLI (orchestrator.gateway.admin_api)
+    POST /api/internal/admin/...       an operator's token, no channel key: the operators' CLI
+                                       (orchestrator.gateway.admin_api)
     /console/...                       the operator console (orchestrator.people.console), its own
                                        login; not under /api/internal/
 
@@ -14,9 +15,11 @@ with {"reason", "path", "peer"}:
 
     1. peer not on loopback (127.0.0.0/8, ::1)  -> 403, before the body is read
     2. body larger than 1 MiB                   -> 413
-    3. signature refused                        -> 401 (reason from orchestrator.gateway.signing)
+    3. signature refused                        -> 401 (reason from orchestrator.gateway.signing):
+       checked with the key of the agent the body names, so a key signs only for its agent
        too many fresh nonces                    -> 503
     4. body not a valid ComputerUseRequest      -> 400
+       its agent not the one the key was picked for -> 401
     5. the handler's answer                     -> 200 (JSON, or with "stream": true NDJSON
                                                    call events ending in the answer:
                                                    orchestrator.gateway.call_stream)
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import logging
 import socket
 import time
@@ -50,9 +54,9 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchestrator.audit import AuditLog
-from orchestrator.errors import GatewayStartError, NonceCacheFull, SignatureRefused
+from orchestrator.errors import GatewayStartError, KeyFileError, NonceCacheFull, SignatureRefused
 from orchestrator.gateway.call_stream import CallEventsResponse
-from orchestrator.gateway.signing import NonceCache, load_or_create_key, verify
+from orchestrator.gateway.signing import REASON_NO_AGENT_KEY, NonceCache, read_key, verify
 from orchestrator.gateway.wire import COMPUTER_USE_PATH, ComputerUseAnswer, ComputerUseRequest
 from orchestrator.home import CorralHome
 from sandboxes.events import NO_EVENTS, CallEvents
@@ -67,6 +71,8 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 REASON_NOT_LOOPBACK = "peer is not on loopback"
 REASON_BODY_TOO_LARGE = "body larger than 1 MiB"
 REASON_NONCE_CACHE_FULL = "nonce cache full"
+REASON_KEY_UNUSABLE = "the agent's channel key file is unusable (see the gateway's log)"
+REASON_AGENT_MISMATCH = "the body's agent is not the one its key belongs to"
 
 _AUDIT_PATH_CHARS = 200
 
@@ -162,29 +168,53 @@ def _describe(exc: ValidationError) -> str:
     return ("invalid body: " + "; ".join(parts))[:500]
 
 
+def _claimed_agent(body: bytes) -> str | None:
+    """The agent a body names (whose key must have signed it), or None."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    agent = data.get("agent") if isinstance(data, dict) else None
+    return agent if isinstance(agent, str) else None
+
+
 # ------------------------------------------------------------------------ app
 class SignedRequests:
-    """Checks 2 and 3 above for any route under /api/internal/: the body within its
-    limit and a valid signature over it. `body` answers the body, or the refusal."""
+    """Check 2 for any route under /api/internal/ (`limited_body`: the body within its
+    limit), and check 3 for the agents' route (`body`: a valid signature over it by the
+    channel key of the agent it names). Each answers the body, or the refusal."""
 
     def __init__(self, home: CorralHome, clock: Callable[[], float], max_body_bytes: int) -> None:
-        self.key = load_or_create_key(home)
+        self.home = home
         self.nonces = NonceCache()
         self.refusals = _Refusals(AuditLog(home.audit_file))
         self.clock = clock
         self.max_body_bytes = max_body_bytes
 
-    async def body(self, request: Request) -> bytes | Response:
-        scope = request.scope
+    async def limited_body(self, request: Request) -> bytes | Response:
         try:
             body = await _read_body(request, self.max_body_bytes)
         except ClientDisconnect:
             return Response(status_code=400)
         if body is None:
-            return self.refusals.answer(REASON_BODY_TOO_LARGE, scope, 413)
+            return self.refusals.answer(REASON_BODY_TOO_LARGE, request.scope, 413)
+        return body
+
+    async def body(self, request: Request) -> tuple[str, bytes] | Response:
+        """(the agent whose key signed it, the body), or the refusal."""
+        scope = request.scope
+        body = await self.limited_body(request)
+        if isinstance(body, Response):
+            return body
+        agent = _claimed_agent(body)
+        try:
+            key = None if agent is None else read_key(self.home, agent)
+        except KeyFileError as exc:
+            logger.error("channel key of %s: %s", agent, exc)
+            return self.refusals.answer(REASON_KEY_UNUSABLE, scope, 401)
         try:
             verify(
-                self.key,
+                key,
                 request.method,
                 scope["path"],
                 request.headers,
@@ -196,11 +226,13 @@ class SignedRequests:
             return self.refusals.answer(exc.reason, scope, 401)
         except NonceCacheFull:
             return self.refusals.answer(REASON_NONCE_CACHE_FULL, scope, 503)
-        return body
+        if agent is None:  # not reached: verify refuses a body that names no agent (no key)
+            return self.refusals.answer(REASON_NO_AGENT_KEY, scope, 401)
+        return agent, body
 
 
 ExtraRoutes = Callable[[SignedRequests], list[BaseRoute]]
-"""More routes for the app, given the signature check (the admin API, the console)."""
+"""More routes for the app, given the request checks (the admin API, the console)."""
 
 
 def create_app(
@@ -211,7 +243,7 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     extra_routes: ExtraRoutes | None = None,
 ) -> Starlette:
-    """The gateway's ASGI app. Reads (or creates) CORRAL_HOME/gateway.key now."""
+    """The gateway's ASGI app. Each request's channel key is read when it arrives."""
     signed = SignedRequests(home, clock, max_body_bytes)
     refusals = signed.refusals
 
@@ -220,13 +252,16 @@ def create_app(
 
     async def computer_use(request: Request) -> Response:
         scope = request.scope
-        body = await signed.body(request)
-        if isinstance(body, Response):
-            return body
+        checked = await signed.body(request)
+        if isinstance(checked, Response):
+            return checked
+        signer, body = checked
         try:
             call = ComputerUseRequest.model_validate_json(body)
         except ValidationError as exc:
             return refusals.answer(_describe(exc), scope, 400)
+        if call.agent != signer:
+            return refusals.answer(REASON_AGENT_MISMATCH, scope, 401)
 
         def failed(exc: Exception) -> str:
             incident = uuid.uuid4().hex[:8]
@@ -318,7 +353,6 @@ async def serve_gateway(
     extra_routes: ExtraRoutes | None = None,
 ) -> None:
     """Serve the gateway until cancelled (the entry point turns SIGTERM/SIGINT into that).
-    Writes the key file first;
     `ready` is set once connections are accepted. Raises GatewayStartError if it cannot
     listen."""
     app = create_app(home, handler, extra_routes=extra_routes)

@@ -4,8 +4,15 @@ Every internal request carries three headers:
 
     X-Corral-Timestamp   integer unix seconds
     X-Corral-Nonce       32 lower-case hex characters, never reused
-    X-Corral-Signature   lower-case hex HMAC-SHA256, with the key in CORRAL_HOME/gateway.key,
-                         over METHOD \\n PATH \\n TIMESTAMP \\n NONCE \\n sha256_hex(BODY)
+    X-Corral-Signature   lower-case hex HMAC-SHA256, with the channel key of the agent the
+                         body names (CORRAL_HOME/channel/AGENT.key), over
+                         METHOD \\n PATH \\n TIMESTAMP \\n NONCE \\n sha256_hex(BODY)
+
+One channel key per agent: a `corral mcp` process loads only its own agent's key, and the
+gateway checks every request with the key of the agent named in its body, so a key
+reaches only the agent routes and only as its own agent (a body naming another agent does
+not verify). The operators' admin API takes no channel key at all: it wants an
+operator's token (orchestrator.gateway.admin_api).
 
 `verify` refuses with `SignatureRefused(reason)`, reason one of `REASONS`
 (the prefix "missing header " is followed by the header's name). A nonce is
@@ -31,16 +38,17 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from orchestrator.config import AGENT_NAME_RE
 from orchestrator.errors import NonceCacheFull, SignatureRefused
 from orchestrator.home import CorralHome
-from orchestrator.secret_files import load_or_create_secret, replace_secret
+from orchestrator.secret_files import load_or_create_secret, read_secret, replace_secret
 
 HEADER_TIMESTAMP = "X-Corral-Timestamp"
 HEADER_NONCE = "X-Corral-Nonce"
 HEADER_SIGNATURE = "X-Corral-Signature"
 SIGNED_HEADERS = (HEADER_TIMESTAMP, HEADER_NONCE, HEADER_SIGNATURE)
 
-KEY_FILE_NAME = "gateway.key"
+KEY_DIR_NAME = "channel"
 MAX_SKEW_SECONDS = 30
 NONCE_TTL_SECONDS = 60.0
 NONCE_CACHE_MAX_ENTRIES = 100_000
@@ -50,6 +58,7 @@ REASON_MALFORMED_NONCE = "malformed nonce"
 REASON_STALE_TIMESTAMP = "stale timestamp"
 REASON_REPLAYED_NONCE = "replayed nonce"
 REASON_BAD_SIGNATURE = "bad signature"
+REASON_NO_AGENT_KEY = "no channel key for the agent the body names"
 REASONS = (
     *(f"missing header {name}" for name in SIGNED_HEADERS),
     REASON_MALFORMED_TIMESTAMP,
@@ -57,6 +66,7 @@ REASONS = (
     REASON_STALE_TIMESTAMP,
     REASON_REPLAYED_NONCE,
     REASON_BAD_SIGNATURE,
+    REASON_NO_AGENT_KEY,
 )
 
 _TIMESTAMP_RE = re.compile(r"[0-9]{1,12}", re.ASCII)
@@ -65,21 +75,40 @@ _SIGNATURE_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 
 
 # ------------------------------------------------------------------------- key
-def key_path(home: CorralHome) -> Path:
-    return home.root / KEY_FILE_NAME
+def key_path(home: CorralHome, agent: str) -> Path:
+    """CORRAL_HOME/channel/AGENT.key; ValueError for a name that is not an agent's (so no
+    name can point outside that directory)."""
+    if not AGENT_NAME_RE.fullmatch(agent):
+        raise ValueError(f"{agent!r} is not a valid agent name")
+    return home.root / KEY_DIR_NAME / f"{agent}.key"
 
 
-def load_or_create_key(home: CorralHome) -> bytes:
-    """The channel key (32 bytes), from CORRAL_HOME/gateway.key, created there if absent
-    (race-safe between processes, 0600, checked on every read: `orchestrator.secret_files`)."""
-    return bytes.fromhex(load_or_create_secret(key_path(home)))
+def load_or_create_key(home: CorralHome, agent: str) -> bytes:
+    """`agent`'s channel key (32 bytes), created if absent (race-safe between processes,
+    0600, checked on every read: `orchestrator.secret_files`). `corral mcp` calls this for
+    its own agent; the gateway only reads (`read_key`)."""
+    return bytes.fromhex(load_or_create_secret(key_path(home, agent)))
 
 
-def rotate_key(home: CorralHome) -> bytes:
-    """Replace CORRAL_HOME/gateway.key with a new random key and return it. Every `corral
-    mcp` reads the key per call, so they sign with the new key from their next call; a
-    gateway already running keeps the old key until it restarts."""
-    return bytes.fromhex(replace_secret(key_path(home)))
+def read_key(home: CorralHome, agent: str) -> bytes | None:
+    """`agent`'s channel key, or None if it has none yet (or the name is not an agent's).
+    Read per request, so a rotation takes effect at once; a KeyFileError (a key another
+    user owns, a loose mode) passes through."""
+    try:
+        return bytes.fromhex(read_secret(key_path(home, agent)))
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def rotate_keys(home: CorralHome) -> list[str]:
+    """Give every agent that has a channel key a new one; the agents' names. Every `corral
+    mcp` and the gateway read the key per call, so the old keys stop working at once."""
+    folder = home.root / KEY_DIR_NAME
+    found = sorted(p.stem for p in folder.glob("*.key")) if folder.is_dir() else []
+    agents = [name for name in found if AGENT_NAME_RE.fullmatch(name)]
+    for agent in agents:
+        replace_secret(key_path(home, agent))
+    return agents
 
 
 # ------------------------------------------------------------------ signatures
@@ -112,7 +141,7 @@ def sign(
 
 
 def verify(
-    key: bytes,
+    key: bytes | None,
     method: str,
     path: str,
     headers: Mapping[str, str],
@@ -122,6 +151,7 @@ def verify(
     nonces: NonceCache,
 ) -> None:
     """Return if the request is authentic and fresh; otherwise raise SignatureRefused.
+    `key` is None when the agent the body names has no channel key.
 
     Raises NonceCacheFull (not a refusal of the signature) when the nonce
     cannot be remembered; the caller should answer "try again later".
@@ -141,6 +171,8 @@ def verify(
     # Whole seconds on both sides (the signer truncates too), inclusive: +-30 s is fresh.
     if abs(int(now) - int(timestamp)) > MAX_SKEW_SECONDS:
         raise SignatureRefused(REASON_STALE_TIMESTAMP)
+    if key is None:
+        raise SignatureRefused(REASON_NO_AGENT_KEY)
     expected = _mac(key, canonical(method, path, timestamp, nonce, body))
     # The format check keeps compare_digest on ASCII strings (it raises TypeError otherwise).
     if not _SIGNATURE_RE.fullmatch(signature) or not hmac.compare_digest(expected, signature):

@@ -24,7 +24,6 @@ ADMIN_APPROVALS_PATH = "/api/internal/admin/approvals"
 ADMIN_DECIDE_PATH = "/api/internal/admin/approvals/decide"
 ADMIN_SESSIONS_PATH = "/api/internal/admin/sessions"
 ADMIN_SESSION_ACT_PATH = "/api/internal/admin/sessions/act"
-OPERATOR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,79}$")
 EVENTS_MEDIA_TYPE = "application/x-ndjson"
 # The kiosk family (computer_*, which includes the desktop rig's computer_use) and the
 # other rig tools (mobile ones included), and codrive's: the gateway runs these and nothing else.
@@ -100,31 +99,20 @@ class ComputerUseAnswer(_Wire):
     structured: dict[str, Any] | None = None
 
 
-def _operator(value: str) -> str:
-    if not OPERATOR_NAME_RE.fullmatch(value):
-        raise ValueError("1-80 characters: letters, digits, '_', '.', '@', ':' or '-'")
-    return value
-
-
 class AdminDecision(_Wire):
-    """Body of POST /api/internal/admin/approvals/decide."""
+    """Body of POST /api/internal/admin/approvals/decide. Who decides is not in the body:
+    it is the operator whose token the request carries."""
 
     id: str = Field(min_length=1, max_length=64)
     decision: Literal["approve", "deny"]
-    operator: str
     reason: str = Field(default="", max_length=500)
-
-    _check_operator = field_validator("operator")(_operator)
 
 
 class AdminSessionAct(_Wire):
-    """Body of POST /api/internal/admin/sessions/act."""
+    """Body of POST /api/internal/admin/sessions/act (the operator: as for AdminDecision)."""
 
     agent: str
     action: Literal["takeover", "handback", "stop"]
-    operator: str
-
-    _check_operator = field_validator("operator")(_operator)
 
     _check_agent = field_validator("agent")(_seat_name)
 

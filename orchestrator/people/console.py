@@ -7,7 +7,9 @@ double-submit cookie). Every answer carries a Content-Security-Policy without in
 scripts, `X-Frame-Options: DENY` and `Cache-Control: no-store`. The live view is noVNC
 over a WebSocket (`/console/sessions/AGENT/vnc`) that needs the cookie and a same-origin
 `Origin`; the gateway bridges it to the kiosk's VNC server through the container (no
-TCP port is published). Logins end when their operator is removed.
+TCP port is published). Logins end when their operator is removed. A login is bound to
+the local user (uid) whose browser logged in (orchestrator.people.peer): its cookie, which
+the browser also sends to other loopback ports, is refused from another user's process.
 
 The routes come in groups, one function each: login, pages and the state they poll,
 images, actions, the live view. Every route behind a login is one handler given the
@@ -45,6 +47,7 @@ from orchestrator.people.console_auth import (
     secured,
 )
 from orchestrator.people.operators import operator_for_token
+from orchestrator.people.peer import peer_uid
 from orchestrator.people.seats import SeatBoard
 from sandboxes.rfb import ClientMessage
 
@@ -78,7 +81,7 @@ class _Console:
     logins: Logins
 
     def login_of(self, request: Request | WebSocket) -> Login | None:
-        return self.logins.get(request.cookies.get(COOKIE))
+        return self.logins.get(request.cookies.get(COOKIE), peer_uid(request.scope))
 
     def logged_in(self, handler: LoggedIn, refused: Callable[[], Response]) -> Endpoint:
         """`handler` for a request with a live login; `refused()` for one without."""
@@ -156,7 +159,7 @@ def _login_routes(c: _Console) -> list[BaseRoute]:
         if operator is None:
             c.oversight.audit.record("console_login_refused", None, {"why": "unknown token"})
             return secured(RedirectResponse("/console/login?failed=1", status_code=303))
-        login_id, _ = c.logins.create(operator)
+        login_id, _ = c.logins.create(operator, peer_uid(request.scope))
         c.oversight.audit.record("console_login", None, {"operator": operator})
         response = secured(RedirectResponse("/console/", status_code=303))
         response.set_cookie(

@@ -43,6 +43,7 @@ class Login:
     operator: str
     csrf: str
     expires: float
+    uid: int | None = None  # the local user whose connection logged in (None: unknown)
 
 
 class Logins:
@@ -53,19 +54,24 @@ class Logins:
         self.clock = clock
         self._by_id: dict[str, Login] = {}
 
-    def create(self, operator: str) -> tuple[str, Login]:
+    def create(self, operator: str, uid: int | None = None) -> tuple[str, Login]:
         self._prune()
         login_id = secrets.token_urlsafe(32)
-        login = Login(operator, secrets.token_urlsafe(24), self.clock() + LOGIN_TTL_SECONDS)
+        csrf, expires = secrets.token_urlsafe(24), self.clock() + LOGIN_TTL_SECONDS
+        login = Login(operator, csrf, expires, uid)
         self._by_id[login_id] = login
         return login_id, login
 
-    def get(self, login_id: str | None) -> Login | None:
+    def get(self, login_id: str | None, uid: int | None = None) -> Login | None:
+        """The login, if live and its operator still exists; None for another local user
+        (`uid` not the one that logged in) without ending it (that was not its owner)."""
         if not login_id:
             return None
         login = self._by_id.get(login_id)
         if login is None or login.expires < self.clock():
             self._by_id.pop(login_id, None)
+            return None
+        if login.uid is not None and uid != login.uid:
             return None
         try:
             names = {op.name for op in list_operators(self.home)}

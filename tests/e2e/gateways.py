@@ -7,6 +7,7 @@ import signal
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
 
@@ -54,8 +55,12 @@ async def running_gateway(home: CorralHome, config: str = "") -> AsyncIterator[t
                 proc.wait()
 
 
+_TOKENS: dict[tuple[Path, str], str] = {}
+
+
 def add_operator(home: CorralHome, name: str) -> str:
-    """`corral operators add NAME`; its token (the last line it prints)."""
+    """`corral operators add NAME`; its token (the last line it prints), remembered for
+    `operator_env`."""
     done = subprocess.run(
         [corral_bin(), "operators", "add", name],
         env=env_with_home(home),
@@ -64,4 +69,13 @@ def add_operator(home: CorralHome, name: str) -> str:
         timeout=30,
     )
     assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1]
+    token = done.stdout.strip().splitlines()[-1]
+    _TOKENS[(home.root, name)] = token
+    return token
+
+
+def operator_env(home: CorralHome, name: str) -> dict[str, str]:
+    """The environment of a `corral` command run by operator `name` (added first if this
+    test has not added it): CORRAL_HOME and CORRAL_OPERATOR_TOKEN."""
+    token = _TOKENS.get((home.root, name)) or add_operator(home, name)
+    return {**env_with_home(home), "CORRAL_OPERATOR_TOKEN": token}

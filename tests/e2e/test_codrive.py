@@ -28,9 +28,9 @@ from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from sandboxes.fence import unfence
 from tests.e2e.conftest import McpHarness, connect, wait_until
-from tests.e2e.gateways import add_operator, running_gateway
+from tests.e2e.gateways import add_operator, operator_env, running_gateway
 from tests.e2e.person import console_login, live_view
-from tests.helpers import corral_bin, env_with_home, leaked_containers
+from tests.helpers import corral_bin, leaked_containers
 from tests.images import ENV
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -110,7 +110,9 @@ async def corral(home: CorralHome, *args: str) -> subprocess.CompletedProcess[st
     """The real CLI, run without blocking the test's event loop (the live view's socket
     and a run's call stay served while it starts)."""
     with anyio.fail_after(SAFETY):
-        done = await anyio.run_process([corral_bin(), *args], env=env_with_home(home), check=False)
+        done = await anyio.run_process(
+            [corral_bin(), *args], env=operator_env(home, "olga"), check=False
+        )
     out, err = done.stdout.decode(), done.stderr.decode()
     return subprocess.CompletedProcess(done.args, done.returncode, out, err)
 
@@ -258,7 +260,7 @@ async def decided(desk: Desk, mcp: McpHarness, verdict: list[str]) -> dict[str, 
 
 async def test_consequential_steps_wait_for_an_operator(desk: Desk) -> None:
     async with connect(desk.home, "stdio", agent="alice") as mcp:
-        approved = await decided(desk, mcp, ["approve", "--as", "olga"])
+        approved = await decided(desk, mcp, ["approve"])
         assert approved["state"] == "finished", approved["text"]
         assert approved["steps"][1]["rung"] == "locate"
 
@@ -331,7 +333,7 @@ async def test_a_credential_step_goes_to_a_person_and_resumes_after_hand_back(
                 assert click.is_error and "person has the desktop" in text_of(click)
                 shot = await mcp.client.call_tool("computer_use", {"verb": "screenshot"})
                 assert not shot.is_error, text_of(shot)
-                done = await corral(desk.home, "sessions", "handback", row["agent"], "--as", "olga")
+                done = await corral(desk.home, "sessions", "handback", row["agent"])
                 assert done.returncode == 0, done.stderr
         assert out["state"] == "finished", out["text"]
         assert out["steps"][1]["outcome"] == "a person did this step"
@@ -378,7 +380,7 @@ async def test_a_step_a_person_interrupts_is_retried_once_then_the_run_stops(
                     await wait_until(in_flight, limit=SAFETY)
                     await p.press()  # the wait step in flight is dropped
                     await wait_until(taken, limit=SAFETY)
-                    done = await corral(desk.home, "sessions", "handback", key, "--as", "olga")
+                    done = await corral(desk.home, "sessions", "handback", key)
                     assert done.returncode == 0, done.stderr
             dropped = [
                 e["details"]["try"]

@@ -6,7 +6,9 @@ and X-Frame-Options DENY."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 from collections.abc import AsyncIterator
 
@@ -123,3 +125,53 @@ async def test_the_live_view_websocket_needs_the_cookie_and_this_origin(
         assert refused.value.response.status_code == 403, what
     lines = corral_home.audit_file.read_text()
     assert lines.count('"console_vnc_refused"') == 3
+
+
+REPLAY = """
+import sys, urllib.request
+req = urllib.request.Request(sys.argv[1], headers={"Cookie": "corral_console=" + sys.argv[2]})
+class Stay(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+try:
+    answer = urllib.request.build_opener(Stay).open(req, timeout=20)
+    print(answer.status, answer.read().decode(errors="replace"))
+except urllib.error.HTTPError as exc:
+    print(exc.code, exc.headers.get("location"))
+"""
+
+
+# A Python every user may run (the test's own may sit in root's home).
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or SYSTEM_PYTHON is None,
+    reason="needs root (to run a process as another user) and /usr/bin/python3",
+)
+async def test_a_login_cookie_replayed_by_another_local_user_gets_nothing(
+    gateway: str, corral_home: CorralHome
+) -> None:
+    """A browser sends the cookie to a server on any port of 127.0.0.1, so another local
+    user can get it; replayed from that user's process it is no login (a real process
+    as uid 65534 against the real gateway), while the owner's own request still works."""
+    token = add_operator(corral_home, "olga")
+    async with httpx.AsyncClient(base_url=gateway) as client:
+        assert (await log_in(client, token)).status_code == 303
+        stolen = client.cookies["corral_console"]
+
+        def replay(user: int | None) -> str:
+            done = subprocess.run(
+                [str(SYSTEM_PYTHON), "-I", "-c", REPLAY, f"{gateway}/console/", stolen],
+                user=user,
+                cwd="/",
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        assert replay(65534).startswith("303 /console/login")
+        assert replay(None).startswith("200") and "olga" in replay(None)  # the owner: served
+        assert (await client.get("/console/")).status_code == 200  # and not logged out

@@ -1,5 +1,6 @@
 """SPEC S6 end to end, without a console: a real MCP client's held call, answered by an
-operator through `corral approvals` (signed loopback to a real gateway), denied at the
+operator through `corral approvals` (loopback to a real gateway, with the operator's
+token), denied at the
 timeout when nobody answers; `corral sessions` takes the desktop over and hands it back.
 Kiosk and proxy containers are real; the site is a local HTTPS container."""
 
@@ -16,7 +17,7 @@ import pytest
 
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import connect, free_port, wait_until
-from tests.e2e.gateways import running_gateway
+from tests.e2e.gateways import operator_env, running_gateway
 from tests.e2e.test_computer_use import (
     RED,
     SITE,
@@ -37,9 +38,15 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 TIMEOUT = 10  # [approvals] timeout_seconds in this world
 
 
-def corral(home: CorralHome, *args: str) -> subprocess.CompletedProcess[str]:
+def corral(
+    home: CorralHome, *args: str, operator: str | None = "olga", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`corral ARGS` as `operator` (its token in CORRAL_OPERATOR_TOKEN; None: no token),
+    or with exactly `env`."""
+    if env is None:
+        env = env_with_home(home) if operator is None else operator_env(home, operator)
     return subprocess.run(
-        [corral_bin(), *args], env=env_with_home(home), capture_output=True, text=True, timeout=60
+        [corral_bin(), *args], env=env, capture_output=True, text=True, timeout=60
     )
 
 
@@ -115,7 +122,7 @@ async def test_a_held_navigation_waits_for_the_cli_approve_deny_or_timeout(world
                     assert done.returncode == 0, done.stderr
             return results[0]
 
-        approved = await held(["approve", "--as", "olga"])
+        approved = await held(["approve"])
         assert not approved.is_error, text_of(approved)
         await screen_until(mcp, lambda r, img: img.getpixel((50, 50)) == RED)
 
@@ -142,7 +149,7 @@ async def test_takeover_freezes_the_ai_and_handback_releases_it(world: World) ->
         listed = json.loads(corral(home, "sessions", "list", "--json").stdout)
         assert [(s["agent"], s["state"]) for s in listed] == [("tom", "AI")]
 
-        done = corral(home, "sessions", "takeover", "tom", "--as", "olga")
+        done = corral(home, "sessions", "takeover", "tom")
         assert done.returncode == 0, done.stderr
         refused = await call(mcp, "computer_click", x=10, y=10)
         assert refused.is_error and "person has the desktop" in text_of(refused)
@@ -151,7 +158,7 @@ async def test_takeover_freezes_the_ai_and_handback_releases_it(world: World) ->
         listed = json.loads(corral(home, "sessions", "list", "--json").stdout)
         assert listed[0]["state"] == "human (olga)"
 
-        again = corral(home, "sessions", "takeover", "tom", "--as", "pete")
+        again = corral(home, "sessions", "takeover", "tom", operator="pete")
         assert again.returncode == 1 and "olga has the desktop" in again.stderr
 
         assert corral(home, "sessions", "handback", "tom").returncode == 0
@@ -165,13 +172,17 @@ async def test_takeover_freezes_the_ai_and_handback_releases_it(world: World) ->
     assert "takeover" in kinds and "handback" in kinds
 
 
-async def test_the_cli_needs_the_gateway_and_the_key(world: World, tmp_path: Any) -> None:
+async def test_the_cli_needs_the_gateway_and_an_operators_token(
+    world: World, tmp_path: Any
+) -> None:
     other = CorralHome(tmp_path / "elsewhere", env=ENV)
     other.root.mkdir()
+    done = corral(other, "approvals", "list", operator=None)
+    assert done.returncode == 2 and "CORRAL_OPERATOR_TOKEN" in done.stderr
     other.config_file.write_text(f"[gateway]\nport = {free_port()}\n")
     done = corral(other, "approvals", "list")
     assert done.returncode == 1 and "not answering" in done.stderr
-    # The right port but another home's key: the gateway refuses the signature.
+    # The right port but another home's operator: the gateway knows no such token.
     other.config_file.write_text(f"[gateway]\nport = {gateway_port(world.home)}\n")
     done = corral(other, "approvals", "list")
-    assert done.returncode == 1 and "signature" in done.stderr.lower()
+    assert done.returncode == 1 and "not an operator's token" in done.stderr

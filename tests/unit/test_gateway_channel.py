@@ -160,7 +160,7 @@ async def test_a_timestamp_more_than_30_s_off_is_refused_with_401_and_audited(
 ) -> None:
     handler = Recorder()
     app = create_app(corral_home, handler, clock=lambda: NOW + 0.999)
-    key = load_or_create_key(corral_home)
+    key = load_or_create_key(corral_home, "alice")
     body = encode(CALL)
     headers = signed_headers(key, body, now=NOW + offset)
     transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 123))
@@ -218,7 +218,6 @@ async def test_a_malformed_timestamp_is_refused_with_401_and_audited(gateway: Ga
 @pytest.mark.parametrize(
     ("payload", "where"),
     [
-        ({**CALL, "agent": "Alice"}, "agent"),
         ({**CALL, "tool": "execute_program"}, "tool"),
         ({**CALL, "arguments": [1, 2]}, "arguments"),
         ({"agent": "alice", "tool": "computer_click"}, "arguments"),
@@ -239,12 +238,62 @@ async def test_a_signed_but_invalid_body_is_refused_with_400_and_audited(
     assert gateway.handler.calls == []
 
 
-async def test_a_signed_body_that_is_not_json_is_refused_with_400(gateway: Gateway) -> None:
-    body = b"\xff not json"
+@pytest.mark.parametrize(
+    "body",
+    [b"\xff not json", b"[1]", encode({**CALL, "agent": "Alice"}), encode({**CALL, "agent": 7})],
+)
+async def test_a_signed_body_that_names_no_agent_with_a_key_is_refused_with_401(
+    gateway: Gateway, body: bytes
+) -> None:
     response = await refused(gateway, body, signed_headers(gateway.key, body))
 
-    assert response.status_code == 400
-    assert gateway.refusals()[-1]["reason"].startswith("invalid body: ")
+    assert_refused(gateway, response, 401, "no channel key for the agent the body names")
+    assert gateway.handler.calls == []
+
+
+# --------------------------------------------------------------- one key per agent
+async def test_an_agents_key_cannot_call_as_another_agent(gateway: Gateway) -> None:
+    load_or_create_key(gateway.home, "bob")  # bob has a key, but alice's signs this
+    body = encode({**CALL, "agent": "bob"})
+
+    response = await refused(gateway, body, signed_headers(gateway.key, body))
+
+    assert_refused(gateway, response, 401, "bad signature")
+    assert gateway.handler.calls == []
+
+
+async def test_an_agent_with_no_key_yet_is_refused_and_gets_none(gateway: Gateway) -> None:
+    body = encode({**CALL, "agent": "carol"})
+
+    response = await refused(gateway, body, signed_headers(gateway.key, body))
+
+    assert_refused(gateway, response, 401, "no channel key for the agent the body names")
+    assert not (gateway.home.root / "channel" / "carol.key").exists()
+
+
+async def test_a_second_agent_field_cannot_swap_the_agent_after_the_key_is_picked(
+    gateway: Gateway,
+) -> None:
+    bob = load_or_create_key(gateway.home, "bob")
+    body = b'{"agent":"bob","agent":"alice","tool":"computer_click","arguments":{}}'
+
+    # The key is picked by the agent the body model will see (the last one): bob's key
+    # does not sign it, and alice's runs the call as alice.
+    response = await refused(gateway, body, signed_headers(bob, body))
+    assert_refused(gateway, response, 401, "bad signature")
+    response = await refused(gateway, body, signed_headers(gateway.key, body))
+    assert response.status_code == 200, response.text
+    assert gateway.handler.calls == [("alice", "computer_click", {})]
+
+
+async def test_each_agents_own_key_works_for_it(gateway: Gateway) -> None:
+    bob = load_or_create_key(gateway.home, "bob")
+    body = encode({**CALL, "agent": "bob"})
+
+    response = await refused(gateway, body, signed_headers(bob, body))
+
+    assert response.status_code == 200, response.text
+    assert [agent for agent, _, _ in gateway.handler.calls] == ["bob"]
 
 
 async def test_a_body_over_1_mib_is_refused_with_413_and_audited(gateway: Gateway) -> None:
@@ -305,7 +354,7 @@ async def test_every_loopback_address_is_a_loopback_peer(
 # --------------------------------------------------------------- fuzz
 @pytest.fixture
 def fuzz_app(corral_home: CorralHome) -> tuple[Starlette, bytes]:
-    return create_app(corral_home, Recorder()), load_or_create_key(corral_home)
+    return create_app(corral_home, Recorder()), load_or_create_key(corral_home, "alice")
 
 
 _json = st.recursive(
@@ -449,13 +498,24 @@ async def test_the_forwarder_reports_a_refusal_when_the_keys_differ(
 
 
 async def test_the_forwarder_reports_a_body_the_gateway_refused(gateway: Gateway) -> None:
-    result = await forward(gateway.home, gateway.url, "Not-An-Agent", "computer_screenshot", {})
+    result = await forward(gateway.home, gateway.url, "alice", "execute_program", {})
 
     assert result.is_error is True
     assert isinstance(result.content[0], types.TextContent)
     assert result.content[0].text.startswith(
-        "corral gateway could not run computer_screenshot (HTTP 400): invalid body: agent"
+        "corral gateway could not run execute_program (HTTP 400): invalid body: tool"
     )
+
+
+async def test_the_forwarder_signs_nothing_for_a_name_that_is_not_an_agents(
+    gateway: Gateway,
+) -> None:
+    result = await forward(gateway.home, gateway.url, "Not-An-Agent", "computer_screenshot", {})
+
+    assert result.is_error is True
+    assert isinstance(result.content[0], types.TextContent)
+    assert "cannot sign the request" in result.content[0].text
+    assert gateway.handler.calls == []
 
 
 async def test_the_forwarder_reports_a_gateway_handler_failure_without_internals(

@@ -25,7 +25,8 @@ from orchestrator.gateway.signing import (
     key_path,
     load_or_create_key,
     new_nonce,
-    rotate_key,
+    read_key,
+    rotate_keys,
     sign,
     verify,
 )
@@ -37,6 +38,7 @@ KEY = bytes(range(32))
 NOW = 1_700_000_000.0
 PATH = "/api/internal/computer-use"
 BODY = b'{"agent":"alice","tool":"computer_click","arguments":{"x":1,"y":2}}'
+AGENT = "alice"
 
 
 def signed(body: bytes = BODY, *, now: float = NOW, nonce: str | None = None) -> dict[str, str]:
@@ -167,6 +169,7 @@ def test_every_reason_is_one_of_the_documented_reasons() -> None:
         "stale timestamp",
         "replayed nonce",
         "bad signature",
+        "no channel key for the agent the body names",
     }
 
 
@@ -198,10 +201,11 @@ def test_a_full_nonce_cache_refuses_rather_than_forgets() -> None:
 
 # ------------------------------------------------------------------------- key
 def test_the_key_file_is_created_with_mode_0600_and_64_hex_chars(corral_home: CorralHome) -> None:
-    key = load_or_create_key(corral_home)
+    key = load_or_create_key(corral_home, AGENT)
 
-    path = key_path(corral_home)
-    assert path == corral_home.root / "gateway.key"
+    path = key_path(corral_home, AGENT)
+    assert path == corral_home.root / "channel" / "alice.key"
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     text = path.read_text()
     assert len(text) == 64
@@ -210,16 +214,16 @@ def test_the_key_file_is_created_with_mode_0600_and_64_hex_chars(corral_home: Co
 
 
 def test_the_key_file_is_reused_not_replaced(corral_home: CorralHome) -> None:
-    first = load_or_create_key(corral_home)
-    inode = key_path(corral_home).stat().st_ino
+    first = load_or_create_key(corral_home, AGENT)
+    inode = key_path(corral_home, AGENT).stat().st_ino
 
-    assert load_or_create_key(corral_home) == first
-    assert key_path(corral_home).stat().st_ino == inode
+    assert load_or_create_key(corral_home, AGENT) == first
+    assert key_path(corral_home, AGENT).stat().st_ino == inode
 
 
 def test_the_key_is_created_in_a_home_that_does_not_exist_yet(tmp_path: Path) -> None:
     home = CorralHome(root=tmp_path / "fresh" / "home")
-    assert len(load_or_create_key(home)) == 32
+    assert len(load_or_create_key(home, AGENT)) == 32
 
 
 def test_concurrent_first_loads_agree_on_one_key(corral_home: CorralHome) -> None:
@@ -228,7 +232,7 @@ def test_concurrent_first_loads_agree_on_one_key(corral_home: CorralHome) -> Non
 
     def load() -> None:
         barrier.wait()
-        keys.append(load_or_create_key(corral_home))
+        keys.append(load_or_create_key(corral_home, AGENT))
 
     threads = [threading.Thread(target=load) for _ in range(8)]
     for thread in threads:
@@ -238,19 +242,19 @@ def test_concurrent_first_loads_agree_on_one_key(corral_home: CorralHome) -> Non
 
     assert len(keys) == 8
     assert len(set(keys)) == 1
-    assert sorted(p.name for p in corral_home.root.iterdir() if "key" in p.name) == ["gateway.key"]
+    assert sorted(p.name for p in (corral_home.root / "channel").iterdir()) == ["alice.key"]
 
 
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
 def test_a_key_file_readable_by_group_or_others_is_refused(
     corral_home: CorralHome, mode: int
 ) -> None:
-    load_or_create_key(corral_home)
-    path = key_path(corral_home)
+    load_or_create_key(corral_home, AGENT)
+    path = key_path(corral_home, AGENT)
     path.chmod(mode)
 
     with pytest.raises(KeyFileError) as caught:
-        load_or_create_key(corral_home)
+        load_or_create_key(corral_home, AGENT)
     message = str(caught.value)
     assert str(path) in message
     assert f"{mode:04o}" in message
@@ -258,23 +262,25 @@ def test_a_key_file_readable_by_group_or_others_is_refused(
 
 
 def test_a_key_file_that_is_not_64_hex_chars_is_refused(corral_home: CorralHome) -> None:
-    path = key_path(corral_home)
+    path = key_path(corral_home, AGENT)
+    path.parent.mkdir(mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, b"not a key")
     os.close(fd)
 
     with pytest.raises(KeyFileError, match="64 lower-case hex"):
-        load_or_create_key(corral_home)
+        load_or_create_key(corral_home, AGENT)
 
 
 def test_a_key_file_that_is_a_symlink_is_refused(corral_home: CorralHome, tmp_path: Path) -> None:
     target = tmp_path / "elsewhere.key"
     target.write_text("ab" * 32)
     target.chmod(0o600)
-    key_path(corral_home).symlink_to(target)
+    key_path(corral_home, AGENT).parent.mkdir(mode=0o700)
+    key_path(corral_home, AGENT).symlink_to(target)
 
     with pytest.raises(KeyFileError, match="cannot be opened"):
-        load_or_create_key(corral_home)
+        load_or_create_key(corral_home, AGENT)
 
 
 # -------------------------------------------------------------------- property
@@ -336,26 +342,27 @@ def test_the_window_is_counted_in_whole_seconds_on_both_sides(
 def test_a_key_file_owned_by_another_user_is_refused(
     corral_home: CorralHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    load_or_create_key(corral_home)
+    load_or_create_key(corral_home, AGENT)
     me = os.getuid()
     monkeypatch.setattr(os, "getuid", lambda: me + 4242)
 
     with pytest.raises(KeyFileError, match=f"owned by uid {me}, not by this user"):
-        load_or_create_key(corral_home)
+        load_or_create_key(corral_home, AGENT)
 
 
 def test_rotating_the_key_replaces_it_privately_and_old_signatures_stop_working(
     corral_home: CorralHome,
 ) -> None:
-    old = load_or_create_key(corral_home)
+    old = load_or_create_key(corral_home, AGENT)
     headers = sign(old, "POST", PATH, BODY, now=NOW, nonce=new_nonce())
 
-    new = rotate_key(corral_home)
+    assert rotate_keys(corral_home) == [AGENT]
+    new = load_or_create_key(corral_home, AGENT)
 
     assert new != old
-    assert load_or_create_key(corral_home) == new
-    assert stat.S_IMODE(key_path(corral_home).stat().st_mode) == 0o600
-    assert [p.name for p in corral_home.root.iterdir() if p.name.startswith(".gateway")] == []
+    assert read_key(corral_home, AGENT) == new
+    assert stat.S_IMODE(key_path(corral_home, AGENT).stat().st_mode) == 0o600
+    assert [p.name for p in key_path(corral_home, AGENT).parent.iterdir()] == ["alice.key"]
     with pytest.raises(SignatureRefused, match="bad signature"):
         verify(new, "POST", PATH, headers, BODY, now=NOW, nonces=NonceCache())
 
@@ -365,9 +372,46 @@ def test_rotating_replaces_a_symlink_never_its_target(
 ) -> None:
     target = tmp_path / "elsewhere"
     target.write_text("do not touch")
-    key_path(corral_home).symlink_to(target)
+    key_path(corral_home, AGENT).parent.mkdir(mode=0o700)
+    key_path(corral_home, AGENT).symlink_to(target)
 
-    rotate_key(corral_home)
+    rotate_keys(corral_home)
 
     assert target.read_text() == "do not touch"
-    assert not key_path(corral_home).is_symlink()
+    assert not key_path(corral_home, AGENT).is_symlink()
+
+
+# ------------------------------------------------------------- one key per agent
+def test_each_agent_has_its_own_key_and_the_gateway_side_never_creates_one(
+    corral_home: CorralHome,
+) -> None:
+    alice = load_or_create_key(corral_home, "alice")
+    bob = load_or_create_key(corral_home, "bob")
+
+    assert alice != bob
+    assert read_key(corral_home, "alice") == alice
+    assert read_key(corral_home, "carol") is None
+    assert not key_path(corral_home, "alice").with_name("carol.key").exists()
+
+
+@pytest.mark.parametrize("name", ["../gateway", "Alice", "", "a/b", ".hidden"])
+def test_a_name_that_is_not_an_agents_has_no_key_path(corral_home: CorralHome, name: str) -> None:
+    with pytest.raises(ValueError, match="not a valid agent name"):
+        key_path(corral_home, name)
+    assert read_key(corral_home, name) is None
+
+
+def test_a_body_signed_with_another_agents_key_does_not_verify() -> None:
+    bob = bytes(reversed(KEY))
+    headers = sign(bob, "POST", PATH, BODY, now=NOW, nonce=new_nonce())
+
+    with pytest.raises(SignatureRefused, match="bad signature"):
+        verify(KEY, "POST", PATH, headers, BODY, now=NOW, nonces=NonceCache())
+
+
+def test_no_key_for_the_named_agent_is_its_own_refusal() -> None:
+    headers = signed(now=NOW)
+    with pytest.raises(SignatureRefused) as caught:
+        verify(None, "POST", PATH, headers, BODY, now=NOW, nonces=NonceCache())
+    assert caught.value.reason == "no channel key for the agent the body names"
+    assert caught.value.reason in REASONS
