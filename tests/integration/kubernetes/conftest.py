@@ -1,6 +1,7 @@
 """Fixtures for the Kubernetes backend's tests (issue 15): the fake API server of
 tests/fake_kube on loopback, and a backend talking to it. No Docker engine is needed.
-Every test checks that it left no pod and no ConfigMap behind."""
+Every test checks that it left no pod and no ConfigMap behind. Only the rigs' pods
+(test_k8s_rigs.py) need the engine: the fake node runs their images in Docker."""
 
 from __future__ import annotations
 
@@ -11,15 +12,25 @@ import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
 from orchestrator.owner import Owner
+from tests.fake_kube.docker_node import IN_DOCKER, InDocker
 from tests.fake_kube.server import NAMESPACE, Served, serve
-from tests.images import DEFAULT_KIOSK_IMAGE, DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
+from tests.images import (
+    DEFAULT_BROWSER_IMAGE,
+    DEFAULT_DESKTOP_IMAGE,
+    DEFAULT_KIOSK_IMAGE,
+    DEFAULT_PROXY_IMAGE,
+    DEFAULT_SANDBOX_IMAGE,
+)
 
 KIOSK_IMAGE = DEFAULT_KIOSK_IMAGE
 PROXY_IMAGE = DEFAULT_PROXY_IMAGE
 REPO = Path(__file__).resolve().parents[3]
 # The fake node's images and their CMD. The proxy is the real one (rig_images/proxy),
-# on a free port of this host (its pod's port would be 3128).
-IMAGES = {
+# on a free port of this host (its pod's port would be 3128). The rigs' images run for
+# real, in the Docker engine (tests/fake_kube/docker_node.py).
+IMAGES: dict[str, list[str] | InDocker | None] = {
+    DEFAULT_BROWSER_IMAGE: IN_DOCKER,
+    DEFAULT_DESKTOP_IMAGE: IN_DOCKER,
     DEFAULT_SANDBOX_IMAGE: None,
     KIOSK_IMAGE: None,
     PROXY_IMAGE: [
