@@ -216,9 +216,10 @@ class ChannelStream:
         return None
 
     async def close(self) -> None:
-        """Close the WebSocket (idempotent): its holding task leaves the session."""
+        """Close the WebSocket (idempotent): its holding task leaves the session. Waited
+        for, not awaited: the holder's own end (an error, a cancellation) is not the
+        caller's, and a caller cancelled meanwhile leaves it to finish on its own."""
         holder, self._holder, self._ws = self._holder, None, None
         self._closing.set()
         if holder is not None:
-            with contextlib.suppress(Exception):
-                await holder
+            await asyncio.wait([holder])

@@ -43,8 +43,10 @@ IMAGES: dict[str, list[str] | InDocker | None] = {
 
 @pytest.fixture(scope="session", autouse=True)
 def _no_leaks() -> None:
-    """Overrides the folder's Docker leak check: these tests start no container and need
-    no engine. Their own check is `backend`'s: no pod or ConfigMap left in the fake."""
+    """Overrides the folder's Docker leak check: only the rig tests start containers (the
+    fake node's, labelled apart from corral's and checked by those tests themselves), and
+    the rest need no engine. Their own check is `backend`'s: no pod or ConfigMap left in
+    the fake."""
 
 
 @pytest.fixture(scope="module")
