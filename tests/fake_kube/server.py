@@ -170,11 +170,13 @@ class FakeApi:
             return _refused(exc)
 
     async def _delete(self, plural: str, ns: str, name: str) -> dict[str, Any]:
-        # Every deletion here is immediate (grace period 0: corral's pods ask for it).
-        gone = self.store.delete(plural, ns, name)
+        # Every deletion here is immediate (grace period 0: corral's pods ask for it). A
+        # pod is stopped first: as on a real cluster, DELETED comes once the kubelet has
+        # confirmed it stopped (a container of the Docker node is gone by then).
         if plural == "pods":
+            self.store.get(plural, ns, name)  # 404 first, as the API answers
             await self.kubelet.pod_deleted(ns, name)
-        return gone
+        return self.store.delete(plural, ns, name)
 
     # ---------------------------------------------------------------- streams
     async def _accept(self, websocket: WebSocket) -> tuple[str, PodRun] | None:
