@@ -27,9 +27,9 @@ class Runtime:
     config: CorralConfig | ConfigError
     owner: Owner
     # The one backend `[backend]` chose (`orchestrator.backends.choose`): scripts, kiosk
-    # sessions, rigs, pools, egress and reaping all run on it. On Kubernetes, scripts and
-    # kiosk sessions run as pods; rigs and warm pools answer NotSupported
-    # (docs/kubernetes.md).
+    # sessions, rigs, pools, egress and reaping all run on it. On Kubernetes, scripts,
+    # kiosk sessions and browser and desktop rigs run as pods; warm pools answer
+    # NotSupported (docs/kubernetes.md).
     backend: ContainerBackend
     audit: AuditLog
     slots: ScriptSlots | None = None

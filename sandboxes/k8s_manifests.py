@@ -11,8 +11,10 @@ read-only directory a script gets arrives as a ConfigMap.
 
 NetworkPolicies: every pod without a network (`spec.network is None`) is
 selected by one namespace-wide policy that allows no ingress and no egress; a
-kiosk pod may reach only its session's proxy pod, which may reach only the
-pinned addresses on 443.
+session's surface pod (a kiosk, a browser or desktop rig: every pod of the session
+but its proxy) may reach only the session's proxy pod, which may reach only the
+pinned addresses on 443. Kiosk and rig pods are made by the same `pod_manifest`
+with the same lockdown; only their `corral.kind` label differs.
 """
 
 from __future__ import annotations
@@ -268,7 +270,7 @@ def _policy(
     name: str,
     namespace: str,
     labels: Mapping[str, str],
-    selector: Mapping[str, str],
+    selector: Mapping[str, Any],
     ingress: list[dict[str, Any]],
     egress: list[dict[str, Any]],
 ) -> dict[str, Any]:
@@ -277,7 +279,7 @@ def _policy(
         "kind": "NetworkPolicy",
         "metadata": {"name": name, "namespace": namespace, "labels": checked_labels(labels)},
         "spec": {
-            "podSelector": {"matchLabels": checked_labels(selector)},
+            "podSelector": dict(selector),
             "policyTypes": ["Ingress", "Egress"],
             "ingress": ingress,
             "egress": egress,
@@ -293,24 +295,38 @@ def deny_all_policy(namespace: str) -> dict[str, Any]:
         DENY_ALL_POLICY,
         namespace,
         {"corral.managed": "true", LABEL_POLICY: "deny-all"},
-        {"corral.managed": "true", LABEL_NETWORK: "none"},
+        {"matchLabels": {"corral.managed": "true", LABEL_NETWORK: "none"}},
         [],
         [],
     )
 
 
-def _session_pods(session: str, kind: str) -> dict[str, str]:
-    return {"corral.managed": "true", "corral.session": session, "corral.kind": kind}
+PROXY_KIND = "proxy"
 
 
-def kiosk_policy(
+def _session_pods(session: str, kind: str) -> dict[str, Any]:
+    """A selector of the session's pods of `kind`."""
+    labels = {"corral.managed": "true", "corral.session": session, "corral.kind": kind}
+    return {"matchLabels": checked_labels(labels)}
+
+
+def _session_surface(session: str) -> dict[str, Any]:
+    """A selector of every pod of the session except its proxy: the kiosk, a browser or a
+    desktop rig. A pod of a kind added later is restricted too (fail closed)."""
+    labels = {"corral.managed": "true", "corral.session": session}
+    not_proxy = {"key": "corral.kind", "operator": "NotIn", "values": [PROXY_KIND]}
+    return {"matchLabels": checked_labels(labels), "matchExpressions": [not_proxy]}
+
+
+def surface_policy(
     *, name: str, namespace: str, labels: Mapping[str, str], session: str
 ) -> dict[str, Any]:
-    """A kiosk pod: no ingress (corral reaches it over the API's attach stream); egress
-    only to its session's proxy pod, on the proxy port."""
-    proxy = {"podSelector": {"matchLabels": _session_pods(session, "proxy")}}
+    """A session's surface pod (kiosk or rig): no ingress (corral reaches it over the
+    API's attach and exec streams); egress only to its session's proxy pod, on the proxy
+    port."""
+    proxy = {"podSelector": _session_pods(session, PROXY_KIND)}
     egress = [{"to": [proxy], "ports": [{"protocol": "TCP", "port": PROXY_PORT}]}]
-    return _policy(name, namespace, labels, _session_pods(session, "kiosk"), [], egress)
+    return _policy(name, namespace, labels, _session_surface(session), [], egress)
 
 
 def proxy_policy(
@@ -321,10 +337,10 @@ def proxy_policy(
     session: str,
     pins: Mapping[str, Sequence[str]],
 ) -> dict[str, Any]:
-    """A session's proxy pod: ingress only from its kiosk pod on the proxy port; egress
-    only to the pinned addresses, on 443. No pins: no egress at all."""
-    kiosk = {"podSelector": {"matchLabels": _session_pods(session, "kiosk")}}
-    ingress = [{"from": [kiosk], "ports": [{"protocol": "TCP", "port": PROXY_PORT}]}]
+    """A session's proxy pod: ingress only from its surface pod (kiosk or rig) on the
+    proxy port; egress only to the pinned addresses, on 443. No pins: no egress at all."""
+    surface = {"podSelector": _session_surface(session)}
+    ingress = [{"from": [surface], "ports": [{"protocol": "TCP", "port": PROXY_PORT}]}]
     addresses = sorted({a for found in pins.values() for a in found})
     blocks = []
     for address in addresses:
@@ -332,4 +348,4 @@ def proxy_policy(
         width = 32 if parsed.version == 4 else 128
         blocks.append({"ipBlock": {"cidr": f"{parsed}/{width}"}})
     egress = [{"to": blocks, "ports": [{"protocol": "TCP", "port": HTTPS_PORT}]}] if blocks else []
-    return _policy(name, namespace, labels, _session_pods(session, "proxy"), ingress, egress)
+    return _policy(name, namespace, labels, _session_pods(session, PROXY_KIND), ingress, egress)

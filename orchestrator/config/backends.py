@@ -43,6 +43,8 @@ class KubernetesBackendConfig(StrictModel):
     sandbox_image: str | None = None
     kiosk_image: str | None = None
     proxy_image: str | None = None
+    browser_image: str | None = None  # the rigs' ([container.rigs])
+    desktop_image: str | None = None
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     # The kiosk's Chromium seccomp profile (rig_images/kiosk/seccomp.json) installed on
     # the nodes, relative to the kubelet's seccomp root; unset: RuntimeDefault.
@@ -60,7 +62,9 @@ class KubernetesBackendConfig(StrictModel):
             )
         return value
 
-    @field_validator("sandbox_image", "kiosk_image", "proxy_image")
+    @field_validator(
+        "sandbox_image", "kiosk_image", "proxy_image", "browser_image", "desktop_image"
+    )
     @classmethod
     def _image(cls, value: str | None) -> str | None:
         return None if value is None else check_image(value)

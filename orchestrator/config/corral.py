@@ -67,6 +67,8 @@ class CorralConfig(StrictModel):
             (self.container.sandbox.image, backend.sandbox_image),
             (self.container.kiosk.image, backend.kiosk_image),
             (self.container.kiosk.proxy_image, backend.proxy_image),
+            (self.container.rigs.browser_image, backend.browser_image),
+            (self.container.rigs.desktop_image, backend.desktop_image),
         ]
         return {local: remote for local, remote in pairs if remote and remote != local}
 

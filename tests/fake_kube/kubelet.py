@@ -7,7 +7,9 @@ a mount in the command, working directory and environment is rewritten to them; 
 output goes only to the attach streams open at the moment it is written (a real
 attach does not replay what came before); `activeDeadlineSeconds` kills it
 (phase Failed, reason DeadlineExceeded); deleting it kills it. It runs as the test's
-user, not in a container: only tests' own scripts run here.
+user, not in a container: only tests' own scripts run here. An image the node maps to
+`docker_node.IN_DOCKER` (a rig's) runs instead as a container of the Docker engine built
+from the pod's manifest, attached to its stdio (`docker_node`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
+from tests.fake_kube import docker_node
+from tests.fake_kube.docker_node import InDocker
 from tests.fake_kube.store import Store
 
 STDOUT, STDERR = 1, 2
@@ -44,6 +48,7 @@ class PodRun:
     listeners: list[MemoryObjectSendStream[tuple[int, bytes]]] = field(default_factory=list)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     attached_stdin: bool = False
+    docker: str | None = None  # the container's name, when the node runs it in Docker
 
     def rewrite(self, text: str) -> str:
         for target, source in sorted(self.mounts.items(), key=lambda kv: -len(kv[0])):
@@ -54,11 +59,12 @@ class PodRun:
 
 class Kubelet:
     def __init__(
-        self, store: Store, root: Path, images: Mapping[str, Sequence[str] | None]
+        self, store: Store, root: Path, images: Mapping[str, Sequence[str] | InDocker | None]
     ) -> None:
         self.store = store
         self.root = root
-        self.images = images  # what the node has: image -> its CMD (None: none)
+        # What the node has: image -> its CMD (None: none), or IN_DOCKER (run for real).
+        self.images = images
         self.runs: dict[tuple[str, str], PodRun] = {}
         self.tasks: anyio.abc.TaskGroup | None = None
 
@@ -148,22 +154,35 @@ class Kubelet:
         run.cwd = run.rewrite(container["workingDir"]) if "workingDir" in container else None
         return run
 
-    def argv(self, run: PodRun, argv: Sequence[str]) -> list[str]:
-        return [run.rewrite(a) for a in argv]
+    def exec_command(
+        self, run: PodRun, argv: Sequence[str], *, stdin: bool
+    ) -> tuple[list[str], str | None, dict[str, str] | None]:
+        """How an exec in the pod runs here: its argv, working directory and environment."""
+        if run.docker is not None:
+            return docker_node.exec_argv(run.docker, list(argv), stdin=stdin), None, None
+        return [run.rewrite(a) for a in argv], run.cwd, run.env
 
     async def _execute(self, namespace: str, name: str, pod: dict[str, Any], run: PodRun) -> None:
         container = pod["spec"]["containers"][0]
-        command = container.get("command") or self.images[container["image"]]
-        assert command, f"the fake image {container['image']} has no CMD: give a command"
-        argv = self.argv(run, command)
+        image = self.images[container["image"]]
+        cwd: str | None = run.cwd
+        env: dict[str, str] | None = run.env
+        if isinstance(image, InDocker):
+            run.docker = await docker_node.create(namespace, pod)
+            argv = docker_node.start_argv(namespace, name, stdin=bool(container.get("stdin")))
+            cwd, env = None, None  # the Docker CLI's own
+        else:
+            command = container.get("command") or image
+            assert command, f"the fake image {container['image']} has no CMD: give a command"
+            argv = [run.rewrite(a) for a in command]
         deadline = pod["spec"].get("activeDeadlineSeconds")
         run.process = await anyio.open_process(
             argv,
             stdin=subprocess.PIPE if container.get("stdin") else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=run.cwd,
-            env=run.env,
+            cwd=cwd,
+            env=env,
             start_new_session=True,
         )
         self._status(
@@ -216,6 +235,8 @@ class Kubelet:
                     await listener.send((channel, chunk))
 
     async def _stop(self, run: PodRun) -> None:
+        if run.docker is not None:
+            await docker_node.remove(run.docker)
         if run.process is not None:
             if run.process.returncode is None:
                 _kill(run.process)

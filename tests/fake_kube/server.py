@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from tests.fake_kube.docker_node import InDocker
 from tests.fake_kube.kubelet import Kubelet, PodRun
 from tests.fake_kube.store import K8S_VERSION, KINDS, ApiRefusal, Store
 
@@ -42,7 +43,7 @@ def _refused(exc: ApiRefusal) -> JSONResponse:
 
 
 class FakeApi:
-    def __init__(self, root: Path, images: Mapping[str, Sequence[str] | None]) -> None:
+    def __init__(self, root: Path, images: Mapping[str, Sequence[str] | InDocker | None]) -> None:
         self.store = Store(namespaces={"default", NAMESPACE})
         self.kubelet = Kubelet(self.store, root, images)
         self.requests: list[tuple[str, str]] = []  # (method, path), for tests to read
@@ -169,11 +170,13 @@ class FakeApi:
             return _refused(exc)
 
     async def _delete(self, plural: str, ns: str, name: str) -> dict[str, Any]:
-        # Every deletion here is immediate (grace period 0: corral's pods ask for it).
-        gone = self.store.delete(plural, ns, name)
+        # Every deletion here is immediate (grace period 0: corral's pods ask for it). A
+        # pod is stopped first: as on a real cluster, DELETED comes once the kubelet has
+        # confirmed it stopped (a container of the Docker node is gone by then).
         if plural == "pods":
+            self.store.get(plural, ns, name)  # 404 first, as the API answers
             await self.kubelet.pod_deleted(ns, name)
-        return gone
+        return self.store.delete(plural, ns, name)
 
     # ---------------------------------------------------------------- streams
     async def _accept(self, websocket: WebSocket) -> tuple[str, PodRun] | None:
@@ -232,15 +235,17 @@ class FakeApi:
         if accepted is None:
             return
         _, run = accepted
-        argv = self.kubelet.argv(run, websocket.query_params.getlist("command"))
         wants_stdin = websocket.query_params.get("stdin") == "true"
+        argv, cwd, env = self.kubelet.exec_command(
+            run, websocket.query_params.getlist("command"), stdin=wants_stdin
+        )
         process = await anyio.open_process(
             argv,
             stdin=subprocess.PIPE if wants_stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=run.cwd,
-            env=run.env,
+            cwd=cwd,
+            env=env,
         )
         async with process, anyio.create_task_group() as tasks:
             if process.stdin is not None:
@@ -292,7 +297,7 @@ def write_kubeconfig(path: Path, url: str, namespace: str = NAMESPACE) -> Path:
 
 
 @contextlib.contextmanager
-def serve(root: Path, images: Mapping[str, Sequence[str] | None]) -> Iterator[Served]:
+def serve(root: Path, images: Mapping[str, Sequence[str] | InDocker | None]) -> Iterator[Served]:
     """The fake on 127.0.0.1 (a free port), in a thread with its own event loop. The
     socket is bound and listening before this returns, so no wait is needed. `images`:
     what its node has, each with its CMD (used when a pod gives no command)."""

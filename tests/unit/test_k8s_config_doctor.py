@@ -14,6 +14,7 @@ from corral_cli.main import main
 from orchestrator.backends.docker.image_push import config_snippet, push_plan
 from orchestrator.backends.kubernetes.backend import resolve_kubeconfig
 from orchestrator.config import (
+    DEFAULT_BROWSER_IMAGE,
     DEFAULT_SANDBOX_IMAGE,
     DockerBackendConfig,
     KubernetesBackendConfig,
@@ -60,6 +61,7 @@ def test_kubernetes_backend_keys_parse_with_their_defaults() -> None:
                 "kubeconfig": "/etc/corral/kubeconfig",
                 "context": "kind-corral",
                 "sandbox_image": "localhost:5000/corral-sandbox:latest",
+                "browser_image": "localhost:5000/corral-browser:latest",
                 "image_pull_policy": "Always",
             }
         },
@@ -73,7 +75,8 @@ def test_kubernetes_backend_keys_parse_with_their_defaults() -> None:
         "Always",
     )
     assert config.cluster_images() == {
-        DEFAULT_SANDBOX_IMAGE: "localhost:5000/corral-sandbox:latest"
+        DEFAULT_SANDBOX_IMAGE: "localhost:5000/corral-sandbox:latest",
+        DEFAULT_BROWSER_IMAGE: "localhost:5000/corral-browser:latest",
     }
     default = parse_config({"backend": {"kind": "kubernetes"}}, "t").effective_backend()
     assert isinstance(default, KubernetesBackendConfig)
@@ -229,5 +232,11 @@ def test_the_docs_manifests_are_what_the_builders_make_and_valid() -> None:
     from sandboxes.k8s_manifests import DENY_ALL_POLICY, deny_all_policy
 
     assert shown[DENY_ALL_POLICY] == deny_all_policy("corral")
+    from sandboxes.k8s_manifests import surface_policy
+
+    policy_labels = {"corral.managed": "true", "corral.kind": "policy", "corral.session": "s1"}
+    assert shown["corral-surface-s1-net"] == surface_policy(
+        name="corral-surface-s1-net", namespace="corral", labels=policy_labels, session="s1"
+    )
     pod = next(d for d in shown.values() if d["kind"] == "Pod")
     assert pod["spec"]["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}

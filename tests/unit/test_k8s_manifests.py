@@ -17,11 +17,11 @@ from sandboxes.k8s_manifests import (
     cpu_quantity,
     deny_all_policy,
     gated_command,
-    kiosk_policy,
     memory_quantity,
     object_name,
     pod_manifest,
     proxy_policy,
+    surface_policy,
     tmpfs_size,
 )
 from sandboxes.ports import ContainerSpec
@@ -143,7 +143,7 @@ def test_every_manifest_is_valid_under_the_real_schemas() -> None:
     valid(script_pod())
     valid(configmap_manifest(name="cm", namespace="corral", labels=LABELS, files={"main.py": "1"}))
     valid(deny_all_policy("corral"))
-    valid(kiosk_policy(name="k", namespace="corral", labels=LABELS, session="s1"))
+    valid(surface_policy(name="k", namespace="corral", labels=LABELS, session="s1"))
     pins = {"example.org": ["93.184.215.14"], "v6.example": ["2001:db8::1"]}
     valid(proxy_policy(name="p", namespace="corral", labels=LABELS, session="s1", pins=pins))
 
@@ -170,10 +170,17 @@ def test_deny_all_policy_denies_ingress_and_egress_and_is_never_reaped() -> None
     assert "corral.owner.host" not in policy["metadata"]["labels"]
 
 
-def test_kiosk_policy_allows_egress_only_to_its_sessions_proxy_pod() -> None:
-    policy = kiosk_policy(name="k", namespace="corral", labels=LABELS, session="s1")["spec"]
-    assert policy["podSelector"]["matchLabels"]["corral.session"] == "s1"
-    assert policy["podSelector"]["matchLabels"]["corral.kind"] == "kiosk"
+NOT_THE_PROXY = {
+    "matchLabels": {"corral.managed": "true", "corral.session": "s1"},
+    "matchExpressions": [{"key": "corral.kind", "operator": "NotIn", "values": ["proxy"]}],
+}
+
+
+def test_surface_policy_allows_egress_only_to_its_sessions_proxy_pod() -> None:
+    """It selects every pod of the session but the proxy: a kiosk and a browser or
+    desktop rig alike (and a kind added later, so nothing of a session is unselected)."""
+    policy = surface_policy(name="k", namespace="corral", labels=LABELS, session="s1")["spec"]
+    assert policy["podSelector"] == NOT_THE_PROXY
     assert policy["ingress"] == []
     [rule] = policy["egress"]
     [peer] = rule["to"]
@@ -199,7 +206,7 @@ def test_proxy_policy_allows_only_the_pinned_addresses_on_443() -> None:
     assert all("except" not in peer["ipBlock"] for peer in rule["to"])
     assert rule["ports"] == [{"protocol": "TCP", "port": 443}]
     [inbound] = spec["ingress"]
-    assert inbound["from"][0]["podSelector"]["matchLabels"]["corral.kind"] == "kiosk"
+    assert inbound["from"][0]["podSelector"] == NOT_THE_PROXY
 
 
 def test_proxy_policy_without_pins_has_no_egress_at_all() -> None:
@@ -294,3 +301,59 @@ def test_a_localhost_seccomp_profile_replaces_runtime_default_everywhere() -> No
     expected = {"type": "Localhost", "localhostProfile": "corral/kiosk.json"}
     assert pod["spec"]["securityContext"]["seccompProfile"] == expected
     assert pod["spec"]["containers"][0]["securityContext"]["seccompProfile"] == expected
+
+
+@pytest.mark.parametrize("kind", ["rig-browser", "rig-desktop"])
+def test_rig_pod_is_locked_down_as_a_kiosk_pod_is(kind: str) -> None:
+    """A browser or desktop rig's spec (the shared start path's `kiosk_spec`, labelled
+    `rig-KIND`) becomes a pod with the S1.2 lockdown, its tmpfs home and /tmp, its
+    /dev/shm, stdin for its channel, the node's seccomp profile when configured, and no
+    host path; valid under the real schemas."""
+    labels = {**LABELS, "corral.kind": kind, "corral.session": "r0123456789"}
+    spec = kiosk_spec(
+        image="corral-browser:latest", labels=labels, network="session", seccomp="/x.json"
+    )
+    pod = pod_manifest(
+        spec,
+        name=object_name(kind, "r0123456789", "1a2b3c4d"),
+        namespace="corral",
+        pull_policy="IfNotPresent",
+        seccomp_localhost="corral/kiosk.json",
+    )
+    valid(pod)
+    [container] = pod["spec"]["containers"]
+    ctx = container["securityContext"]
+    assert ctx["runAsUser"] == 1000 and ctx["runAsGroup"] == 1000 and ctx["runAsNonRoot"]
+    assert ctx["readOnlyRootFilesystem"] is True
+    assert ctx["allowPrivilegeEscalation"] is False and ctx["privileged"] is False
+    assert ctx["capabilities"] == {"drop": ["ALL"]}
+    assert ctx["seccompProfile"] == {"type": "Localhost", "localhostProfile": "corral/kiosk.json"}
+    assert container["resources"]["limits"] == {"memory": "2Gi", "cpu": "1"}
+    assert container["resources"]["requests"] == container["resources"]["limits"]
+    assert container["stdin"] is True and container["tty"] is False
+    assert "command" not in container  # the image's own (tini, then the rig's agent)
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {
+        "/tmp",
+        "/home/sandbox",
+        "/dev/shm",
+    }
+    sizes = {v["name"]: v["emptyDir"]["sizeLimit"] for v in pod["spec"]["volumes"]}
+    assert sorted(sizes.values()) == ["256Mi", "256Mi", "512Mi"]
+    assert all("hostPath" not in v for v in pod["spec"]["volumes"])
+    assert {"name": "HOME", "value": "/home/sandbox"} in container["env"]
+    assert pod["metadata"]["labels"]["corral.kind"] == kind
+    assert pod["metadata"]["labels"]["corral.network"] == "session"
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert pod["spec"]["hostNetwork"] is False and pod["spec"]["hostPID"] is False
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_a_rig_without_an_allowlist_is_sealed_by_the_deny_all_policy() -> None:
+    labels = {**LABELS, "corral.kind": "rig-desktop"}
+    spec = kiosk_spec(image="corral-desktop:latest", labels=labels, network=None, seccomp=None)
+    pod = pod_manifest(
+        spec, name="corral-rig-desktop-r1-1", namespace="corral", pull_policy="Never"
+    )
+    selector = deny_all_policy("corral")["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert "dnsPolicy" not in pod["spec"]

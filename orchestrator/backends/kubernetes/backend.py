@@ -39,7 +39,7 @@ from orchestrator.errors import (
     SandboxUnavailable,
     UnavailableCode,
 )
-from orchestrator.owner import LABEL_KIND, LABEL_MANAGED, Owner
+from orchestrator.owner import LABEL_MANAGED, Owner
 from sandboxes.k8s_manifests import (
     PullPolicy,
     deny_all_policy,
@@ -102,7 +102,7 @@ def _server_of(kubeconfig: str, context: str | None) -> str:
 class KubernetesBackend:
     """One API connection (kr8s) shared by every call of this process:
     `sandboxes.ports.ContainerBackend` on a cluster. No warm pools (yet): every script
-    runs as a fresh pod, every kiosk starts with its session."""
+    runs as a fresh pod, every kiosk and rig starts with its session."""
 
     supports_pools = False
 
@@ -207,14 +207,8 @@ class KubernetesBackend:
         return KubeRun(self, spec, gate=True)
 
     async def open_attached(self, spec: ContainerSpec) -> KubeRun:
-        """A long-lived pod attached on stdin/stdout (a kiosk's or proxy's channel). Rigs
-        (browser, desktop) have no pod recipe yet: refused before anything is made."""
-        kind = spec.labels.get(LABEL_KIND, "")
-        if kind.startswith("rig-"):
-            raise NotSupported(
-                f"not supported on Kubernetes: {kind.removeprefix('rig-')} rigs (yet); "
-                'they run with [backend] kind = "docker"'
-            )
+        """A long-lived pod attached on stdin/stdout: a kiosk's or rig's channel (the
+        desktop agent's JSON lines, the browser rig's CDP pipe), or a proxy's."""
         run = KubeRun(self, spec, gate=False)
         await run.open()
         return run

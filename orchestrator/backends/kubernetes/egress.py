@@ -1,12 +1,12 @@
-"""A kiosk session's way out on Kubernetes (SPEC S2.6 on S7): the `Egress` a
-SessionManager gets when `[backend] kind = "kubernetes"`.
+"""A session's way out on Kubernetes (SPEC S2.6 on S7): the `Egress` a kiosk session and
+a browser or desktop rig get when `[backend] kind = "kubernetes"`.
 
 Where Docker uses an internal network, a proxy container and an iptables rule, a
 cluster uses two NetworkPolicies and a proxy pod:
 
-- the session's kiosk pod may reach only its proxy pod, on the proxy port (no DNS, no
-  other pod, nothing outside);
-- the proxy pod accepts only its kiosk pod and may reach only the pinned addresses,
+- the session's surface pod (the kiosk, or the rig) may reach only its proxy pod, on
+  the proxy port (no DNS, no other pod, nothing outside);
+- the proxy pod accepts only that surface pod and may reach only the pinned addresses,
   on 443.
 
 The policies are in place before either pod starts. Narrowing the pins (`restrict`)
@@ -31,7 +31,7 @@ from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
 from orchestrator.errors import EgressError, NotSupported
 from sandboxes.isolation import PROXY_PORT, proxy_spec
-from sandboxes.k8s_manifests import kiosk_policy, proxy_policy
+from sandboxes.k8s_manifests import proxy_policy, surface_policy
 from sandboxes.ports import EgressFactory, PreparedNetwork
 
 SESSION_NETWORK = "session"  # a pod label value (`corral.network`), not a Docker network
@@ -61,7 +61,7 @@ class KubeEgress(PinnedEgress):
 
     @property
     def dns_servers(self) -> list[str]:
-        return []  # the kiosk asks the proxy for names; DNS is not in its policy
+        return []  # the surface asks the proxy for names; DNS is not in its policy
 
     def _labels(self, kind: str) -> dict[str, str]:
         return self._backend.labels(kind=kind, agent=self.agent, session=self.session_id)
@@ -78,13 +78,13 @@ class KubeEgress(PinnedEgress):
 
     async def _enter(self) -> None:
         if not await self._pin():
-            return  # the kiosk pod gets no network: the namespace's deny-all policy
+            return  # the surface pod gets no network: the namespace's deny-all policy
         backend, namespace = self._backend, self._backend.settings.namespace
-        name = f"corral-kiosk-{self.session_id}-net"
+        name = f"corral-surface-{self.session_id}-net"
         await backend.request(
             "POST",
             "networkpolicies",
-            body=kiosk_policy(
+            body=surface_policy(
                 name=name,
                 namespace=namespace,
                 labels=self._labels("policy"),
@@ -99,7 +99,7 @@ class KubeEgress(PinnedEgress):
             labels=self._labels("proxy"),
             network=SESSION_NETWORK,
             pins=self.pins,
-            allow_from="0.0.0.0/0",  # the policy admits only the session's kiosk pod
+            allow_from="0.0.0.0/0",  # the policy admits only the session's surface pod
         )
         self._proxy = await backend.open_attached(spec)
         self._control = KioskChannel(self._proxy, name="egress proxy")

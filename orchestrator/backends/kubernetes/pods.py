@@ -1,5 +1,5 @@
 """The Kubernetes backend's pods: a run (`KubeRun`: the pod created from a spec, attached,
-its output read and exit awaited, deleted on exit; also a kiosk's or proxy's long-lived
+its output read and exit awaited, deleted on exit; also a kiosk's, rig's or proxy's long-lived
 channel) and a process exec'd in one (`KubeExec`, the live view's relay).
 """
 

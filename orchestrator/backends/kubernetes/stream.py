@@ -9,11 +9,11 @@ channel (0 stdin, 1 stdout, 2 stderr, 3 error, 255 close, v5 only) and its data.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 from collections.abc import Iterator, Mapping
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,7 +118,14 @@ def exit_code_of(status: Mapping[str, Any]) -> int | None:
 
 
 class ChannelStream:
-    """One `attach` or `exec` WebSocket to a pod's container. `open`/`close` in one task."""
+    """One `attach` or `exec` WebSocket to a pod's container.
+
+    The WebSocket session (httpx_ws) holds a task group for its lifetime, which must be
+    left in the task and scope it was entered in. A surface's stream is opened in one
+    call and closed in another, often under a shield (`Surface.close`), so the session
+    is held by a task of its own (`_hold`): `open` and `close` may come from any task
+    or scope. An asyncio task, not an anyio one: anyio has no task that outlives the
+    caller's task group, and corral runs on asyncio (uvicorn, Playwright)."""
 
     def __init__(
         self, target: ClusterTarget, pod: str, verb: str, params: Mapping[str, Any]
@@ -127,26 +134,44 @@ class ChannelStream:
         self._pod = pod
         self._verb = verb
         self._params = dict(params)
-        self._stack: AsyncExitStack | None = None
+        self._holder: asyncio.Task[None] | None = None
+        self._closing = anyio.Event()
         self._ws: httpx_ws.AsyncWebSocketSession | None = None
         self.status: dict[str, Any] | None = None
         self.protocol = ""
 
     async def open(self, api: Any) -> None:
         """Connect through `api` (a kr8s Api), offering v5 then v4."""
-        stack = AsyncExitStack()
-        with map_kube_errors(self._target):
-            self._ws = await stack.enter_async_context(
-                api.open_websocket(
+        opened: asyncio.Future[httpx_ws.AsyncWebSocketSession] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._holder = asyncio.create_task(self._hold(api, opened))
+        try:
+            self._ws = await asyncio.shield(opened)
+        except BaseException:
+            await self.close()
+            raise
+        self.protocol = self._ws.subprotocol or ""
+
+    async def _hold(self, api: Any, opened: asyncio.Future[httpx_ws.AsyncWebSocketSession]) -> None:
+        try:
+            with map_kube_errors(self._target):
+                async with api.open_websocket(
                     version="v1",
                     namespace=self._target.namespace,
                     url=f"pods/{self._pod}/{self._verb}",
                     params=self._params,
                     subprotocols=PROTOCOLS,
-                )
-            )
-        self._stack = stack
-        self.protocol = (self._ws.subprotocol if self._ws is not None else None) or ""
+                ) as ws:
+                    opened.set_result(ws)
+                    await self._closing.wait()
+        except BaseException as exc:
+            if not opened.done():
+                opened.set_exception(exc)
+            elif not isinstance(exc, Exception):
+                raise
+            else:
+                logger.debug("pod %s: the %s stream ended: %s", self._pod, self._verb, exc)
 
     async def send(self, data: bytes) -> None:
         if self._ws is None:
@@ -191,9 +216,10 @@ class ChannelStream:
         return None
 
     async def close(self) -> None:
-        """Close the WebSocket. Not shielded: the session's task group must exit in the
-        scope it was entered in; the caller shields what must happen after."""
-        stack, self._stack, self._ws = self._stack, None, None
-        if stack is not None:
-            with contextlib.suppress(Exception):
-                await stack.aclose()
+        """Close the WebSocket (idempotent): its holding task leaves the session. Waited
+        for, not awaited: the holder's own end (an error, a cancellation) is not the
+        caller's, and a caller cancelled meanwhile leaves it to finish on its own."""
+        holder, self._holder, self._ws = self._holder, None, None
+        self._closing.set()
+        if holder is not None:
+            await asyncio.wait([holder])

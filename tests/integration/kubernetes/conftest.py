@@ -1,6 +1,7 @@
 """Fixtures for the Kubernetes backend's tests (issue 15): the fake API server of
 tests/fake_kube on loopback, and a backend talking to it. No Docker engine is needed.
-Every test checks that it left no pod and no ConfigMap behind."""
+Every test checks that it left no pod and no ConfigMap behind. Only the rigs' pods
+(test_k8s_rigs.py) need the engine: the fake node runs their images in Docker."""
 
 from __future__ import annotations
 
@@ -11,15 +12,25 @@ import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
 from orchestrator.owner import Owner
+from tests.fake_kube.docker_node import IN_DOCKER, InDocker
 from tests.fake_kube.server import NAMESPACE, Served, serve
-from tests.images import DEFAULT_KIOSK_IMAGE, DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
+from tests.images import (
+    DEFAULT_BROWSER_IMAGE,
+    DEFAULT_DESKTOP_IMAGE,
+    DEFAULT_KIOSK_IMAGE,
+    DEFAULT_PROXY_IMAGE,
+    DEFAULT_SANDBOX_IMAGE,
+)
 
 KIOSK_IMAGE = DEFAULT_KIOSK_IMAGE
 PROXY_IMAGE = DEFAULT_PROXY_IMAGE
 REPO = Path(__file__).resolve().parents[3]
 # The fake node's images and their CMD. The proxy is the real one (rig_images/proxy),
-# on a free port of this host (its pod's port would be 3128).
-IMAGES = {
+# on a free port of this host (its pod's port would be 3128). The rigs' images run for
+# real, in the Docker engine (tests/fake_kube/docker_node.py).
+IMAGES: dict[str, list[str] | InDocker | None] = {
+    DEFAULT_BROWSER_IMAGE: IN_DOCKER,
+    DEFAULT_DESKTOP_IMAGE: IN_DOCKER,
     DEFAULT_SANDBOX_IMAGE: None,
     KIOSK_IMAGE: None,
     PROXY_IMAGE: [
@@ -32,8 +43,10 @@ IMAGES = {
 
 @pytest.fixture(scope="session", autouse=True)
 def _no_leaks() -> None:
-    """Overrides the folder's Docker leak check: these tests start no container and need
-    no engine. Their own check is `backend`'s: no pod or ConfigMap left in the fake."""
+    """Overrides the folder's Docker leak check: only the rig tests start containers (the
+    fake node's, labelled apart from corral's and checked by those tests themselves), and
+    the rest need no engine. Their own check is `backend`'s: no pod or ConfigMap left in
+    the fake."""
 
 
 @pytest.fixture(scope="module")

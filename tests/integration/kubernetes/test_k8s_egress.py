@@ -56,9 +56,9 @@ async def test_session_egress_policies_proxy_pod_and_narrowing(
     assert egress.proxy_url == f"http://10.244.0.9:{PROXY_PORT}"
     assert egress.network_name == "session"
     assert pods == ["corral-proxy-s1-" + pods[0].rsplit("-", 1)[-1]]
-    assert set(at_start) == {"corral-kiosk-s1-net", "corral-proxy-s1-net-1"}
+    assert set(at_start) == {"corral-surface-s1-net", "corral-proxy-s1-net-1"}
     assert cidrs(at_start["corral-proxy-s1-net-1"]) == ["203.0.113.7/32", "203.0.113.8/32"]
-    assert set(narrowed) == {"corral-kiosk-s1-net", "corral-proxy-s1-net-2"}
+    assert set(narrowed) == {"corral-surface-s1-net", "corral-proxy-s1-net-2"}
     assert cidrs(narrowed["corral-proxy-s1-net-2"]) == ["203.0.113.7/32"]
     assert egress.pins == {"a.example": ("203.0.113.7",)}
     assert policies(cluster) == {}
