@@ -117,11 +117,13 @@ async def test_every_desktop_verb_through_mcp(
         # The paste lands when Mousepad has fetched the clipboard (asynchronously): before
         # End, it replaced the selection ("pasted!"); later, End had already cleared the
         # selection and it went in at the cursor, before or after the "!" (a loaded machine
-        # once failed the test that expected only the first). Had the paste failed, the
-        # document would copy as "hello rig!".
+        # once failed the test that expected only the first). Later still, it lands after
+        # copy_all's own ctrl+a and replaces the whole "hello rig!": "pasted" (seen under
+        # load). Had the paste failed, the document would copy as "hello rig!" (ctrl+c
+        # overwrites the clipboard's "pasted"; it copied "hello rig" above).
         await use(mcp, "key", key="End")
         await use(mcp, "type", text="!")
-        await copy_all("pasted!", "hello rigpasted!", "hello rig!pasted")
+        await copy_all("pasted!", "hello rigpasted!", "hello rig!pasted", "pasted")
 
         rows = ((await mcp.client.call_tool("rig_list", {})).structured_content or {})["rigs"]
         assert [(r["surface"], r["state"], r["screen"], r["controller"]) for r in rows] == [
