@@ -11,15 +11,15 @@ import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator
-from types import TracebackType
 
 import anyio
 from anyio.abc import Process
 
 from sandboxes.ports import ExitInfo
+from sandboxes.scoped import Scoped
 
 
-class HostRun:
+class HostRun(Scoped):
     def __init__(self, argv: list[str], cwd: str, env: dict[str, str]) -> None:
         self._argv = argv
         self._cwd = cwd
@@ -27,7 +27,7 @@ class HostRun:
         self._proc: Process | None = None
         self.id = "host"
 
-    async def __aenter__(self) -> HostRun:
+    async def open(self) -> None:
         self._proc = await anyio.open_process(
             self._argv,
             stdin=subprocess.DEVNULL,
@@ -38,14 +38,8 @@ class HostRun:
             start_new_session=True,
         )
         self.id = f"host:{self._proc.pid}"
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def end(self, ok: bool) -> None:
         with anyio.CancelScope(shield=True):
             await self.kill()
             if self._proc is not None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from orchestrator.backends.pins import resolve_pins
-from orchestrator.backends.scoped import Scoped
 from orchestrator.channel import KioskChannel
+from sandboxes.scoped import Scoped
 
 CONTROL_DEADLINE = 10.0
 

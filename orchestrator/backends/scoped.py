@@ -1,39 +1,15 @@
-"""One shape for the backends' async context managers (a run, a session's egress), and
-the one adapter from a backend's egress type to the `EgressFactory` the surfaces call."""
+"""The one adapter from a backend's egress type to the `EgressFactory` the surfaces call.
+The backends' async context managers (a run, a session's egress) are
+`sandboxes.scoped.Scoped`, as the host run is."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from sandboxes.ports import Egress, EgressFactory
-
-
-class Scoped:
-    """`async with thing:` is `await thing.open()`, then `await thing.end(ok)` however the
-    block is left (`ok`: without an exception). `open` removes what it made before it
-    raises; `end` is shielded and idempotent in each subclass."""
-
-    async def open(self) -> None:
-        raise NotImplementedError
-
-    async def end(self, ok: bool) -> None:
-        raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.end(exc is None)
 
 
 def egress_factory_of(

@@ -20,9 +20,9 @@ from docker.utils.socket import frames_iter
 
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.backends.docker.spec import create_container, create_kwargs
-from orchestrator.backends.scoped import Scoped
 from orchestrator.errors import CorralError
 from sandboxes.ports import ContainerSpec, ExitInfo
+from sandboxes.scoped import Scoped
 
 if TYPE_CHECKING:
     from orchestrator.backends.docker.backend import DockerBackend

@@ -17,7 +17,6 @@ from orchestrator.backends.kubernetes.stream import (
     ChannelStream,
     exit_code_of,
 )
-from orchestrator.backends.scoped import Scoped
 from orchestrator.errors import (
     EngineError,
     SandboxUnavailable,
@@ -34,6 +33,7 @@ from sandboxes.ports import (
     ContainerSpec,
     ExitInfo,
 )
+from sandboxes.scoped import Scoped
 
 if TYPE_CHECKING:
     from orchestrator.backends.kubernetes.backend import KubernetesBackend
