@@ -175,7 +175,7 @@ class RigManager:
         self,
         agent: str,
         surface: str,
-        params: VerbUnion,
+        params: VerbUnion[Any],
         cfg: ComputerUseConfig,
         events: CallEvents,
     ) -> dict[str, Any]:
@@ -184,7 +184,7 @@ class RigManager:
             await self.follow(rig, cfg)
             details: dict[str, Any] = {"rig": rig.id, "verb": verb.verb}
             if verb.verb in ("fill", "clipboard_set", "type", "text"):
-                details["chars"] = len(verb.text)  # type: ignore[attr-defined]  # never the text
+                details["chars"] = len(verb.text)  # never the text
             action = Action(
                 tool=TOOL_OF[surface],
                 name=f"{TOOL_OF[surface]} {verb.verb}",
