@@ -23,6 +23,7 @@ from orchestrator.errors import SandboxUnavailable
 from orchestrator.gateway.app import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.kiosk.sessions import SessionManager
@@ -224,7 +225,7 @@ async def _serve(
 
     async def handle(
         agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
-    ) -> dict[str, Any]:
+    ) -> Answer:
         if tool in GATEWAY_TOOLS:  # rigs and codrive, on the agent's desktop rig
             return await rigs.handle(agent, tool, arguments, events)
         return await manager.handle(agent, tool, arguments, events)

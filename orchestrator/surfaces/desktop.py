@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import RigError
-from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import Surface, fresh_clock
 from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
 from orchestrator.surfaces.screenshots import masked_screenshot
@@ -50,7 +50,7 @@ class DesktopRig(Surface):
     def counts(self, verb: Any) -> bool:
         return verb.verb in COUNTED_VERBS
 
-    async def run(self, verb: Any, status: str) -> dict[str, Any]:
+    async def run(self, verb: Any, status: str) -> Answer:
         """Do one verb (validated and counted already); the tool answer."""
         req = self.channel.request
         if isinstance(verb, r.DesktopScreenshot):

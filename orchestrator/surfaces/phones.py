@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from orchestrator.errors import DeviceError
-from orchestrator.surfaces.answers import answer, image_answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
 from orchestrator.surfaces.base import Surface
 from sandboxes.fence import fence
 from sandboxes.masking import MaskPlan, Probe, Rect, apply_mask, blank_png, plan_mask, png_size
@@ -61,7 +61,7 @@ class MobileRig(Surface):
         x, y = element.center
         return x, y, f"{verb.ref} ({element.role}) at {x},{y}"
 
-    def inspect_answer(self, tree: UiTree, source: str, status: str) -> dict[str, Any]:
+    def inspect_answer(self, tree: UiTree, source: str, status: str) -> Answer:
         self.tree = tree
         text = fence(tree.render(), source)
         secrets = sum(1 for e in tree.elements if e.secret)
@@ -76,7 +76,7 @@ class MobileRig(Surface):
         capture: Callable[[], Awaitable[bytes]],
         secrets: Callable[[], Awaitable[tuple[Rect, ...]]],
         status: str,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """One image: the capture with every secret field seen before or after it masked."""
         size = (self.width or 1, self.height or 1)
         try:
@@ -109,10 +109,10 @@ def _whole(reason: str) -> MaskPlan:
     )
 
 
-def done(text: str, status: str, **structured: Any) -> dict[str, Any]:
+def done(text: str, status: str, **structured: Any) -> Answer:
     return answer(text_block(f"{text} {status}"), **structured)
 
 
-def device_output(text: str, source: str, status: str, what: str) -> dict[str, Any]:
+def device_output(text: str, source: str, status: str, what: str) -> Answer:
     """A command's output: the device wrote it, so it is fenced."""
     return answer(text_block(f"{what} {status}\n{fence(text[:100_000], source)}"))
