@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
@@ -47,10 +47,10 @@ class DesktopRig(Surface):
     def broken(self) -> str | None:
         return self.channel.broken
 
-    def counts(self, verb: Any) -> bool:
+    def counts(self, verb: r.DesktopVerb) -> bool:
         return verb.verb in COUNTED_VERBS
 
-    async def run(self, verb: Any, status: str) -> Answer:
+    async def run(self, verb: r.DesktopVerb, status: str) -> Answer:
         """Do one verb (validated and counted already); the tool answer."""
         req = self.channel.request
         if isinstance(verb, r.DesktopScreenshot):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import anyio
 
@@ -64,14 +64,14 @@ class AndroidRig(MobileRig):
     async def _secrets(self) -> tuple[Rect, ...]:
         return (await self.dump()).secret_rects
 
-    async def run(self, verb: Any, status: str) -> Answer:
+    async def run(self, verb: m.AndroidVerb, status: str) -> Answer:
         try:
             return await self._run(verb, status)
         except DeviceError as exc:
             self.lost(exc)
             raise
 
-    async def _run(self, verb: Any, status: str) -> Answer:
+    async def _run(self, verb: m.AndroidVerb, status: str) -> Answer:
         shell, src = self.adb.shell, f"the Android device {self.device}"
         if isinstance(verb, m.AndroidInspect):
             return self.inspect_answer(await self.dump(), f"{src}'s UI", status)

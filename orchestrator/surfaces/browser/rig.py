@@ -119,14 +119,14 @@ class BrowserRig(Surface):
     def broken(self) -> str | None:
         return self.bridge.closed_reason
 
-    def counts(self, verb: Any) -> bool:
+    def counts(self, verb: r.BrowserVerb) -> bool:
         """Whether `verb` spends one action of the budget (reads do not)."""
         if isinstance(verb, r.BrowserTabs):
             return verb.select is not None or verb.close is not None
         return verb.verb in COUNTED_VERBS
 
     # ------------------------------------------------------------------ verbs
-    async def run(self, verb: Any, status: str) -> Answer:
+    async def run(self, verb: r.BrowserVerb, status: str) -> Answer:
         """Do one verb (already validated and counted); the tool answer."""
         page = await self.page()
         try:
@@ -134,7 +134,7 @@ class BrowserRig(Surface):
         except PlaywrightError as exc:
             raise RigError(_playwright_message(verb, exc)) from exc
 
-    async def _run(self, page: Page, verb: Any, status: str) -> Answer:
+    async def _run(self, page: Page, verb: r.BrowserVerb, status: str) -> Answer:
         if isinstance(verb, r.BrowserNavigate):
             verdict = check_url(verb.url, self.allowed_domains, self.pinned)
             if not verdict.allowed:
