@@ -25,7 +25,7 @@ from orchestrator.surfaces.answers import Answer, answer, image_answer, text_blo
 from orchestrator.surfaces.base import Surface
 from sandboxes.fence import fence
 from sandboxes.masking import MaskPlan, Probe, Rect, apply_mask, blank_png, plan_mask, png_size
-from sandboxes.mobile_params import MOBILE_COUNTED
+from sandboxes.mobile_params import MOBILE_COUNTED, AndroidTap, AndroidVerb, IosTap, IosVerb
 from sandboxes.mobile_ui import UiTree, UiTreeError
 
 PNG_MAX_BYTES = 32 * 1024 * 1024
@@ -41,7 +41,7 @@ class MobileRig(Surface):
     broken: str | None = None  # set when the device is lost
     tree: UiTree | None = None  # the last inspect: what refs point at
 
-    def counts(self, verb: Any) -> bool:
+    def counts(self, verb: AndroidVerb | IosVerb) -> bool:
         return verb.verb in MOBILE_COUNTED
 
     def lost(self, exc: DeviceError) -> None:
@@ -49,9 +49,10 @@ class MobileRig(Surface):
         if exc.lost:
             self.broken = str(exc)
 
-    def point(self, verb: Any) -> tuple[int, int, str]:
+    def point(self, verb: AndroidTap | IosTap) -> tuple[int, int, str]:
         """x, y of a tap: given, or the centre of a ref from the last inspect."""
         if verb.ref is None:
+            assert verb.x is not None and verb.y is not None  # _Point checked: x,y or ref
             return verb.x, verb.y, f"{verb.x},{verb.y}"
         element = self.tree.by_ref(verb.ref) if self.tree is not None else None
         if element is None:
