@@ -36,7 +36,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 from _common import BenchError, nearest_rank, run_main, write_section
@@ -54,6 +53,7 @@ from orchestrator.gateway.service import egress_factory
 from orchestrator.home import CorralHome, Environment
 from orchestrator.owner import Owner
 from orchestrator.owner import read_start_time as owner_start_time
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 
 DEFAULT_SESSIONS = (10, 20, 40)
@@ -107,10 +107,9 @@ def prepare(home: CorralHome, ca_file: Path, site_ip: str, count: int) -> list[s
     return agents
 
 
-def check(answer: dict[str, Any], what: str) -> dict[str, Any]:
-    if answer.get("is_error"):
-        texts = [b.get("text", "") for b in answer["content"] if b.get("type") == "text"]
-        raise BenchError(f"{what} failed: {' '.join(texts)[:400]}")
+def check(answer: Answer, what: str) -> Answer:
+    if answer.is_error:
+        raise BenchError(f"{what} failed: {answer.text[:400]}")
     return answer
 
 
@@ -154,7 +153,7 @@ async def step(manager: SessionManager, agents: Sequence[str], rounds: int) -> S
     navigated = 0
     for agent in agents:
         answer = await manager.handle(agent, "computer_navigate", {"url": HEAVY_URL})
-        navigated += not answer.get("is_error")
+        navigated += not answer.is_error
     await manager.close_all("the benchmark step ended")
     return Step(
         len(agents) + len(failed),

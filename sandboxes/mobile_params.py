@@ -11,13 +11,12 @@ path, no `..`). Elements are addressed by a `ref` from the last `inspect`, or by
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from sandboxes.params import TYPE_MAX_CHARS, Int
-from sandboxes.rig_params import VerbUnion, _Verb, by_verb
+from sandboxes.rig_params import VerbUnion, _Verb
 
 MOBILE_REF_PATTERN = r"^e[0-9]{1,6}$"
 PACKAGE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z][A-Za-z0-9_]*)+$"  # com.example.app
@@ -263,24 +262,27 @@ class AndroidCommand(_Verb):
         return argv
 
 
-class MobileUseParams(VerbUnion):
+AndroidVerb = Annotated[
+    AndroidDevices
+    | AndroidInspect
+    | AndroidTap
+    | AndroidSwipe
+    | AndroidText
+    | AndroidKey
+    | AndroidScreenshot
+    | AndroidInstall
+    | AndroidStart
+    | AndroidStop
+    | AndroidReset
+    | AndroidUninstall
+    | AndroidDeepLink
+    | AndroidCommand,
+    Field(discriminator="verb"),
+]
+
+
+class MobileUseParams(VerbUnion[AndroidVerb]):
     TOOL = "mobile_use"
-    VERBS: ClassVar[Mapping[str, type[_Verb]]] = by_verb(
-        AndroidDevices,
-        AndroidInspect,
-        AndroidTap,
-        AndroidSwipe,
-        AndroidText,
-        AndroidKey,
-        AndroidScreenshot,
-        AndroidInstall,
-        AndroidStart,
-        AndroidStop,
-        AndroidReset,
-        AndroidUninstall,
-        AndroidDeepLink,
-        AndroidCommand,
-    )
 
 
 # ------------------------------------------------------------------ ios_use
@@ -348,22 +350,25 @@ class IosSimctl(_Verb):
         return check_argv(value, SIMCTL_SUBCOMMANDS, "simctl subcommand")
 
 
-class IosUseParams(VerbUnion):
+IosVerb = Annotated[
+    IosInspect
+    | IosTap
+    | IosSwipe
+    | IosText
+    | IosPressButton
+    | IosScreenshot
+    | IosInstall
+    | IosLaunch
+    | IosTerminate
+    | IosUninstall
+    | IosDeepLink
+    | IosSimctl,
+    Field(discriminator="verb"),
+]
+
+
+class IosUseParams(VerbUnion[IosVerb]):
     TOOL = "ios_use"
-    VERBS: ClassVar[Mapping[str, type[_Verb]]] = by_verb(
-        IosInspect,
-        IosTap,
-        IosSwipe,
-        IosText,
-        IosPressButton,
-        IosScreenshot,
-        IosInstall,
-        IosLaunch,
-        IosTerminate,
-        IosUninstall,
-        IosDeepLink,
-        IosSimctl,
-    )
 
 
 # Verbs that count against the action budget (reads and listings do not).

@@ -7,7 +7,7 @@ that names the parameter and the allowed range (see `describe_errors`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal, get_args
 
 import annotated_types
@@ -197,8 +197,13 @@ def _shown(value: object) -> str:
 
 def describe_errors(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
     """One clause per bad parameter: `name: problem (got value)`; ranges are named whole."""
+    return describe(exc.errors(), model)
+
+
+def describe(errors: Iterable[Mapping[str, Any]], model: type[BaseModel] | None = None) -> str:
+    """`describe_errors` for pydantic's error details (`ValidationError.errors()`)."""
     parts = []
-    for err in exc.errors():
+    for err in errors:
         loc = ".".join(str(p) for p in err["loc"]) or "arguments"
         msg = err["msg"].removeprefix("Value error, ")
         got = _shown(err.get("input"))

@@ -1,24 +1,25 @@
 """Parameters of the rig tools (SPEC S4.1, S4.1a): a `verb` plus that verb's arguments.
 
 Each verb is one pydantic model with a `verb` Literal; a tool's parameters are the
-discriminated union of its verbs (`VerbUnion`). Validation first checks the verb (an
-unknown or missing one is named with the verbs allowed), then that verb's model, so
-every error names the verb and the parameter. Elements of a page are addressed by a
-`ref` from the last `extract a11y` snapshot, or by ARIA `role` + accessible `name`;
-never by CSS or XPath written by the model (a selector language reaches into other
-engines: `xpath=`, `_react=`, `internal:` ..., which is more than an agent needs).
+pydantic discriminated union of its verbs on `verb` (`VerbUnion`), so the parsed value
+is typed: a driver narrows it by the verb's model. An unknown or missing verb is named
+with the verbs allowed, and every other error names the verb and the parameter.
+Elements of a page are addressed by a `ref` from the last `extract a11y` snapshot, or by
+ARIA `role` + accessible `name`; never by CSS or XPath written by the model (a selector
+language reaches into other engines: `xpath=`, `_react=`, `internal:` ..., which is more
+than an agent needs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Generic, Literal, Self, TypeVar, get_args
 
 from pydantic import Field, RootModel, ValidationError, model_validator
 
 from sandboxes.errors import ParamError
 from sandboxes.keys import KeyVerdict, check_key, key_param
-from sandboxes.params import TYPE_MAX_CHARS, Int, Params, describe_errors
+from sandboxes.params import TYPE_MAX_CHARS, Int, Params, describe
 from sandboxes.urls import check_url_size
 
 ENGINES_REFUSED = {
@@ -252,33 +253,52 @@ def by_verb(*models: type[_Verb]) -> dict[str, type[_Verb]]:
     return {get_args(m.model_fields["verb"].annotation)[0]: m for m in models}
 
 
-class VerbUnion(RootModel[Any]):
-    """A tool's parameters: one of `VERBS`, chosen by `verb`. `parse` validates; the
-    advertised schema is an object (MCP needs one) with `verb` and every verb's fields."""
+V = TypeVar("V", bound=_Verb)
+_TAG_ERRORS = frozenset({"union_tag_not_found", "union_tag_invalid"})
+
+
+class VerbUnion(RootModel[V], Generic[V]):
+    """A tool's parameters: one of its verbs, a pydantic discriminated union on `verb`
+    (`VerbUnion[Annotated[A | B, Field(discriminator="verb")]]`). `parse_verbs` validates
+    and names what is wrong; the advertised schema is an object (MCP needs one: a union's
+    schema is a `oneOf` without `"type": "object"`) with `verb` and every verb's fields."""
 
     TOOL: ClassVar[str] = ""
-    VERBS: ClassVar[Mapping[str, type[_Verb]]] = {}
+    VERBS: ClassVar[Mapping[str, type[_Verb]]] = {}  # the union's members, by verb
 
     @classmethod
-    def parse_verbs(cls, arguments: Mapping[str, Any] | None) -> VerbUnion:
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        members = get_args(cls.model_fields["root"].annotation)
+        if members:
+            cls.VERBS = by_verb(*members)
+
+    @classmethod
+    def parse_verbs(cls, arguments: Mapping[str, Any] | None) -> Self:
         args = dict(arguments or {})
-        allowed = ", ".join(cls.VERBS)
-        verb = args.get("verb")
-        if verb is None:
-            raise ParamError(f"verb: required, one of {allowed}")
-        if not isinstance(verb, str) or verb not in cls.VERBS:
-            shown = repr(verb) if len(repr(verb)) <= 40 else "a long value"
-            raise ParamError(f"verb: {cls.TOOL} has no verb {shown}; verbs: {allowed}")
-        model = cls.VERBS[verb]
         try:
-            return cls(model.model_validate(args))
+            return cls.model_validate(args)
         except ValidationError as exc:
-            raise ParamError(f"{describe_errors(exc, model)} (verb {verb})") from exc
+            raise ParamError(cls._describe(exc, args.get("verb"))) from exc
+
+    @classmethod
+    def _describe(cls, exc: ValidationError, verb: object) -> str:
+        """The verb named with the verbs allowed, else that verb's bad parameters."""
+        allowed = ", ".join(cls.VERBS)
+        errors = exc.errors()
+        if any(err["type"] in _TAG_ERRORS for err in errors):
+            if verb is None:
+                return f"verb: required, one of {allowed}"
+            shown = repr(verb) if len(repr(verb)) <= 40 else "a long value"
+            return f"verb: {cls.TOOL} has no verb {shown}; verbs: {allowed}"
+        model = cls.VERBS[str(verb)]
+        # the union puts the verb first in each location: the parameter is what follows
+        inside = [{**err, "loc": err["loc"][1:]} for err in errors]
+        return f"{describe(inside, model)} (verb {verb})"
 
     @property
-    def verb(self) -> _Verb:
-        value: _Verb = self.root
-        return value
+    def verb(self) -> V:
+        return self.root
 
     @classmethod
     def object_schema(cls) -> dict[str, Any]:
@@ -305,37 +325,41 @@ class VerbUnion(RootModel[Any]):
         return schema
 
 
-class BrowserUseParams(VerbUnion):
+BrowserVerb = Annotated[
+    BrowserNavigate
+    | BrowserClick
+    | BrowserFill
+    | BrowserPress
+    | BrowserSelect
+    | BrowserExtract
+    | BrowserClipboardGet
+    | BrowserClipboardSet
+    | BrowserScreenshot
+    | BrowserBack
+    | BrowserTabs,
+    Field(discriminator="verb"),
+]
+DesktopVerb = Annotated[
+    DesktopMove
+    | DesktopClick
+    | DesktopDrag
+    | DesktopScroll
+    | DesktopType
+    | DesktopKey
+    | DesktopResize
+    | DesktopClipboardGet
+    | DesktopClipboardSet
+    | DesktopScreenshot,
+    Field(discriminator="verb"),
+]
+
+
+class BrowserUseParams(VerbUnion[BrowserVerb]):
     TOOL = "browser_use"
-    VERBS = by_verb(
-        BrowserNavigate,
-        BrowserClick,
-        BrowserFill,
-        BrowserPress,
-        BrowserSelect,
-        BrowserExtract,
-        BrowserClipboardGet,
-        BrowserClipboardSet,
-        BrowserScreenshot,
-        BrowserBack,
-        BrowserTabs,
-    )
 
 
-class DesktopUseParams(VerbUnion):
+class DesktopUseParams(VerbUnion[DesktopVerb]):
     TOOL = "computer_use"
-    VERBS = by_verb(
-        DesktopMove,
-        DesktopClick,
-        DesktopDrag,
-        DesktopScroll,
-        DesktopType,
-        DesktopKey,
-        DesktopResize,
-        DesktopClipboardGet,
-        DesktopClipboardSet,
-        DesktopScreenshot,
-    )
 
 
 class RigCloseParams(Params):

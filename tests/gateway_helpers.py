@@ -19,6 +19,7 @@ from orchestrator.gateway.app import serve_gateway
 from orchestrator.gateway.signing import load_or_create_key, new_nonce, sign
 from orchestrator.gateway.wire import COMPUTER_USE_PATH, gateway_base_url
 from orchestrator.home import CorralHome
+from orchestrator.surfaces.answers import Answer, answer, text_block
 from sandboxes.events import NO_EVENTS, CallEvents
 
 # The classic 1x1 PNG.
@@ -36,7 +37,7 @@ class Recorder:
     message) pairs and `logs` (level, event) through the call's events, echoes the call."""
 
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
-    answer: dict[str, Any] | None = None
+    answer: Answer | None = None
     progress: list[tuple[str, str]] = field(default_factory=list)
     logs: list[tuple[Any, str]] = field(default_factory=list)
 
@@ -46,7 +47,7 @@ class Recorder:
         tool: str,
         arguments: dict[str, Any],
         events: CallEvents = NO_EVENTS,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         self.calls.append((agent, tool, arguments))
         for phase, message in self.progress:
             await events.progress(phase, message, remaining=5.0)
@@ -55,11 +56,7 @@ class Recorder:
         if self.answer is not None:
             return self.answer
         echo = {"agent": agent, "tool": tool, "arguments": arguments}
-        return {
-            "content": [{"type": "text", "text": json.dumps(echo, sort_keys=True)}],
-            "is_error": False,
-            "structured": echo,
-        }
+        return answer(text_block(json.dumps(echo, sort_keys=True)), **echo)
 
 
 @dataclass

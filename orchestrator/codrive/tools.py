@@ -14,7 +14,7 @@ from orchestrator.codrive.desktop import RigDesktop
 from orchestrator.codrive.runs import CodriveRun, CodriveRuns
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import SessionRefused
-from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.rigs import RigManager
@@ -56,7 +56,7 @@ class CodriveTools:
 
     async def handle(
         self, agent: str, params: Any, cfg: ComputerUseConfig, events: CallEvents
-    ) -> dict[str, Any]:
+    ) -> Answer:
         if isinstance(params, CodriveStatusParams):
             return self.status(agent, params.run_id)
         assert isinstance(params, CodriveRunParams)
@@ -64,7 +64,7 @@ class CodriveTools:
 
     async def run(
         self, agent: str, params: CodriveRunParams, cfg: ComputerUseConfig, events: CallEvents
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """A run on the agent's desktop rig (started if needed): answers when it ends or
         after 30 s with it still going (SPEC S3; codrive_status follows it)."""
         async with self.rigs.holding(agent, "desktop", cfg, events) as rig:
@@ -93,7 +93,7 @@ class CodriveTools:
         )
         return run_answer(run)
 
-    def status(self, agent: str, run_id: str | None) -> dict[str, Any]:
+    def status(self, agent: str, run_id: str | None) -> Answer:
         run = self.runs.status(agent, run_id)
         if run is None:
             which = f"run {run_id}" if run_id else "codrive run"
@@ -104,7 +104,7 @@ class CodriveTools:
         return run_answer(run)
 
 
-def run_answer(run: CodriveRun) -> dict[str, Any]:
+def run_answer(run: CodriveRun) -> Answer:
     """The run's summary; text read by api actions goes in an untrusted-data fence."""
     text = run.summary()
     for result in run.results:

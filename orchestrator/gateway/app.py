@@ -26,8 +26,8 @@ with {"reason", "path", "peer"}:
 
 The handler (`orchestrator.surfaces.kiosk.sessions.SessionManager.handle`) receives
 arguments that passed
-all of the above and returns the answer as a plain dict; the gateway checks
-it against ComputerUseAnswer before sending it, so a malformed answer is a
+all of the above and returns a typed answer (orchestrator.surfaces.answers.Answer); the
+gateway renders it as a ComputerUseAnswer before sending it, so a malformed answer is a
 logged 500, never a half-valid reply.
 """
 
@@ -59,6 +59,7 @@ from orchestrator.gateway.call_stream import CallEventsResponse
 from orchestrator.gateway.signing import REASON_NO_AGENT_KEY, NonceCache, read_key, verify
 from orchestrator.gateway.wire import COMPUTER_USE_PATH, ComputerUseAnswer, ComputerUseRequest
 from orchestrator.home import CorralHome
+from orchestrator.surfaces.answers import Answer
 from sandboxes.events import NO_EVENTS, CallEvents
 
 logger = logging.getLogger("corral.gateway")
@@ -76,8 +77,8 @@ REASON_AGENT_MISMATCH = "the body's agent is not the one its key belongs to"
 
 _AUDIT_PATH_CHARS = 200
 
-ComputerUseHandler = Callable[[str, str, dict[str, Any], CallEvents], Awaitable[dict[str, Any]]]
-"""(agent, tool, arguments, events) -> the JSON answer, as a dict shaped like
+ComputerUseHandler = Callable[[str, str, dict[str, Any], CallEvents], Awaitable[Answer]]
+"""(agent, tool, arguments, events) -> the typed answer, rendered here as a
 ComputerUseAnswer. `events` reports progress and log events to the caller (NO_EVENTS when
 the request did not ask for a stream)."""
 
@@ -276,8 +277,9 @@ def create_app(
                 failed,
             )
         try:
-            raw = await handler(call.agent, call.tool, dict(call.arguments), NO_EVENTS)
-            answer = ComputerUseAnswer.model_validate(raw)
+            answer = ComputerUseAnswer.of(
+                await handler(call.agent, call.tool, dict(call.arguments), NO_EVENTS)
+            )
         except Exception as exc:
             return JSONResponse({"error": failed(exc)}, status_code=500)
         return JSONResponse(answer.model_dump(mode="json", by_alias=True))

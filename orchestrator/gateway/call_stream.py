@@ -32,6 +32,7 @@ from orchestrator.gateway.wire import (
     ProgressLine,
     ResultLine,
 )
+from orchestrator.surfaces.answers import Answer
 from sandboxes.events import PROGRESS_OUTPUT_BYTES, CallEvents, LogLevel
 
 logger = logging.getLogger("corral.gateway")
@@ -89,7 +90,7 @@ class CallEventsResponse(Response):
 
     def __init__(
         self,
-        run: Callable[[CallEvents], Awaitable[dict[str, Any]]],
+        run: Callable[[CallEvents], Awaitable[Answer]],
         on_failure: Callable[[Exception], str],
     ) -> None:
         super().__init__(status_code=200, media_type=EVENTS_MEDIA_TYPE)
@@ -113,8 +114,8 @@ class CallEventsResponse(Response):
             async with writer:
                 last: Line
                 try:
-                    raw = await self._run(StreamedEvents(writer))
-                    last = ResultLine(kind="result", answer=ComputerUseAnswer.model_validate(raw))
+                    done = await self._run(StreamedEvents(writer))
+                    last = ResultLine(kind="result", answer=ComputerUseAnswer.of(done))
                 except Exception as exc:
                     last = ErrorLine(kind="error", error=self._on_failure(exc))
                 await writer.send(encode(last))

@@ -21,6 +21,7 @@ from orchestrator.config import CorralConfig, load_config
 from orchestrator.gateway.app import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.kiosk.sessions import SessionManager
@@ -159,7 +160,7 @@ async def _serve(
 
     async def handle(
         agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
-    ) -> dict[str, Any]:
+    ) -> Answer:
         if tool in GATEWAY_TOOLS:  # rigs and codrive, on the agent's desktop rig
             return await rigs.handle(agent, tool, arguments, events)
         return await manager.handle(agent, tool, arguments, events)

@@ -11,12 +11,14 @@ one `CallEventLine` per line while the call runs (`progress`, `log`), then exact
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from orchestrator.config import AGENT_NAME_RE
+from orchestrator.surfaces.answers import Answer, Text
 from sandboxes.events import PROGRESS_OUTPUT_BYTES, LogLevel
 
 COMPUTER_USE_PATH = "/api/internal/computer-use"
@@ -97,6 +99,21 @@ class ComputerUseAnswer(_Wire):
     content: list[Block]
     is_error: bool = False
     structured: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, answer: Answer) -> ComputerUseAnswer:
+        """A handler's typed answer on the wire: the one place it is rendered (and checked:
+        a malformed one raises ValidationError, the gateway's logged 500)."""
+        blocks: list[TextBlock | ImageBlock] = [
+            TextBlock(type="text", text=block.text)
+            if isinstance(block, Text)
+            else ImageBlock(
+                type="image", data=base64.b64encode(block.png).decode(), mimeType=block.mime_type
+            )
+            for block in answer.content
+        ]
+        structured = None if answer.structured is None else dict(answer.structured)
+        return cls(content=blocks, is_error=answer.is_error, structured=structured)
 
 
 class AdminDecision(_Wire):

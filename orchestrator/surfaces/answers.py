@@ -1,29 +1,72 @@
-"""The shape of a tool answer, made once for every surface: text and image blocks, the
-error flag, structured content; and the masked image answer every screenshot gives."""
+"""The one result model of every tool the gateway runs: content blocks (text, image), the
+error flag and structured content, made here for every surface, codrive and the pipeline;
+and the masked image answer every screenshot gives.
+
+An `Answer` is a frozen value: nothing patches it by position. The gateway renders it to
+the wire at the edge, once (`orchestrator.gateway.wire.ComputerUseAnswer.of`): an image
+block's PNG becomes base64 there.
+"""
 
 from __future__ import annotations
 
-import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sandboxes.masking import MaskPlan
 
 
-def text_block(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
+@dataclass(frozen=True, slots=True)
+class Text:
+    text: str
 
 
-def image_block(png: bytes) -> dict[str, Any]:
-    return {"type": "image", "data": base64.b64encode(png).decode(), "mimeType": "image/png"}
+@dataclass(frozen=True, slots=True)
+class Image:
+    png: bytes
+    mime_type: str = "image/png"
 
 
-def answer(*blocks: dict[str, Any], is_error: bool = False, **structured: Any) -> dict[str, Any]:
-    return {"content": list(blocks), "is_error": is_error, "structured": structured or None}
+Block = Text | Image
 
 
-def image_answer(
-    png: bytes, plan: MaskPlan, status: str, *, used: int, max_actions: int
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A tool's answer. `structured` is JSON-shaped (it goes to the client as it is)."""
+
+    content: tuple[Block, ...]
+    is_error: bool = False
+    structured: Mapping[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        """The text blocks, joined by a space."""
+        return " ".join(block.text for block in self.content if isinstance(block, Text))
+
+    @property
+    def images(self) -> tuple[Image, ...]:
+        return tuple(block for block in self.content if isinstance(block, Image))
+
+
+def text_block(text: str) -> Text:
+    return Text(text)
+
+
+def image_block(png: bytes) -> Image:
+    return Image(png)
+
+
+def answer(*blocks: Block, is_error: bool = False, **structured: Any) -> Answer:
+    """An answer of `blocks`; `structured` keywords are its structured content (none: None)."""
+    return Answer(tuple(blocks), is_error, structured or None)
+
+
+def error(text: str) -> Answer:
+    """A recoverable refusal or failure, said in one text block."""
+    return answer(text_block(text), is_error=True)
+
+
+def image_answer(png: bytes, plan: MaskPlan, status: str, *, used: int, max_actions: int) -> Answer:
     """A masked screenshot's answer: the image, what was masked and why, the budget."""
     text = " ".join(part for part in (plan.describe(), status) if part)
     return answer(

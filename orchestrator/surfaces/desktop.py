@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import RigError
-from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import Surface, fresh_clock
 from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
 from orchestrator.surfaces.screenshots import masked_screenshot
@@ -47,10 +47,10 @@ class DesktopRig(Surface):
     def broken(self) -> str | None:
         return self.channel.broken
 
-    def counts(self, verb: Any) -> bool:
+    def counts(self, verb: r.DesktopVerb) -> bool:
         return verb.verb in COUNTED_VERBS
 
-    async def run(self, verb: Any, status: str) -> dict[str, Any]:
+    async def run(self, verb: r.DesktopVerb, status: str) -> Answer:
         """Do one verb (validated and counted already); the tool answer."""
         req = self.channel.request
         if isinstance(verb, r.DesktopScreenshot):

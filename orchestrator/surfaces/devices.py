@@ -9,13 +9,12 @@ unauthorized or unreachable is never leased, and a start that fails leaves no le
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import DeviceError, NotAvailable, SessionRefused
 from orchestrator.surfaces.android.adb import AdbServer, AndroidDevice
 from orchestrator.surfaces.android.rig import AndroidRig
-from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import fresh_clock
 from orchestrator.surfaces.ios.rig import IosRig
 from orchestrator.surfaces.ios.wda import WdaClient
@@ -39,7 +38,7 @@ class MobileDevices:
         if self.leases.get(rig.device) == rig.agent:
             del self.leases[rig.device]
 
-    async def devices_answer(self, agent: str) -> dict[str, Any]:
+    async def devices_answer(self, agent: str) -> Answer:
         """`mobile_use devices`: every configured device, its state and who holds it."""
         if self.adb is None:
             raise NotAvailable(_NO_ANDROID)

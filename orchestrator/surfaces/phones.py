@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from orchestrator.errors import DeviceError
-from orchestrator.surfaces.answers import answer, image_answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
 from orchestrator.surfaces.base import Surface
 from sandboxes.fence import fence
 from sandboxes.masking import MaskPlan, Probe, Rect, apply_mask, blank_png, plan_mask, png_size
-from sandboxes.mobile_params import MOBILE_COUNTED
+from sandboxes.mobile_params import MOBILE_COUNTED, AndroidTap, AndroidVerb, IosTap, IosVerb
 from sandboxes.mobile_ui import UiTree, UiTreeError
 
 PNG_MAX_BYTES = 32 * 1024 * 1024
@@ -41,7 +41,7 @@ class MobileRig(Surface):
     broken: str | None = None  # set when the device is lost
     tree: UiTree | None = None  # the last inspect: what refs point at
 
-    def counts(self, verb: Any) -> bool:
+    def counts(self, verb: AndroidVerb | IosVerb) -> bool:
         return verb.verb in MOBILE_COUNTED
 
     def lost(self, exc: DeviceError) -> None:
@@ -49,9 +49,10 @@ class MobileRig(Surface):
         if exc.lost:
             self.broken = str(exc)
 
-    def point(self, verb: Any) -> tuple[int, int, str]:
+    def point(self, verb: AndroidTap | IosTap) -> tuple[int, int, str]:
         """x, y of a tap: given, or the centre of a ref from the last inspect."""
         if verb.ref is None:
+            assert verb.x is not None and verb.y is not None  # _Point checked: x,y or ref
             return verb.x, verb.y, f"{verb.x},{verb.y}"
         element = self.tree.by_ref(verb.ref) if self.tree is not None else None
         if element is None:
@@ -61,7 +62,7 @@ class MobileRig(Surface):
         x, y = element.center
         return x, y, f"{verb.ref} ({element.role}) at {x},{y}"
 
-    def inspect_answer(self, tree: UiTree, source: str, status: str) -> dict[str, Any]:
+    def inspect_answer(self, tree: UiTree, source: str, status: str) -> Answer:
         self.tree = tree
         text = fence(tree.render(), source)
         secrets = sum(1 for e in tree.elements if e.secret)
@@ -76,7 +77,7 @@ class MobileRig(Surface):
         capture: Callable[[], Awaitable[bytes]],
         secrets: Callable[[], Awaitable[tuple[Rect, ...]]],
         status: str,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """One image: the capture with every secret field seen before or after it masked."""
         size = (self.width or 1, self.height or 1)
         try:
@@ -109,10 +110,10 @@ def _whole(reason: str) -> MaskPlan:
     )
 
 
-def done(text: str, status: str, **structured: Any) -> dict[str, Any]:
+def done(text: str, status: str, **structured: Any) -> Answer:
     return answer(text_block(f"{text} {status}"), **structured)
 
 
-def device_output(text: str, source: str, status: str, what: str) -> dict[str, Any]:
+def device_output(text: str, source: str, status: str, what: str) -> Answer:
     """A command's output: the device wrote it, so it is fenced."""
     return answer(text_block(f"{what} {status}\n{fence(text[:100_000], source)}"))

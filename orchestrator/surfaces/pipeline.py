@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from orchestrator.audit import AuditLog
 from orchestrator.errors import CorralError, SessionRefused
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.base import Surface
 from sandboxes.approval_rules import Hold
 from sandboxes.events import CallEvents
@@ -48,7 +49,7 @@ class Action:
 class Done:
     """What the driver did: the tool answer, and how the timeline and audit tell it."""
 
-    answer: dict[str, Any]
+    answer: Answer
     outcome: str = "ok"
     step: str | None = None  # a more precise step than the action's, once done
     details: dict[str, Any] = field(default_factory=dict)
@@ -95,7 +96,7 @@ class Pipeline:
 
     async def run(
         self, surface: Surface, action: Action, driver: Driver, events: CallEvents
-    ) -> dict[str, Any]:
+    ) -> Answer:
         base = action.details
         try:
             surface.clock.check_budget(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.phones import MobileRig
 from orchestrator.surfaces.pipeline import Action, Done
@@ -34,7 +34,7 @@ class RigDriver:
 RIG_DRIVER = RigDriver()
 
 
-def rig_list_answer(rigs: Mapping[str, Surface], now: float) -> dict[str, Any]:
+def rig_list_answer(rigs: Mapping[str, Surface], now: float) -> Answer:
     """rig_list: the agent's rigs by surface, with their budget and time left."""
     rows: list[dict[str, Any]] = []
     for surface, rig in sorted(rigs.items()):

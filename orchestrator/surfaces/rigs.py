@@ -29,7 +29,7 @@ from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.surfaces.android.rig import AndroidRig
-from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser.rig import BrowserRig
 from orchestrator.surfaces.browser.start import start_browser
@@ -51,7 +51,7 @@ from sandboxes.visibility import decide
 logger = logging.getLogger("corral.rigs")
 
 Clock = Callable[[], float]
-RigTool = Callable[[str, Any, ComputerUseConfig, CallEvents], Awaitable[dict[str, Any]]]
+RigTool = Callable[[str, Any, ComputerUseConfig, CallEvents], Awaitable[Answer]]
 Rig = BrowserRig | DesktopRig | AndroidRig | IosRig
 SURFACES = {
     "browser_use": "browser",
@@ -133,7 +133,7 @@ class RigManager:
     # ------------------------------------------------------------------ handler
     async def handle(
         self, agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
-    ) -> dict[str, Any]:
+    ) -> Answer:
         spec = BY_NAME.get(tool)
         if spec is None or tool not in RIG_TOOLS | CODRIVE_TOOLS:
             return answer(text_block(f"Unknown tool: {tool}"), is_error=True)
@@ -175,16 +175,16 @@ class RigManager:
         self,
         agent: str,
         surface: str,
-        params: VerbUnion,
+        params: VerbUnion[Any],
         cfg: ComputerUseConfig,
         events: CallEvents,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         verb = params.verb
         async with self.holding(agent, surface, cfg, events) as rig:
             await self.follow(rig, cfg)
             details: dict[str, Any] = {"rig": rig.id, "verb": verb.verb}
             if verb.verb in ("fill", "clipboard_set", "type", "text"):
-                details["chars"] = len(verb.text)  # type: ignore[attr-defined]  # never the text
+                details["chars"] = len(verb.text)  # never the text
             action = Action(
                 tool=TOOL_OF[surface],
                 name=f"{TOOL_OF[surface]} {verb.verb}",
@@ -272,11 +272,11 @@ class RigManager:
         return rig
 
     # ------------------------------------------------------------------ list / close
-    def rig_list(self, agent: str) -> dict[str, Any]:
+    def rig_list(self, agent: str) -> Answer:
         mine = {surface: rig for (owner, surface), rig in self.rigs.items() if owner == agent}
         return rig_list_answer(mine, self.clock())
 
-    async def rig_close(self, agent: str, rig_id: str | None) -> dict[str, Any]:
+    async def rig_close(self, agent: str, rig_id: str | None) -> Answer:
         mine = [key for key, rig in self.rigs.items() if key[0] == agent]
         if rig_id is not None:
             mine = [key for key in mine if self.rigs[key].id == rig_id]

@@ -17,7 +17,7 @@ import anyio
 
 from orchestrator.channel import KioskChannel
 from orchestrator.errors import KioskError
-from orchestrator.surfaces.answers import image_answer
+from orchestrator.surfaces.answers import Answer, image_answer
 from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
 
 logger = logging.getLogger("corral.sessions")
@@ -54,11 +54,11 @@ class Shot:
     max_actions: int
 
     @property
-    def answer(self) -> dict[str, Any]:
+    def answer(self) -> Answer:
         """The tool answer: the image block and its text."""
         return self.noted("")
 
-    def noted(self, note: str) -> dict[str, Any]:
+    def noted(self, note: str) -> Answer:
         """The tool answer with `note` after the status (the session ended ...)."""
         status = self.status + note
         return image_answer(

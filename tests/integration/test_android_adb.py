@@ -5,7 +5,6 @@ independent client (no adb server), so the fake answers what real clients send."
 
 from __future__ import annotations
 
-import base64
 import io
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -54,8 +53,8 @@ async def devices(fake: FakeAdbd, tmp_path: Path) -> AsyncIterator[MobileDevices
         await pool.close()
 
 
-def png_image(data: str) -> Image.Image:
-    return Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB")
+def png_image(data: bytes) -> Image.Image:
+    return Image.open(io.BytesIO(data)).convert("RGB")
 
 
 def listening(port: int) -> bool:
@@ -87,7 +86,7 @@ async def test_argv_words_reach_the_device_as_words_never_as_shell_syntax(
     rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
     word = "x; pm uninstall com.example.notes"
     result = await rig.run(verb(verb="command", argv=["getprop", word]), "")
-    assert not result["is_error"]
+    assert not result.is_error
     assert fake.device.injected == []
     assert "com.example.notes" in fake.device.packages
     assert fake.device.commands[-1] == ["getprop", word]
@@ -107,7 +106,7 @@ async def test_every_android_verb_changes_the_fake_device(
     assert devices.leases == {rig.device: "alice"}
 
     inspected = await rig.run(verb(verb="inspect"), "")
-    text = inspected["content"][0]["text"]
+    text = inspected.content[0].text
     assert "UNTRUSTED-DATA" in text and '"Sign in"' in text and "(secret)" in text
     await rig.run(verb(verb="tap", ref="e5"), "")
     await rig.run(verb(verb="swipe", x=1, y=2, to_x=3, to_y=4), "")
@@ -122,7 +121,7 @@ async def test_every_android_verb_changes_the_fake_device(
     assert fake.device.typed == "ann lee"
 
     installed = await rig.run(verb(verb="install", file="shop.apk"), "")
-    assert "Installed shop.apk" in installed["content"][0]["text"]
+    assert "Installed shop.apk" in installed.content[0].text
     assert "com.example.shop" in fake.device.packages
     assert "/data/local/tmp/corral-install.apk" not in fake.device.files  # removed again
     await rig.run(verb(verb="start", package="com.example.shop"), "")
@@ -136,7 +135,7 @@ async def test_every_android_verb_changes_the_fake_device(
     await rig.run(verb(verb="uninstall", package="com.example.shop"), "")
     assert "com.example.shop" not in fake.device.packages
     refused = await rig.run(verb(verb="uninstall", package="com.example.shop"), "")
-    assert "The package manager refused" in refused["content"][0]["text"]
+    assert "The package manager refused" in refused.content[0].text
 
 
 async def test_the_screenshot_masks_the_password_field_found_in_the_ui_tree(
@@ -144,14 +143,13 @@ async def test_the_screenshot_masks_the_password_field_found_in_the_ui_tree(
 ) -> None:
     rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
     shot = await rig.run(verb(verb="screenshot"), "")
-    images = [b for b in shot["content"] if b["type"] == "image"]
-    assert len(images) == 1
-    image = png_image(images[0]["data"])
+    assert len(shot.images) == 1
+    image = png_image(shot.images[0].png)
     x1, y1, x2, y2 = PASSWORD_BOX
     assert image.getpixel(((x1 + x2) // 2, (y1 + y2) // 2)) == (0, 0, 0)
     assert image.getpixel((5, 5)) == (255, 255, 255)
     assert image.getpixel((x1 + 10, y1 - 20)) != PASSWORD_RGB
-    assert shot["structured"]["masked_fields"] == 1
+    assert shot.structured["masked_fields"] == 1
 
 
 async def test_install_takes_only_files_inside_the_configured_apk_dir(
@@ -171,7 +169,7 @@ async def test_one_agent_holds_a_device_at_a_time(devices: MobileDevices) -> Non
     with pytest.raises(SessionRefused, match="is held by another agent"):
         await devices.start_android("r2", "bob", ComputerUseConfig(), 0.0)
     listed = await devices.devices_answer("bob")
-    assert listed["structured"]["devices"][0]["held_by"] == "another agent"
+    assert listed.structured["devices"][0]["held_by"] == "another agent"
     devices.release(rig)
     again = await devices.start_android("r3", "bob", ComputerUseConfig(), 0.0)
     assert devices.leases == {again.device: "bob"}
@@ -197,7 +195,7 @@ async def test_an_unauthorized_device_is_never_leased_and_says_what_to_do(
 
             async def unauthorized() -> bool:
                 states = await pool.devices_answer("alice")
-                return bool(states["structured"]["devices"][0]["state"] == "unauthorized")
+                return bool(states.structured["devices"][0]["state"] == "unauthorized")
 
             with anyio.fail_after(15):
                 while not await unauthorized():
@@ -285,11 +283,11 @@ async def test_idle_timeout_ends_the_rig_and_releases_the_device(
     )
     try:
         first = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
-        assert not first["is_error"], first
+        assert not first.is_error, first
         assert rigs.mobile.leases == {f"127.0.0.1:{fake.port}": "alice"}
         await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
         over = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
-        assert over["is_error"] and "rig_close" in over["content"][0]["text"]  # the budget
+        assert over.is_error and "rig_close" in over.content[0].text  # the budget
         clock.now += 6
         assert await rigs.expire() == [("alice", "android")]
         assert rigs.mobile.leases == {}
@@ -304,12 +302,12 @@ async def test_revoking_mobile_use_ends_the_rig_and_releases_the_device(
 ) -> None:
     rigs = manager_for(corral_home, f"127.0.0.1:{fake.port}", Clock())
     try:
-        assert not (await rigs.handle("alice", "mobile_use", {"verb": "inspect"}))["is_error"]
+        assert not (await rigs.handle("alice", "mobile_use", {"verb": "inspect"})).is_error
         path = corral_home.agent_file("alice")
         path.write_text(path.read_text().replace("mobile_use = true", "mobile_use = false"))
         assert await rigs.expire() == [("alice", "android")]
         assert rigs.mobile.leases == {}
         refused = await rigs.handle("alice", "mobile_use", {"verb": "inspect"})
-        assert refused["is_error"] and "mobile_use" in refused["content"][0]["text"]
+        assert refused.is_error and "mobile_use" in refused.content[0].text
     finally:
         await rigs.close_all()

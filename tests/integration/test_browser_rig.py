@@ -17,6 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from orchestrator.config import load_config, render_new_agent
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import no_egress
 from orchestrator.surfaces.rigs import RigManager
 from tests.helpers import wait_until
@@ -60,18 +61,18 @@ async def rigs(corral_home: CorralHome, runtime: Runtime) -> AsyncIterator[RigMa
         await manager.close_all()
 
 
-async def call(rigs: RigManager, verb: str, **args: object) -> dict[str, object]:
+async def call(rigs: RigManager, verb: str, **args: object) -> Answer:
     return await rigs.handle("ann", "browser_use", {"verb": verb, **args})
 
 
-def text(result: dict[str, object]) -> str:
-    return " ".join(b["text"] for b in result["content"] if b["type"] == "text")  # type: ignore[attr-defined,index]
+def text(result: Answer) -> str:
+    return result.text
 
 
 async def test_no_port_listens_in_the_rig_and_its_cdp_socket_is_private_and_single_use(
     rigs: RigManager, runtime: Runtime, docker_client: docker.DockerClient
 ) -> None:
-    assert not (await call(rigs, "tabs"))["is_error"]
+    assert not (await call(rigs, "tabs")).is_error
     rig = rigs.rigs[("ann", "browser")]
 
     assert await exec_output(runtime.backend, rig.container.id, ["python3", "-c", LISTENING]) == b""
@@ -89,7 +90,7 @@ async def test_no_port_listens_in_the_rig_and_its_cdp_socket_is_private_and_sing
         with pytest.raises(ConnectionClosed) as closed:
             await ws.recv()
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
-    assert not (await call(rigs, "tabs"))["is_error"]  # Playwright's connection still works
+    assert not (await call(rigs, "tabs")).is_error  # Playwright's connection still works
 
 
 async def test_counted_verbs_stop_at_max_actions_and_reads_stay_free(
@@ -100,11 +101,11 @@ async def test_counted_verbs_stop_at_max_actions_and_reads_stay_free(
     await call(rigs, "press", key="Tab")  # counted
     refused = await call(rigs, "press", key="Tab")
 
-    assert refused["is_error"]
+    assert refused.is_error
     assert "2 actions are used up" in text(refused) and "rig_close" in text(refused)
     for verb in ("screenshot", "tabs"):
-        assert not (await call(rigs, verb))["is_error"], verb
-    assert not (await call(rigs, "extract", mode="console"))["is_error"]
+        assert not (await call(rigs, verb)).is_error, verb
+    assert not (await call(rigs, "extract", mode="console")).is_error
 
 
 async def test_rig_close_and_idle_expiry_remove_the_container(
@@ -118,7 +119,7 @@ async def test_rig_close_and_idle_expiry_remove_the_container(
     await call(rigs, "tabs")
     socket_dir = Path(rigs.rigs[("ann", "browser")].bridge.socket_path).parent
     closed = await rigs.handle("ann", "rig_close", {})
-    assert not closed["is_error"] and containers() == []
+    assert not closed.is_error and containers() == []
     assert not socket_dir.exists()
 
     now = [0.0]
@@ -145,7 +146,7 @@ async def test_the_desktop_rig_listens_on_no_port_and_serves_vnc_on_its_socket_o
     )
     try:
         result = await manager.handle("dee", "computer_use", {"verb": "screenshot"})
-        assert not result["is_error"], text(result)
+        assert not result.is_error, text(result)
         rig = manager.rigs[("dee", "desktop")]
         cid = rig.channel.id  # type: ignore[union-attr]
         assert await exec_output(runtime.backend, cid, ["python3", "-c", LISTENING]) == b""

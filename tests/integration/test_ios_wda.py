@@ -4,7 +4,6 @@ WDA's own source (the pinned npm package, .cache/wda)."""
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import os
@@ -103,7 +102,7 @@ def test_every_route_corral_calls_is_a_real_wda_route_the_fake_serves(
 async def test_ios_verbs_reach_the_simulator(rig: IosRig, wda: FakeWda) -> None:
     assert (rig.width, rig.height) == (200, 400)
     assert len(wda.sessions) == 1
-    text = (await rig.run(verb(verb="inspect"), ""))["content"][0]["text"]
+    text = (await rig.run(verb(verb="inspect"), "")).content[0].text
     assert "UNTRUSTED-DATA" in text and '- SecureTextField "(secret)"' in text
     await rig.run(verb(verb="tap", ref="e5"), "")  # the Sign in button's centre
     await rig.run(verb(verb="tap", x=5, y=6), "")
@@ -117,7 +116,7 @@ async def test_ios_verbs_reach_the_simulator(rig: IosRig, wda: FakeWda) -> None:
     await rig.run(verb(verb="launch", bundle_id="com.example.App"), "")
     assert wda.running == {"com.example.App"}
     done = await rig.run(verb(verb="terminate", bundle_id="com.example.App"), "")
-    assert "Terminated com.example.App" in done["content"][0]["text"]
+    assert "Terminated com.example.App" in done.content[0].text
     await rig.run(verb(verb="deep_link", url="example://open?id=1"), "")
     assert wda.urls == ["example://open?id=1"]
     with pytest.raises(DeviceError, match=r"Application 'com\.nope\.App' is not installed"):
@@ -126,9 +125,8 @@ async def test_ios_verbs_reach_the_simulator(rig: IosRig, wda: FakeWda) -> None:
 
 async def test_the_screenshot_masks_the_secure_text_field_in_pixels(rig: IosRig) -> None:
     shot = await rig.run(verb(verb="screenshot"), "")
-    images = [b for b in shot["content"] if b["type"] == "image"]
-    assert len(images) == 1
-    image = Image.open(io.BytesIO(base64.b64decode(images[0]["data"]))).convert("RGB")
+    assert len(shot.images) == 1
+    image = Image.open(io.BytesIO(shot.images[0].png)).convert("RGB")
     assert image.size == (400, 800)
     x, y, w, h = (v * SCALE for v in SECURE)
     for point in ((x + 1, y + 1), (x + w - 2, y + h - 2), (x + w // 2, y + h // 2)):
@@ -145,11 +143,11 @@ async def test_install_uninstall_and_simctl_go_through_xcrun_argv(
     (app / "Info.plist").write_bytes(plistlib.dumps({"CFBundleIdentifier": "com.example.Shop"}))
     assert (
         "Installed Shop.app"
-        in (await rig.run(verb(verb="install", file="Shop.app"), ""))["content"][0]["text"]
+        in (await rig.run(verb(verb="install", file="Shop.app"), "")).content[0].text
     )
     listed = await rig.run(verb(verb="simctl", argv=["listapps"]), "")
-    assert "com.example.Shop" in listed["content"][0]["text"]
-    assert "UNTRUSTED-DATA" in listed["content"][0]["text"]
+    assert "com.example.Shop" in listed.content[0].text
+    assert "UNTRUSTED-DATA" in listed.content[0].text
     await rig.run(verb(verb="simctl", argv=["ui", "appearance", "dark"]), "")
     await rig.run(verb(verb="uninstall", bundle_id="com.example.Shop"), "")
     state = json.loads(simctl_state.read_text())

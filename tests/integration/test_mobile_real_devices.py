@@ -26,14 +26,14 @@ async def test_a_real_android_device_is_inspected_and_captured() -> None:
     pool = MobileDevices(CorralConfig.model_validate({"rigs": {"android": {"devices": [SERIAL]}}}))
     try:
         listed = await pool.devices_answer("alice")
-        assert listed["structured"]["devices"][0]["state"] == "device", listed
+        assert listed.structured["devices"][0]["state"] == "device", listed
         rig = await pool.start_android("r1", "alice", ComputerUseConfig(), 0.0)
         assert rig.width > 0 and rig.height > 0
         tree = await rig.run(MobileUseParams.parse_verbs({"verb": "inspect"}).verb, "")
-        assert tree["structured"]["elements"] > 0
+        assert tree.structured["elements"] > 0
         shot = await rig.run(MobileUseParams.parse_verbs({"verb": "screenshot"}).verb, "")
-        assert [b["type"] for b in shot["content"]].count("image") == 1
-        assert not shot["structured"]["masked"], shot["structured"]["mask_reason"]
+        assert len(shot.images) == 1
+        assert not shot.structured["masked"], shot.structured["mask_reason"]
         await rig.run(MobileUseParams.parse_verbs({"verb": "key", "key": "HOME"}).verb, "")
     finally:
         await pool.close()
@@ -47,10 +47,10 @@ async def test_a_real_webdriveragent_is_inspected_and_captured() -> None:
     rig = await pool.start_ios("r1", "alice", ComputerUseConfig(), 0.0)
     try:
         tree = await rig.run(IosUseParams.parse_verbs({"verb": "inspect"}).verb, "")
-        assert tree["structured"]["elements"] > 0
+        assert tree.structured["elements"] > 0
         shot = await rig.run(IosUseParams.parse_verbs({"verb": "screenshot"}).verb, "")
-        assert [b["type"] for b in shot["content"]].count("image") == 1
-        assert not shot["structured"]["masked"], shot["structured"]["mask_reason"]
+        assert len(shot.images) == 1
+        assert not shot.structured["masked"], shot.structured["mask_reason"]
     finally:
         await rig.close()
         await pool.close()

@@ -21,6 +21,7 @@ from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig
 from orchestrator.gateway.wire import COMPUTER_USE_PATH, EVENTS_MEDIA_TYPE
 from orchestrator.home import CorralHome
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 from sandboxes.events import LOG_LEVELS, OutputTail, at_least
 from tests.fakes import FakeClock, InMemoryBackend, fake_egress
@@ -239,7 +240,7 @@ class Blocking:
 
     async def __call__(
         self, agent: str, tool: str, arguments: dict[str, Any], events: Any
-    ) -> dict[str, Any]:
+    ) -> Answer:
         await events.progress("approval", "waiting for an operator", remaining=30.0)
         self.started.set()
         try:
@@ -286,7 +287,7 @@ async def test_a_session_start_reports_its_phases_and_says_when_it_is_ready(
 
     answer = await manager.handle("alice", "computer_session_start", {}, heard)
 
-    assert answer["is_error"] is False
+    assert answer.is_error is False
     assert heard.phases() == ["egress", "container", "display", "browser"]
     assert heard.logs() == [("info", "sandbox_started"), ("info", "session_ready")]
     await manager.close_all()

@@ -3,6 +3,7 @@ gateway under uvicorn, real HTTP from httpx and from the MCP-side forwarder."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import time
@@ -34,6 +35,7 @@ from orchestrator.gateway.signing import (
 )
 from orchestrator.gateway.wire import COMPUTER_USE_PATH
 from orchestrator.home import CorralHome
+from orchestrator.surfaces.answers import Answer, Image, answer, error, image_block, text_block
 from tests.gateway_helpers import (
     CALL,
     TINY_PNG,
@@ -74,7 +76,7 @@ async def test_a_signed_call_reaches_the_handler_and_returns_its_answer(gateway:
     answer = response.json()
     assert answer["is_error"] is False
     assert answer["structured"] == CALL
-    assert json.loads(answer["content"][0]["text"]) == CALL
+    assert json.loads(answer["content"][0]["text"]) == CALL  # the wire, as rendered
     assert gateway.refusals() == []
 
 
@@ -441,14 +443,11 @@ async def test_the_forwarder_says_the_gateway_is_not_running_when_nothing_listen
 async def test_the_forwarder_maps_text_and_image_blocks_and_structured_content(
     gateway: Gateway,
 ) -> None:
-    gateway.handler.answer = {
-        "content": [
-            {"type": "image", "data": TINY_PNG, "mimeType": "image/png"},
-            {"type": "text", "text": "3 of 50 actions used; 14 min left"},
-        ],
-        "is_error": False,
-        "structured": {"actions_used": 3},
-    }
+    gateway.handler.answer = answer(
+        image_block(base64.b64decode(TINY_PNG)),
+        text_block("3 of 50 actions used; 14 min left"),
+        actions_used=3,
+    )
 
     result = await forward(gateway.home, gateway.url, "alice", "computer_screenshot", {})
 
@@ -468,11 +467,7 @@ async def test_the_forwarder_maps_text_and_image_blocks_and_structured_content(
 async def test_the_forwarder_passes_the_arguments_and_the_gateways_error_flag(
     gateway: Gateway,
 ) -> None:
-    gateway.handler.answer = {
-        "content": [{"type": "text", "text": "no session: call computer_session_start"}],
-        "is_error": True,
-        "structured": None,
-    }
+    gateway.handler.answer = error("no session: call computer_session_start")
     arguments = {"x": 5, "y": 7, "button": "left", "double": False, "note": "héllo ✓"}
 
     result = await forward(gateway.home, gateway.url, "alice", "computer_click", arguments)
@@ -521,7 +516,7 @@ async def test_the_forwarder_signs_nothing_for_a_name_that_is_not_an_agents(
 async def test_the_forwarder_reports_a_gateway_handler_failure_without_internals(
     gateway: Gateway,
 ) -> None:
-    gateway.handler.answer = {"content": "not a list"}
+    gateway.handler.answer = Answer((Image(b"", mime_type="not a media type"),))
 
     result = await forward(gateway.home, gateway.url, "alice", "computer_screenshot", {})
 

@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.errors import SeatError
 from orchestrator.home import CorralHome
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 from tests.fakes import InMemoryBackend
 from tests.unit.test_session_rules import call, text_of, write_agent
@@ -21,14 +22,14 @@ pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 
 
 async def started(manager: SessionManager, backend: InMemoryBackend) -> Any:
-    assert not (await call(manager, "computer_session_start"))["is_error"]
+    assert not (await call(manager, "computer_session_start")).is_error
     kiosk = backend.opened[-1]
     kiosk.targets[(10, 10)] = {"name": "Pay now", "role": "button"}
     return kiosk
 
 
-async def held_then(manager: SessionManager, decide: Any) -> dict[str, Any]:
-    answers: list[dict[str, Any]] = []
+async def held_then(manager: SessionManager, decide: Any) -> Answer:
+    answers: list[Answer] = []
 
     async def click() -> None:
         answers.append(await call(manager, "computer_click", x=10, y=10))
@@ -54,10 +55,10 @@ async def test_a_held_click_runs_only_after_approval(
         manager.approvals.decide(a.id, "olga", True)
 
     answer = await held_then(manager, approve)
-    assert not answer["is_error"], text_of(answer)
+    assert not answer.is_error, text_of(answer)
     assert [r for r in kiosk.requests if r["op"] == "click"]
     denied = await held_then(manager, lambda a: manager.approvals.decide(a.id, "olga", False, "no"))
-    assert denied["is_error"] and "denied this action (confirm_words: pay): no" in text_of(denied)
+    assert denied.is_error and "denied this action (confirm_words: pay): no" in text_of(denied)
     assert len([r for r in kiosk.requests if r["op"] == "click"]) == 1  # the denied one never ran
 
 
@@ -72,14 +73,14 @@ async def test_the_seat_refuses_the_ai_and_hover_never_takes_it(
     assert manager.sessions["alice"].controller == "ai"
     assert seats.viewer_input("alice", "olga", "v1") is True  # a button: taken now
     refused = await call(manager, "computer_type", text="hunter2")
-    assert refused["is_error"] and "A person has the desktop" in text_of(refused)
-    assert not (await call(manager, "computer_screenshot"))["is_error"]
+    assert refused.is_error and "A person has the desktop" in text_of(refused)
+    assert not (await call(manager, "computer_screenshot")).is_error
     assert seats.viewer_input("alice", "olga", "v2") is False  # another view: view only
     assert seats.viewer_input("alice", "pete", "v3") is False  # another person
     with pytest.raises(SeatError, match="olga has the desktop"):
         seats.take_over("alice", "pete", viewer=None, how="cli")
     seats.hand_back("alice", "olga")
-    assert not (await call(manager, "computer_type", text="hunter2"))["is_error"]
+    assert not (await call(manager, "computer_type", text="hunter2")).is_error
     timeline = " ".join(e.step + e.outcome for e in manager.sessions["alice"].timeline)
     assert "typed 7 characters" in timeline and "hunter2" not in timeline
     assert "refused: a person has the desktop" in timeline
@@ -95,7 +96,7 @@ async def test_stop_from_an_operator_ends_the_session_and_its_held_call(
         manager.approvals.cancel_session(manager.sessions["alice"].id, "stopped")
 
     answer = await held_then(manager, stop)
-    assert answer["is_error"] and "the session ended" in text_of(answer)
+    assert answer.is_error and "the session ended" in text_of(answer)
     await manager.oversight.stop("alice", "olga")
     assert "alice" not in manager.sessions
     with pytest.raises(SeatError, match="no running session"):

@@ -16,6 +16,7 @@ from PIL import Image
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 from sandboxes.errors import SessionRefused
 from sandboxes.session_rules import COUNTED, SessionClock
@@ -39,8 +40,8 @@ def write_agent(home: CorralHome, name: str = "alice", **cfg: Any) -> None:
     path.write_text(text)
 
 
-def text_of(answer: dict[str, Any]) -> str:
-    return " ".join(b["text"] for b in answer["content"] if b["type"] == "text")
+def text_of(answer: Answer) -> str:
+    return answer.text
 
 
 def events(home: CorralHome, name: str) -> list[dict[str, Any]]:
@@ -48,7 +49,7 @@ def events(home: CorralHome, name: str) -> list[dict[str, Any]]:
     return [row for row in rows if row["event"] == name]
 
 
-async def call(manager: SessionManager, tool: str, **arguments: Any) -> dict[str, Any]:
+async def call(manager: SessionManager, tool: str, **arguments: Any) -> Answer:
     return await manager.handle("alice", tool, arguments)
 
 
@@ -59,17 +60,17 @@ async def test_one_session_per_agent_and_a_new_one_after_stop(
     first = await call(manager, "computer_session_start")
     again = await call(manager, "computer_session_start")
 
-    assert first["is_error"] is False
-    assert again["is_error"] is True
+    assert first.is_error is False
+    assert again.is_error is True
     assert "one session per agent" in text_of(again)
     assert len(backend.opened) == 1
 
     stopped = await call(manager, "computer_session_stop")
     second = await call(manager, "computer_session_start")
 
-    assert stopped["is_error"] is False
-    assert second["is_error"] is False
-    assert second["structured"]["session_id"] != first["structured"]["session_id"]
+    assert stopped.is_error is False
+    assert second.is_error is False
+    assert second.structured["session_id"] != first.structured["session_id"]
     assert len(backend.live) == 1 and len(backend.removed) == 1
 
 
@@ -83,11 +84,11 @@ async def test_the_budget_counts_actions_and_refuses_the_next_one(
     refused = await call(manager, "computer_key", key="Return")
     shot = await call(manager, "computer_screenshot")
 
-    assert [a["is_error"] for a in answers] == [False, False, False]
+    assert [a.is_error for a in answers] == [False, False, False]
     assert "Actions used: 3/3" in text_of(answers[-1])
-    assert refused["is_error"] is True
+    assert refused.is_error is True
     assert "3 actions are used up" in text_of(refused)
-    assert shot["is_error"] is False  # screenshots are free
+    assert shot.is_error is False  # screenshots are free
     assert [r["op"] for r in backend.opened[0].requests].count("key") == 0
     assert events(corral_home, "computer_action_refused")[-1]["details"]["why"] == "budget"
 
@@ -101,9 +102,9 @@ async def test_a_refused_url_does_not_spend_an_action(
     refused = await call(manager, "computer_navigate", url="https://elsewhere.example/")
     opened = await call(manager, "computer_navigate", url=f"https://{SITE}/")
 
-    assert refused["is_error"] is True
+    assert refused.is_error is True
     assert "not in this agent's allowed_domains" in text_of(refused)
-    assert opened["is_error"] is False
+    assert opened.is_error is False
     assert "Actions used: 1/1" in text_of(opened)
 
 
@@ -121,7 +122,7 @@ async def test_an_idle_session_ends_and_says_why(
     assert await manager.expire() == ["alice"]
 
     after = await call(manager, "computer_screenshot")
-    assert after["is_error"] is True
+    assert after.is_error is True
     assert "Your session ended: it was idle for 30 s" in text_of(after)
     assert backend.live == {}
     ended = events(corral_home, "computer_session_ended")
@@ -185,7 +186,7 @@ async def test_a_kiosk_that_dies_ends_the_session_at_once_and_says_why(
     failed = await call(manager, "computer_type", text="hello")
     after = await call(manager, "computer_click", x=1, y=1)
 
-    assert failed["is_error"] is True
+    assert failed.is_error is True
     assert "kiosk channel closed" in text_of(failed)
     assert "Your session ended: its kiosk failed" in text_of(failed)
     assert backend.live == {}  # removed now, not at the idle timeout
@@ -202,8 +203,8 @@ async def test_a_kiosk_that_floods_its_channel_is_removed_and_the_session_ends(
 
     shot = await call(manager, "computer_screenshot")
 
-    assert shot["content"][0]["type"] == "image"  # a black image, never an error without one
-    assert shot["structured"]["masked"] is True
+    assert shot.images and shot.content[0] is shot.images[0]  # never an error without one
+    assert shot.structured["masked"] is True
     assert "without a line end (a flood)" in text_of(shot)
     assert "Your session ended: its kiosk failed" in text_of(shot)
     assert backend.live == {}
@@ -221,9 +222,9 @@ async def test_a_failed_start_leaves_no_container_and_no_session(
     backend.kiosk_options.clear()
     retried = await call(manager, "computer_session_start")
 
-    assert failed["is_error"] is True
+    assert failed.is_error is True
     assert "could not start" in text_of(failed)
-    assert retried["is_error"] is False
+    assert retried.is_error is False
     assert len(backend.opened) == 2 and len(backend.live) == 1
 
 
@@ -286,7 +287,7 @@ async def test_a_bad_allowlist_entry_is_a_clear_refusal_not_an_internal_error(
 
     refused = await call(manager, "computer_session_start")
 
-    assert refused["is_error"] is True
+    assert refused.is_error is True
     assert "allowed_domains" in text_of(refused)
     assert "xn--bcher-kva.example" in text_of(refused)
     assert backend.opened == []
@@ -303,7 +304,7 @@ async def test_the_start_result_says_which_names_were_left_out_and_why(
     assert "allowed_domains is empty" not in text
     assert "every allowed name was left out" in text
     assert "dead.example (the name does not resolve)" in text
-    assert started["structured"]["left_out"] == {"dead.example": "the name does not resolve"}
+    assert started.structured["left_out"] == {"dead.example": "the name does not resolve"}
 
 
 async def test_a_partly_resolved_allowlist_lists_both(
@@ -344,7 +345,7 @@ async def test_revoking_access_ends_the_session_within_one_expiry_pass(
     ended = events(corral_home, "computer_session_ended")
     assert ended[-1]["details"]["why"].startswith("its access was revoked")
     after = await call(manager, "computer_screenshot")
-    assert after["is_error"] is True
+    assert after.is_error is True
 
 
 async def test_a_call_after_revocation_ends_the_session_and_says_why(
@@ -357,7 +358,7 @@ async def test_a_call_after_revocation_ends_the_session_and_says_why(
 
     refused = await call(manager, "computer_click", x=1, y=1)
 
-    assert refused["is_error"] is True
+    assert refused.is_error is True
     assert "Your session ended: its access was revoked" in text_of(refused)
     assert backend.live == {}
 
@@ -369,7 +370,7 @@ async def test_allowlist_and_deny_list_changes_apply_from_the_next_call(
     await call(manager, "computer_session_start")
     kiosk = backend.opened[0]
     kiosk.probe = {**kiosk.probe, "url": f"https://{SITE}/account"}
-    assert (await call(manager, "computer_screenshot"))["structured"]["masked"] is False
+    assert (await call(manager, "computer_screenshot")).structured["masked"] is False
 
     write_agent(corral_home, allowed_domains=["other.example"], deny_list=[SITE])
     shot = await call(manager, "computer_screenshot")
@@ -378,10 +379,10 @@ async def test_allowlist_and_deny_list_changes_apply_from_the_next_call(
     write_agent(corral_home, allowed_domains=["other.example", "new.example"])
     added = await call(manager, "computer_navigate", url="https://new.example/")
 
-    assert shot["structured"]["masked"] is True and SITE in text_of(shot)
-    assert nav["is_error"] is True and "not in this agent's allowed_domains" in text_of(nav)
-    assert still["is_error"] is False
-    assert added["is_error"] is True and "was not resolved when the session started" in (
+    assert shot.structured["masked"] is True and SITE in text_of(shot)
+    assert nav.is_error is True and "not in this agent's allowed_domains" in text_of(nav)
+    assert still.is_error is False
+    assert added.is_error is True and "was not resolved when the session started" in (
         text_of(added)
     )
 
@@ -430,13 +431,13 @@ async def test_any_failure_in_the_screenshot_path_answers_a_black_image_saying_w
 
     shot = await call(manager, "computer_screenshot")
 
-    assert shot["is_error"] is False
-    image = shot["content"][0]
-    assert image["type"] == "image"
-    with Image.open(io.BytesIO(base64.b64decode(image["data"]))) as png:
+    assert shot.is_error is False
+    image = shot.content[0]
+    assert image in shot.images
+    with Image.open(io.BytesIO(shot.images[0].png)) as png:
         assert png.size == (1280, 800)
         assert png.convert("RGB").getextrema() == ((0, 0), (0, 0), (0, 0))  # all black
-    assert shot["structured"]["masked"] is True
+    assert shot.structured["masked"] is True
     assert "could not be checked (incident" in text_of(shot)
 
 
@@ -465,8 +466,8 @@ async def test_fields_the_kiosk_already_painted_pass_through_and_others_are_pain
     kiosk.shot_fields = {"png": sent, "painted": [[0, 0, 1, 1]]}
     checked = await call(manager, "computer_screenshot")
 
-    assert trusted["content"][0]["data"] == sent  # passed through, not re-encoded
-    assert trusted["structured"]["masked_fields"] == 1
-    with Image.open(io.BytesIO(base64.b64decode(checked["content"][0]["data"]))) as png:
+    assert trusted.images[0].png == base64.b64decode(sent)  # passed through, not re-encoded
+    assert trusted.structured["masked_fields"] == 1
+    with Image.open(io.BytesIO(checked.images[0].png)) as png:
         assert png.convert("RGB").getpixel((200, 120)) == (0, 0, 0)  # painted here
         assert png.convert("RGB").getpixel((50, 50)) == (255, 255, 255)

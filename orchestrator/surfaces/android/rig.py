@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import anyio
 
 from orchestrator.errors import DeviceError
 from orchestrator.surfaces.android.adb import AndroidDevice
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.phones import MobileRig, device_output, done
 from sandboxes import mobile_params as m
 from sandboxes.masking import PNG_SIGNATURE, Rect
@@ -63,14 +64,14 @@ class AndroidRig(MobileRig):
     async def _secrets(self) -> tuple[Rect, ...]:
         return (await self.dump()).secret_rects
 
-    async def run(self, verb: Any, status: str) -> dict[str, Any]:
+    async def run(self, verb: m.AndroidVerb, status: str) -> Answer:
         try:
             return await self._run(verb, status)
         except DeviceError as exc:
             self.lost(exc)
             raise
 
-    async def _run(self, verb: Any, status: str) -> dict[str, Any]:
+    async def _run(self, verb: m.AndroidVerb, status: str) -> Answer:
         shell, src = self.adb.shell, f"the Android device {self.device}"
         if isinstance(verb, m.AndroidInspect):
             return self.inspect_answer(await self.dump(), f"{src}'s UI", status)
@@ -128,7 +129,7 @@ class AndroidRig(MobileRig):
             return device_output(out, f"{src} ({verb.argv[0]})", status, f"Ran {verb.argv[0]}.")
         raise DeviceError(f"mobile_use has no handler for verb {verb.verb}")
 
-    async def _install(self, name: str, status: str, src: str) -> dict[str, Any]:
+    async def _install(self, name: str, status: str, src: str) -> Answer:
         path = await anyio.to_thread.run_sync(resolve_app, self.apk_dir, name, "apk_dir")
         size = path.stat().st_size
         if size > APK_MAX_BYTES:
@@ -143,7 +144,7 @@ class AndroidRig(MobileRig):
         self.dev = None
 
 
-def _pm(out: str, ok: str, status: str, src: str) -> dict[str, Any]:
+def _pm(out: str, ok: str, status: str, src: str) -> Answer:
     if "Success" in out:
         return done(ok, status)
     return device_output(out, src, status, "The package manager refused:")

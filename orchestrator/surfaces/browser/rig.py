@@ -19,7 +19,7 @@ from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page
 from playwright.async_api import Error as PlaywrightError
 
 from orchestrator.errors import RigError, SessionRefused
-from orchestrator.surfaces.answers import answer, image_answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser.cdp import CdpBridge
 from sandboxes import rig_params as r
@@ -119,14 +119,14 @@ class BrowserRig(Surface):
     def broken(self) -> str | None:
         return self.bridge.closed_reason
 
-    def counts(self, verb: Any) -> bool:
+    def counts(self, verb: r.BrowserVerb) -> bool:
         """Whether `verb` spends one action of the budget (reads do not)."""
         if isinstance(verb, r.BrowserTabs):
             return verb.select is not None or verb.close is not None
         return verb.verb in COUNTED_VERBS
 
     # ------------------------------------------------------------------ verbs
-    async def run(self, verb: Any, status: str) -> dict[str, Any]:
+    async def run(self, verb: r.BrowserVerb, status: str) -> Answer:
         """Do one verb (already validated and counted); the tool answer."""
         page = await self.page()
         try:
@@ -134,7 +134,7 @@ class BrowserRig(Surface):
         except PlaywrightError as exc:
             raise RigError(_playwright_message(verb, exc)) from exc
 
-    async def _run(self, page: Page, verb: Any, status: str) -> dict[str, Any]:
+    async def _run(self, page: Page, verb: r.BrowserVerb, status: str) -> Answer:
         if isinstance(verb, r.BrowserNavigate):
             verdict = check_url(verb.url, self.allowed_domains, self.pinned)
             if not verdict.allowed:
@@ -201,12 +201,12 @@ class BrowserRig(Surface):
             return page.locator(f"aria-ref={verb.ref}")
         return page.get_by_role(verb.role, name=verb.name, exact=True)
 
-    async def _page_answer(self, page: Page, done: str, status: str) -> dict[str, Any]:
+    async def _page_answer(self, page: Page, done: str, status: str) -> Answer:
         title = await page.title()
         about = fence(f"url: {page.url}\ntitle: {title}", "the page")
         return answer(text_block(f"{done} {status}\n{about}"))
 
-    async def _extract(self, page: Page, mode: str, status: str) -> dict[str, Any]:
+    async def _extract(self, page: Page, mode: str, status: str) -> Answer:
         if mode == "a11y":
             text = await page.aria_snapshot(mode="ai", timeout=ACTION_MS)
             note = "Elements carry [ref=ID]: pass ref to click, fill or select."
@@ -253,7 +253,7 @@ class BrowserRig(Surface):
         value = result.get("result", {}).get("value")
         return value if isinstance(value, str) else ""
 
-    async def _tabs(self, verb: r.BrowserTabs, status: str) -> dict[str, Any]:
+    async def _tabs(self, verb: r.BrowserTabs, status: str) -> Answer:
         pages = self.pages
         if verb.select is not None or verb.close is not None:
             index = verb.select if verb.select is not None else verb.close
@@ -278,7 +278,7 @@ class BrowserRig(Surface):
         )
 
     # ------------------------------------------------------------------ screenshot
-    async def screenshot(self, page: Page, status: str) -> dict[str, Any]:
+    async def screenshot(self, page: Page, status: str) -> Answer:
         """The masked screenshot: never an unmasked image because a check failed."""
         size = (self.width, self.height)
         try:

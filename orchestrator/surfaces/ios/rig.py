@@ -10,12 +10,13 @@ window's before they are masked.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import anyio
 
 from orchestrator.errors import DeviceError
 from orchestrator.surfaces.android.rig import resolve_app
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.ios.wda import WdaClient, simctl
 from orchestrator.surfaces.phones import MobileRig, device_output, done
 from sandboxes import mobile_params as m
@@ -51,7 +52,7 @@ class IosRig(MobileRig):
             self.scale = size[0] / self.width
         return png
 
-    async def run(self, verb: Any, status: str) -> dict[str, Any]:
+    async def run(self, verb: m.IosVerb, status: str) -> Answer:
         try:
             return await self._run(verb, status)
         except DeviceError as exc:
@@ -63,7 +64,7 @@ class IosRig(MobileRig):
             raise DeviceError("this verb needs [rigs.ios] simulator_udid (docs/rigs.md)")
         return self.udid
 
-    async def _run(self, verb: Any, status: str) -> dict[str, Any]:
+    async def _run(self, verb: m.IosVerb, status: str) -> Answer:
         wda, src = self.client, "the iOS simulator"
         if isinstance(verb, m.IosInspect):
             return self.inspect_answer(await self.dump(), f"{src}'s UI", status)

@@ -20,7 +20,7 @@ from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
 from orchestrator.home import CorralHome
 from orchestrator.people.approvals import ApprovalQueue
-from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import Surface, fresh_clock
 from orchestrator.surfaces.kiosk.driver import KioskDriver
 from orchestrator.surfaces.kiosk.session import KioskSession
@@ -92,7 +92,7 @@ class SessionManager:
     # ------------------------------------------------------------------ handler
     async def handle(
         self, agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """The gateway's computer-use handler: every check, then the action. `events` hears
         the call's phases and corral's events for the caller (session ready, lost ...)."""
         spec = BY_NAME.get(tool)
@@ -131,7 +131,7 @@ class SessionManager:
 
     async def _run(
         self, agent: str, tool: str, params: Any, cfg: ComputerUseConfig, events: CallEvents
-    ) -> dict[str, Any]:
+    ) -> Answer:
         if tool == "computer_session_start":
             return await self.start(agent, params, cfg, events)
         if tool == "computer_session_stop":
@@ -173,7 +173,7 @@ class SessionManager:
         params: SessionStartParams,
         cfg: ComputerUseConfig,
         events: CallEvents = NO_EVENTS,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         if agent in self.sessions or agent in self._starting:
             existing = self.sessions.get(agent)
             ident = existing.id if existing else "starting"
@@ -193,7 +193,7 @@ class SessionManager:
         params: SessionStartParams,
         cfg: ComputerUseConfig,
         events: CallEvents,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         started = self.clock()
         pooled = await self.kiosk_pool.claim() if self.kiosk_pool is not None else None
         recipe = KioskStart(Host(self.config, self.backend, self.egress_factory), self.kiosk_pool)
@@ -211,7 +211,7 @@ class SessionManager:
         events: CallEvents,
         kiosk: Started,
         started: float,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """Record the started session and make computer_session_start's answer."""
         session_id, channel, stack = kiosk.session_id, kiosk.channel, kiosk.stack
         egress, ready = kiosk.egress, kiosk.ready
@@ -282,7 +282,7 @@ class SessionManager:
             chromium_sandbox=session.chromium_sandbox,
         )
 
-    async def stop_tool(self, agent: str, session_id: str | None) -> dict[str, Any]:
+    async def stop_tool(self, agent: str, session_id: str | None) -> Answer:
         session = self.sessions.get(agent)
         if session is None or (session_id is not None and session_id != session.id):
             raise SessionRefused(
@@ -349,7 +349,7 @@ class SessionManager:
             await self.expire()
 
     # ------------------------------------------------------------------ screenshot
-    async def screenshot(self, session: KioskSession, *, record: bool = False) -> dict[str, Any]:
+    async def screenshot(self, session: KioskSession, *, record: bool = False) -> Answer:
         """The masked screenshot (orchestrator.surfaces.screenshots): never an error without an
         image, never an unmasked one. A broken kiosk channel ends the session."""
         result = await masked_screenshot(session, self._status(session))
