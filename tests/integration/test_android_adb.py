@@ -86,8 +86,10 @@ async def test_argv_words_reach_the_device_as_words_never_as_shell_syntax(
 ) -> None:
     rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
     word = "x; pm uninstall com.example.notes"
-    result = await rig.run(verb(verb="command", argv=["getprop", word]), "")
-    assert not result["is_error"]
+    # `command` refuses such a word (tests/unit/test_adb_commands.py); below it, every
+    # call corral makes quotes each word all the same
+    assert rig.dev is not None
+    await rig.dev.shell(["getprop", word])
     assert fake.device.injected == []
     assert "com.example.notes" in fake.device.packages
     assert fake.device.commands[-1] == ["getprop", word]
@@ -311,5 +313,41 @@ async def test_revoking_mobile_use_ends_the_rig_and_releases_the_device(
         assert rigs.mobile.leases == {}
         refused = await rigs.handle("alice", "mobile_use", {"verb": "inspect"})
         assert refused["is_error"] and "mobile_use" in refused["content"][0]["text"]
+    finally:
+        await rigs.close_all()
+
+
+# ------------------------------------------------------------------ the command policy, attacked
+
+BYPASSES = [
+    ["pm", "install", "/sdcard/Download/evil.apk"],
+    ["pm", "install", "-r", "-g", "/data/local/tmp/evil.apk"],
+    ["pm", "grant", "com.example.notes", "android.permission.READ_SMS"],
+    ["pm", "revoke", "com.example.notes", "android.permission.CAMERA"],
+    ["settings", "put", "secure", "enabled_accessibility_services", "com.evil/.Svc"],
+    ["settings", "delete", "global", "adb_enabled"],
+    ["dumpsys", "notification", "--noredact"],
+    ["getprop", "x;pm grant com.example.notes android.permission.READ_SMS"],
+    ["wm", "size", "10x10"],
+]
+
+
+async def test_each_command_bypass_is_refused_and_the_device_runs_nothing(
+    corral_home: CorralHome, fake: FakeAdbd
+) -> None:
+    rigs = manager_for(corral_home, f"127.0.0.1:{fake.port}", Clock())
+    try:
+        ok = await rigs.handle("alice", "mobile_use", {"verb": "command", "argv": ["getprop"]})
+        assert not ok["is_error"], ok
+        assert fake.device.commands[-1] == ["getprop"]  # the control: a read-only form runs
+        before = list(fake.device.commands)
+        for argv in BYPASSES:
+            refused = await rigs.handle("alice", "mobile_use", {"verb": "command", "argv": argv})
+            text = refused["content"][0]["text"]
+            assert refused["is_error"] and "argv: " in text and "allowed" in text, (argv, text)
+        # judged by the device: it was asked to run nothing more, and nothing changed
+        assert fake.device.commands == before
+        assert fake.device.injected == []
+        assert not any("install" in e or "grant" in e for e in fake.device.events)
     finally:
         await rigs.close_all()
