@@ -55,6 +55,12 @@ ANDROID_FORMS: Mapping[str, str] = {
     "dumpsys": (
         "dumpsys -l | dumpsys SERVICE [SECTION] (services: "
         + ", ".join(sorted(DUMPSYS_SECTIONS))
+        + "; sections: "
+        + "; ".join(
+            f"{name} {'|'.join(sorted(sections))}"
+            for name, sections in DUMPSYS_SECTIONS.items()
+            if sections
+        )
         + "; package/meminfo/gfxinfo also take a PACKAGE; never --noredact)"
     ),
     "wm": "wm size | wm density (read only)",
