@@ -7,10 +7,10 @@ Run from the repository root:
     .venv/bin/python bench/mobile.py [--runs 20] [--write docs/benchmarks.md]
 
 The real path: a throwaway CORRAL_HOME, `corral gateway` as a subprocess (its own adb
-server, private port), `corral mcp --agent bench-mobile` over stdio (the 2.x SDK's
+server, private unix socket), `corral mcp --agent bench-mobile` over stdio (the 2.x SDK's
 Client); the fake adbd (ADB wire protocol) and the fake WebDriverAgent (HTTP) run in this
 process. The spawned-adb baseline uses a second adb server of its own (another private
-port) attached to the same fake device. Rounds are interleaved (each round runs every
+socket) attached to the same fake device. Rounds are interleaved (each round runs every
 path once, in rotating order) after WARMUP uncounted rounds.
 """
 
@@ -76,9 +76,10 @@ async def timed(action: Callable[[], Awaitable[Any]]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def spawned(port: int, serial: str, *args: str) -> Callable[[], Awaitable[Any]]:
-    """One `adb -P PORT -s SERIAL ...` process per action, its output read whole."""
-    argv = [adbutils.adb_path(), "-P", str(port), "-s", serial, *args]
+def spawned(socket: Path, serial: str, *args: str) -> Callable[[], Awaitable[Any]]:
+    """One `adb -L localfilesystem:SOCKET -s SERIAL ...` process per action, its output
+    read whole."""
+    argv = [adbutils.adb_path(), "-L", f"localfilesystem:{socket}", "-s", serial, *args]
 
     async def run() -> None:
         done = await anyio.run_process(argv, check=False)
@@ -88,7 +89,7 @@ def spawned(port: int, serial: str, *args: str) -> Callable[[], Awaitable[Any]]:
     return run
 
 
-async def measure(client: Client, baseline: int, serial: str, runs: int) -> list[Row]:
+async def measure(client: Client, baseline: Path, serial: str, runs: int) -> list[Row]:
     # first calls start the rigs (lease, adb server, WDA session): not counted
     await call(client, "mobile_use", verb="screenshot")
     await call(client, "ios_use", verb="screenshot")
@@ -155,8 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 async def run() -> list[Row]:
                     await baseline.states()  # its own adb server, attached to the fake
                     try:
+                        assert baseline.socket_path is not None
                         async with Client(params, mode="legacy") as client:
-                            return await measure(client, baseline.port, serial, args.runs)
+                            return await measure(client, baseline.socket_path, serial, args.runs)
                     finally:
                         await baseline.close()
 

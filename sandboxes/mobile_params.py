@@ -2,8 +2,8 @@
 WebDriverAgent), SPEC S4.1: a `verb` plus that verb's arguments, as in `rig_params`.
 
 What reaches a device is built here from typed fields, never from a string the model
-wrote for a shell: `command` and `simctl` take an argv whose first word is on an
-allowlist (`ADB_COMMANDS`, `SIMCTL_SUBCOMMANDS`), every word is quoted by corral, and
+wrote for a shell: `command` and `simctl` take an argv of one of the read-only forms of
+`sandboxes.adb_commands` (subcommands and arguments), every word is quoted by corral, and
 an app is installed only from the configured directory, named by its file name (no
 path, no `..`). Elements are addressed by a `ref` from the last `inspect`, or by x,y.
 """
@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from sandboxes.adb_commands import ANDROID_FORMS, IOS_FORMS, check_adb_command, check_simctl
 from sandboxes.params import TYPE_MAX_CHARS, Int
 from sandboxes.rig_params import VerbUnion, _Verb
 
@@ -29,16 +30,13 @@ ARGS_MAX = 32
 _LINK_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,31}:[^\s\x00-\x1f\x7f]+$")
 _REFUSED_SCHEMES = frozenset({"file", "content", "javascript", "data", "intent"})
 
-# `mobile_use command`: the binaries an agent may run on its device (docs/rigs.md).
-# Each argument is quoted by corral; a pipe, `;` or `$(...)` is just text to the binary.
-ADB_COMMANDS = frozenset(
-    {"getprop", "dumpsys", "wm", "settings", "logcat", "pm", "ps", "date", "df"}
-)
+# `mobile_use command`: the binaries an agent may run on its device, each only in the
+# read-only forms of `sandboxes.adb_commands` (docs/rigs.md). Each word is quoted too.
+ADB_COMMANDS = frozenset(ANDROID_FORMS)
 # `ios_use simctl`: subcommands that act on the configured simulator (its UDID is put
-# in by corral, after the subcommand); nothing that creates, erases or boots devices.
-SIMCTL_SUBCOMMANDS = frozenset(
-    {"listapps", "appinfo", "get_app_container", "privacy", "ui", "status_bar", "location"}
-)
+# in by corral, after the subcommand), in the forms of `sandboxes.adb_commands`: nothing
+# that creates, erases or boots devices, and no `privacy` (grants).
+SIMCTL_SUBCOMMANDS = frozenset(IOS_FORMS)
 # Android key events `mobile_use key` may send (KEYCODE_ names without the prefix).
 ANDROID_KEYS = frozenset(
     {
@@ -256,10 +254,7 @@ class AndroidCommand(_Verb):
     @field_validator("argv")
     @classmethod
     def _allowed(cls, value: list[str]) -> list[str]:
-        argv = check_argv(value, ADB_COMMANDS, "binary")
-        if argv[0] == "logcat" and "-d" not in argv:
-            raise ValueError("argv: logcat needs -d (dump and exit); it would never end")
-        return argv
+        return check_adb_command(check_argv(value, ADB_COMMANDS, "binary"))
 
 
 AndroidVerb = Annotated[
@@ -347,7 +342,7 @@ class IosSimctl(_Verb):
     @field_validator("argv")
     @classmethod
     def _allowed(cls, value: list[str]) -> list[str]:
-        return check_argv(value, SIMCTL_SUBCOMMANDS, "simctl subcommand")
+        return check_simctl(check_argv(value, SIMCTL_SUBCOMMANDS, "simctl subcommand"))
 
 
 IosVerb = Annotated[

@@ -9,6 +9,7 @@ unauthorized or unreachable is never leased, and a start that fails leaves no le
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.errors import DeviceError, NotAvailable, SessionRefused
@@ -28,10 +29,11 @@ _HINTS = {
 
 
 class MobileDevices:
-    def __init__(self, config: CorralConfig) -> None:
+    def __init__(self, config: CorralConfig, adb_dir: Path | None = None) -> None:
+        """`adb_dir`: the private directory of the adb server's socket (CORRAL_HOME/adb)."""
         self.android = config.rigs.android
         self.ios = config.rigs.ios
-        self.adb = AdbServer(self.android) if self.android.devices else None
+        self.adb = AdbServer(self.android, home_dir=adb_dir) if self.android.devices else None
         self.leases: dict[str, str] = {}  # device -> agent
 
     def release(self, rig: MobileRig) -> None:

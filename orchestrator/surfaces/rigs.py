@@ -95,7 +95,7 @@ class RigManager:
         self._playwright: Playwright | None = None
         self._playwright_cm: Any = None
         self._playwright_lock = anyio.Lock()
-        self.mobile = MobileDevices(config)
+        self.mobile = MobileDevices(config, home.root / "adb")
         # Tools a room above registers (codrive): gated here, then handed the params.
         self.tools: dict[str, RigTool] = {}
         self.oversight = oversight  # the gateway's seats: rigs are listed, taken over there

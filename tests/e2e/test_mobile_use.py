@@ -9,6 +9,7 @@ import json
 import os
 import plistlib
 import signal
+import stat
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,6 +171,11 @@ async def test_mobile_use_drives_the_fake_android_device_through_mcp(
         assert outside.is_error
         ran = await call(mcp, "mobile_use", "command", argv=["pm", "list", "packages"])
         assert "package:com.example.shop" in fenced(ran)
+        before = list(adbd.device.commands)
+        for argv in (["pm", "install", "/sdcard/x.apk"], ["dumpsys", "notification", "--noredact"]):
+            refused = await call(mcp, "mobile_use", "command", argv=argv)
+            assert refused.is_error and "argv: " in text_of(refused), text_of(refused)
+        assert adbd.device.commands == before  # the device was asked nothing
 
         rigs = (await mcp.client.call_tool("rig_list", {})).structured_content
         assert rigs is not None
@@ -179,11 +185,13 @@ async def test_mobile_use_drives_the_fake_android_device_through_mcp(
         closed = await mcp.client.call_tool("rig_close", {})
         assert not closed.is_error
         assert f"{serial}: device, free" in text_of(await call(mcp, "mobile_use", "devices"))
-    # corral's adb server is the gateway's child, on a private port, while the gateway runs
+    # corral's adb server is the gateway's child, on a unix socket in a private directory
     servers = adb_servers_of(world.gateway_pid)
     assert len(servers) == 1
     cmdline = Path(f"/proc/{servers[0]}/cmdline").read_bytes().split(b"\0")
-    assert cmdline[1] == b"-P" and cmdline[2] != b"5037"
+    assert cmdline[1] == b"-L" and cmdline[2].startswith(b"localfilesystem:")
+    socket_dir = Path(os.fsdecode(cmdline[2].split(b":", 1)[1])).parent
+    assert stat.S_IMODE(socket_dir.stat().st_mode) == 0o700
 
 
 async def test_a_device_lost_mid_call_answers_clearly_and_frees_the_lease(

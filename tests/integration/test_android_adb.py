@@ -5,8 +5,14 @@ independent client (no adb server), so the fake answers what real clients send."
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import shutil
 import socket
+import stat
+import subprocess
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -62,22 +68,55 @@ def listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def tcp_listeners_of(pid: int) -> list[str]:
+    """The TCP sockets process `pid` listens on (the kernel's tables, by socket inode)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                found.append(fields[1])
+    return found
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A CORRAL_HOME-like parent that every user may enter (0755), short enough for a
+    unix socket path; the adb server's private directory goes inside it."""
+    parent = Path(tempfile.mkdtemp(prefix="corral-t-"))
+    parent.chmod(0o755)
+    try:
+        yield parent / "adb"
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
 def verb(**args: object) -> object:
     return MobileUseParams.parse_verbs(args).verb
 
 
-async def test_corral_runs_its_own_adb_server_on_a_private_port_and_stops_it(
-    fake: FakeAdbd,
+async def test_corral_runs_its_own_adb_server_on_a_private_socket_and_stops_it(
+    fake: FakeAdbd, short_dir: Path
 ) -> None:
-    server = AdbServer(config_for(f"127.0.0.1:{fake.port}").rigs.android)
+    server = AdbServer(config_for(f"127.0.0.1:{fake.port}").rigs.android, home_dir=short_dir)
     try:
         states = await server.states()
         assert [(s.serial, s.state) for s in states] == [(f"127.0.0.1:{fake.port}", "device")]
-        assert server.port != 5037 and listening(server.port)
+        assert server.socket_path == short_dir / "adb.sock"
+        assert stat.S_ISSOCK(server.socket_path.stat().st_mode)
+        assert stat.S_IMODE(short_dir.stat().st_mode) == 0o700
+        assert server.process is not None
+        assert tcp_listeners_of(server.process.pid) == []  # no TCP port at all
         assert fake.connections == 1
     finally:
         await server.close()
-    assert not listening(server.port)
+    assert not (short_dir / "adb.sock").exists()
 
 
 async def test_argv_words_reach_the_device_as_words_never_as_shell_syntax(
@@ -85,8 +124,10 @@ async def test_argv_words_reach_the_device_as_words_never_as_shell_syntax(
 ) -> None:
     rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
     word = "x; pm uninstall com.example.notes"
-    result = await rig.run(verb(verb="command", argv=["getprop", word]), "")
-    assert not result.is_error
+    # `command` refuses such a word (tests/unit/test_adb_commands.py); below it, every
+    # call corral makes quotes each word all the same
+    assert rig.dev is not None
+    await rig.dev.shell(["getprop", word])
     assert fake.device.injected == []
     assert "com.example.notes" in fake.device.packages
     assert fake.device.commands[-1] == ["getprop", word]
@@ -240,13 +281,15 @@ async def test_with_its_adb_server_gone_a_call_fails_and_starts_no_other_server(
         await server.close()
 
 
-def test_adbutils_would_start_a_default_server_and_corral_s_client_does_not() -> None:
-    from orchestrator.surfaces.android.adb import PrivateAdbClient, free_port
+def test_adbutils_would_start_a_default_server_and_corral_s_client_does_not(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.surfaces.android.adb import PrivateAdbClient
 
-    port = free_port()  # nothing listens there
+    path = tmp_path / "adb.sock"  # nothing listens there
     with pytest.raises(adbutils.AdbError, match="connect to corral's adb server failed"):
-        PrivateAdbClient(port, 2).list()
-    assert not listening(port)
+        PrivateAdbClient(path, 2).list()
+    assert not path.exists()
 
 
 # ------------------------------------------------------------------ the rig manager's leases
@@ -311,3 +354,100 @@ async def test_revoking_mobile_use_ends_the_rig_and_releases_the_device(
         assert refused.is_error and "mobile_use" in refused.content[0].text
     finally:
         await rigs.close_all()
+
+
+# ------------------------------------------------------------------ the command policy, attacked
+
+BYPASSES = [
+    ["pm", "install", "/sdcard/Download/evil.apk"],
+    ["pm", "install", "-r", "-g", "/data/local/tmp/evil.apk"],
+    ["pm", "grant", "com.example.notes", "android.permission.READ_SMS"],
+    ["pm", "revoke", "com.example.notes", "android.permission.CAMERA"],
+    ["settings", "put", "secure", "enabled_accessibility_services", "com.evil/.Svc"],
+    ["settings", "delete", "global", "adb_enabled"],
+    ["dumpsys", "notification", "--noredact"],
+    ["getprop", "x;pm grant com.example.notes android.permission.READ_SMS"],
+    ["wm", "size", "10x10"],
+]
+
+
+async def test_each_command_bypass_is_refused_and_the_device_runs_nothing(
+    corral_home: CorralHome, fake: FakeAdbd
+) -> None:
+    rigs = manager_for(corral_home, f"127.0.0.1:{fake.port}", Clock())
+    try:
+        ok = await rigs.handle("alice", "mobile_use", {"verb": "command", "argv": ["getprop"]})
+        assert not ok.is_error, ok
+        assert fake.device.commands[-1] == ["getprop"]  # the control: a read-only form runs
+        before = list(fake.device.commands)
+        for argv in BYPASSES:
+            refused = await rigs.handle("alice", "mobile_use", {"verb": "command", "argv": argv})
+            text = refused.text
+            assert refused.is_error and "argv: " in text and "allowed" in text, (argv, text)
+        # judged by the device: it was asked to run nothing more, and nothing changed
+        assert fake.device.commands == before
+        assert fake.device.injected == []
+        assert not any("install" in e or "grant" in e for e in fake.device.events)
+    finally:
+        await rigs.close_all()
+
+
+# ------------------------------------------------------------------ the adb server, attacked
+
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+# Another local user's process: an ADB host request (`host:devices`) to a unix socket.
+ASK = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    s.sendall(b"000chost:devices")
+    print("reached")
+except OSError as e:
+    print("refused", type(e).__name__)
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or SYSTEM_PYTHON is None,
+    reason="needs root (to run a process as another user) and /usr/bin/python3",
+)
+async def test_another_local_user_cannot_reach_corral_s_adb_server(
+    fake: FakeAdbd, short_dir: Path
+) -> None:
+    """uid 65534 asks corral's adb server for its devices and is refused by the kernel
+    (its socket is in a 0700 directory; there is no TCP port), while corral drives the
+    fake device through it. The control: the same process does reach a socket it may."""
+    assert SYSTEM_PYTHON is not None
+    serial = f"127.0.0.1:{fake.port}"
+    server = AdbServer(config_for(serial).rigs.android, home_dir=short_dir)
+
+    def ask(path: Path) -> str:
+        done = subprocess.run(
+            [SYSTEM_PYTHON, "-I", "-c", ASK, str(path)],
+            user=65534,
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    open_path = short_dir.parent / "open.sock"
+    with socket.socket(socket.AF_UNIX) as control:
+        control.bind(str(open_path))
+        control.listen(1)
+        open_path.chmod(0o777)
+        assert ask(open_path).startswith("reached")  # the control: such a request works
+    try:
+        await server.states()
+        assert server.socket_path is not None and server.process is not None
+        assert ask(server.socket_path) == "refused PermissionError"
+        assert tcp_listeners_of(server.process.pid) == []
+        device = AndroidDevice(server.client, serial, 5)  # type: ignore[arg-type]
+        await device.shell(["getprop", "ro.product.model"])
+        assert fake.device.commands[-1] == ["getprop", "ro.product.model"]
+        assert fake.device.commands.count(["getprop", "ro.product.model"]) == 1
+    finally:
+        await server.close()

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import plistlib
+import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -191,9 +192,10 @@ async def test_a_hanging_wda_is_cut_off_and_leaves_no_lease(wda: FakeWda) -> Non
 
 
 async def test_an_unreachable_wda_leaves_no_lease() -> None:
-    from orchestrator.surfaces.android.adb import free_port
-
-    pool = pool_for(f"http://127.0.0.1:{free_port()}")
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    pool = pool_for(f"http://127.0.0.1:{port}")
     with pytest.raises(DeviceError, match="unreachable"):
         await pool.start_ios("r1", "alice", ComputerUseConfig(), 0.0)
     assert pool.leases == {}

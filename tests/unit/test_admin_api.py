@@ -21,6 +21,7 @@ from orchestrator.gateway.signing import load_or_create_key, new_nonce, sign
 from orchestrator.gateway.wire import ADMIN_DECIDE_PATH, ADMIN_SESSION_ACT_PATH
 from orchestrator.home import CorralHome
 from orchestrator.people.operators import add_operator, remove_operator
+from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 from tests.fakes import InMemoryBackend
 from tests.gateway_helpers import Recorder
@@ -67,7 +68,7 @@ async def test_only_an_operators_token_decides_and_the_audit_names_its_operator(
     olga = add_operator(corral_home, "olga")
     pete = add_operator(corral_home, "pete")
     remove_operator(corral_home, "pete")
-    answers: list[dict[str, Any]] = []
+    answers: list[Answer] = []
 
     async def click() -> None:
         answers.append(await call(manager, "computer_click", x=10, y=10))
@@ -103,7 +104,7 @@ async def test_only_an_operators_token_decides_and_the_audit_names_its_operator(
         assert response.status_code == 400  # no name in the body: the token says who
         response = await post(admin, ADMIN_DECIDE_PATH, ask, bearer(olga))
         assert response.status_code == 200, response.text
-    assert not answers[0]["is_error"]
+    assert not answers[0].is_error
     assert [r for r in kiosk.requests if r["op"] == "click"]
     assert len(refusals(corral_home)) == len(attempts)
     (decided,) = [

@@ -69,9 +69,13 @@ def test_a_key_may_be_written_with_its_keycode_prefix() -> None:
     assert android(verb="key", key="KEYCODE_BACK").key == "BACK"
 
 
-def test_command_is_an_argv_whose_words_stay_words() -> None:
-    verb = android(verb="command", argv=["getprop", "x; pm uninstall com.example.notes"])
-    assert verb.argv == ["getprop", "x; pm uninstall com.example.notes"]
+def test_command_is_an_argv_and_shell_syntax_in_a_word_is_refused() -> None:
+    assert android(verb="command", argv=["getprop", "ro.build.version.sdk"]).argv == [
+        "getprop",
+        "ro.build.version.sdk",
+    ]
+    with pytest.raises(ParamError, match="shell metacharacter"):
+        android(verb="command", argv=["getprop", "x; pm uninstall com.example.notes"])
     with pytest.raises(ParamError, match="NUL or a newline"):
         android(verb="command", argv=["getprop", "a\nb"])
 

@@ -1,11 +1,14 @@
 """corral's own adb server and the calls mobile_use makes through it (SPEC S4.1, S4.4).
 
 The server is Google's adb binary that the `adbutils` wheel bundles, run as a child of
-the gateway (`adb -P PORT server nodaemon`) on a private loopback port, never 5037 (the
-user's own adb server); it is killed when the gateway ends. The gateway talks to it
-with `adbutils` (the ADB smart-socket protocol). `[rigs.android] devices` entries of the
-form HOST:PORT are attached with `adb connect`. ADB errors are translated into
-`DeviceError` in exactly one place, `map_adb_errors`.
+the gateway (`adb -L localfilesystem:PATH server nodaemon`), never on 5037 (the user's
+own adb server) and never on TCP: it listens on a unix socket in a directory only the
+gateway's user can enter (0700, `CORRAL_HOME/adb`), since an adb server has no
+authentication and whoever reaches it drives the phone past every check. It is killed
+when the gateway ends. The gateway talks to it with `adbutils` (the ADB smart-socket
+protocol), whose TCP connection is replaced here by one to that socket. `[rigs.android]
+devices` entries of the form HOST:PORT are attached with `adb connect`. ADB errors are
+translated into `DeviceError` in exactly one place, `map_adb_errors`.
 
 Every call to a device is an argv: corral quotes each word (`shlex.join`) into the
 `shell:` service, so nothing the model sends is read by the device's shell as syntax.
@@ -24,8 +27,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import adbutils
@@ -90,37 +95,56 @@ def _pdeathsig() -> Callable[[], None] | None:
     return functools.partial(_die_with_parent, os.getpid(), prctl)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+SOCKET_NAME = "adb.sock"
+_SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes on Linux, 104 on macOS
+
+
+def private_dir(wanted: Path | None) -> tuple[Path, bool]:
+    """A directory only this user can enter for the server's socket, and whether corral
+    made it for this server alone (then it is removed at close). `wanted` (under
+    CORRAL_HOME) when its socket path fits a sockaddr_un, else a fresh `mkdtemp`."""
+    if wanted is not None and len(os.fsencode(wanted / SOCKET_NAME)) <= _SUN_PATH_MAX:
+        wanted.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = wanted.lstat()
+        if info.st_uid != os.getuid() or not wanted.is_dir() or wanted.is_symlink():
+            raise DeviceError(f"{wanted} is not a directory of this user; remove it")
+        os.chmod(wanted, 0o700)
+        return wanted, False
+    return Path(tempfile.mkdtemp(prefix="corral-adb-")), True  # mkdtemp: mode 0700
 
 
 class _NoAutoStart(AdbConnection):  # type: ignore[misc]
-    """adbutils starts `adb start-server` on port 5037 when a connect fails; corral's
-    client never does: a server that is not there is an error."""
+    """A connection to corral's adb server over its unix socket. adbutils starts `adb
+    start-server` on port 5037 when a connect fails; corral's client never does: a server
+    that is not there is an error."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        super().__init__("localhost", 0)  # adbutils' own fields; the socket is below
 
     def _safe_connect(self) -> socket.socket:
-        address = (self._AdbConnection__host, self._AdbConnection__port)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(3)
         try:
-            sock = socket.create_connection(address, timeout=3)
-        except OSError as exc:  # create_connection closes its socket on failure
+            sock.connect(os.fspath(self._path))
+        except OSError as exc:
+            sock.close()
             raise AdbConnectionError(f"connect to corral's adb server failed: {exc}") from exc
         sock.settimeout(None)
         return sock
 
 
 class PrivateAdbClient(adbutils.AdbClient):  # type: ignore[misc]
-    """An adbutils client bound to corral's adb server only."""
+    """An adbutils client bound to corral's adb server (its unix socket) only."""
 
-    def __init__(self, port: int, seconds: float) -> None:
-        super().__init__(host="127.0.0.1", port=port, socket_timeout=seconds)
+    def __init__(self, path: Path, seconds: float) -> None:
+        super().__init__(host="localhost", port=0, socket_timeout=seconds)
+        self.path = path
         self.seconds = seconds
 
     def make_connection(self, timeout: float | None = None) -> AdbConnection:
         try:
-            conn = _NoAutoStart(self.host, self.port)
+            conn = _NoAutoStart(self.path)
         except TimeoutError as exc:
             raise AdbTimeout("connect to corral's adb server timed out") from exc
         conn.conn.settimeout(timeout or self.seconds)
@@ -136,10 +160,14 @@ class DeviceState:
 class AdbServer:
     """The adb server child process and an adbutils client bound to it."""
 
-    def __init__(self, cfg: AndroidRigConfig, *, adb_path: str | None = None) -> None:
+    def __init__(
+        self, cfg: AndroidRigConfig, *, adb_path: str | None = None, home_dir: Path | None = None
+    ) -> None:
         self.cfg = cfg
         self.adb_path = adb_path or adbutils.adb_path()
-        self.port = cfg.adb_port or 0
+        self.home_dir = home_dir  # where the socket's private directory goes
+        self.socket_path: Path | None = None
+        self._made_dir = False
         self.process: subprocess.Popen[bytes] | None = None
         self.client: PrivateAdbClient | None = None
         self._lock = anyio.Lock()
@@ -155,20 +183,20 @@ class AdbServer:
             await self.connect_remote()
             return self.client
 
-    async def _start(self) -> None:
-        port = self.cfg.adb_port or free_port()
+    def _spawn(self, path: Path) -> subprocess.Popen[bytes]:
         # No mDNS (it would multicast on every interface) and no emulator port scan. USB
         # through adb's native Linux backend: with libusb (the default) a host where
         # libusb cannot start holds every first request for 3 s.
         env = {**os.environ, "ADB_MDNS": "0", "ADB_MDNS_AUTO_CONNECT": "0", "ADB_EMU": "0"}
         if sys.platform == "linux":
             env["ADB_LIBUSB"] = "0"
-        env.pop("ANDROID_ADB_SERVER_PORT", None)
+        for name in ("ANDROID_ADB_SERVER_PORT", "ANDROID_ADB_SERVER_ADDRESS", "ADB_SERVER_SOCKET"):
+            env.pop(name, None)
         # Started from the event loop's own thread, which lives as long as the gateway:
         # the parent-death signal (Linux) is tied to the thread that forks, so a gateway
         # killed with SIGKILL takes its adb server with it.
-        self.process = subprocess.Popen(  # noqa: ASYNC220 (a fork, not a wait)
-            [self.adb_path, "-P", str(port), "server", "nodaemon"],
+        return subprocess.Popen(
+            [self.adb_path, "-L", f"localfilesystem:{path}", "server", "nodaemon"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -176,23 +204,31 @@ class AdbServer:
             start_new_session=True,
             preexec_fn=_pdeathsig(),
         )
-        self.port = port
-        client = PrivateAdbClient(port, self.cfg.timeout_seconds)
+
+    async def _start(self) -> None:
+        if self.cfg.adb_port is not None:
+            logger.warning("[rigs.android] adb_port is ignored: the adb server uses a unix socket")
+        if self.socket_path is None:
+            folder, self._made_dir = private_dir(self.home_dir)
+            self.socket_path = folder / SOCKET_NAME
+        path = self.socket_path
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a socket left by a server that was killed
+        self.process = self._spawn(path)
         with anyio.fail_after(START_DEADLINE):
             while True:
                 if self.process.poll() is not None:
                     raise DeviceError(
-                        f"corral's adb server exited at start (code {self.process.returncode}); "
-                        f"is port {port} free?"
+                        f"corral's adb server exited at start (code {self.process.returncode})"
                     )
                 try:
-                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                    stream = await anyio.connect_unix(path)
                     await stream.aclose()
                     break
                 except OSError:
-                    await anyio.sleep(0.05)  # polling the server's port until it listens
-        self.client = client
-        logger.info("adb server %s listening on 127.0.0.1:%d", self.adb_path, port)
+                    await anyio.sleep(0.05)  # polling the server's socket until it listens
+        self.client = PrivateAdbClient(path, self.cfg.timeout_seconds)
+        logger.info("adb server %s listening on %s", self.adb_path, path)
 
     async def connect_remote(self) -> None:
         """`adb connect` every HOST:PORT device (answers are checked by `states`)."""
@@ -218,16 +254,22 @@ class AdbServer:
 
     async def close(self) -> None:
         process, self.process, self.client = self.process, None, None
-        if process is None:
-            return
-        with anyio.CancelScope(shield=True):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    await anyio.to_thread.run_sync(functools.partial(process.wait, timeout=5))
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    await anyio.to_thread.run_sync(process.wait)
+        if process is not None:
+            with anyio.CancelScope(shield=True):
+                if process.poll() is None:
+                    process.terminate()
+                    try:
+                        await anyio.to_thread.run_sync(functools.partial(process.wait, timeout=5))
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                        await anyio.to_thread.run_sync(process.wait)
+        path, self.socket_path = self.socket_path, None
+        if path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            if self._made_dir:
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()
 
 
 class AndroidDevice:

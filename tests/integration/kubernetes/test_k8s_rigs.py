@@ -18,6 +18,7 @@ from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.config import load_config, render_new_agent
 from orchestrator.home import CorralHome
 from orchestrator.people.live_view import open_vnc
+from orchestrator.surfaces.answers import Answer, Image
 from orchestrator.surfaces.rigs import RigManager
 from sandboxes.k8s_manifests import DENY_ALL_POLICY
 from tests.fake_kube.docker_node import leftover_containers
@@ -79,12 +80,12 @@ def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     return True
 
 
-def texts(result: dict[str, Any]) -> str:
-    return " ".join(b["text"] for b in result["content"] if b["type"] == "text")
+def texts(result: Answer) -> str:
+    return result.text
 
 
-def images(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [b for b in result["content"] if b["type"] == "image"]
+def images(result: Answer) -> tuple[Image, ...]:
+    return result.images
 
 
 async def test_a_browser_rig_runs_as_a_pod_behind_its_sessions_policies(
@@ -92,9 +93,9 @@ async def test_a_browser_rig_runs_as_a_pod_behind_its_sessions_policies(
 ) -> None:
     write_agent(corral_home, "browser_use", [SITE])
     shot = await rigs.handle("ann", "browser_use", {"verb": "screenshot"})
-    assert not shot["is_error"], texts(shot)
+    assert not shot.is_error, texts(shot)
     pressed = await rigs.handle("ann", "browser_use", {"verb": "press", "key": "Tab"})
-    assert not pressed["is_error"], texts(pressed)
+    assert not pressed.is_error, texts(pressed)
     [pod] = pods(cluster, "rig-browser")
     policies = {
         p["metadata"]["name"]: p["spec"]
@@ -105,7 +106,7 @@ async def test_a_browser_rig_runs_as_a_pod_behind_its_sessions_policies(
 
     closed = await rigs.handle("ann", "rig_close", {})
 
-    assert len(images(shot)) == 1 and images(shot)[0]["mimeType"] == "image/png"
+    assert len(images(shot)) == 1 and images(shot)[0].mime_type == "image/png"
     labels = pod["metadata"]["labels"]
     assert labels["corral.session"] == rig_id and labels["corral.network"] == "session"
     ctx = pod["spec"]["containers"][0]["securityContext"]
@@ -116,7 +117,7 @@ async def test_a_browser_rig_runs_as_a_pod_behind_its_sessions_policies(
     assert selects(proxy_policy["ingress"][0]["from"][0]["podSelector"], labels)
     assert not selects(proxy_policy["podSelector"], labels)
     assert sum(name.startswith("pods/") for name in during) == 2  # the rig's and its proxy's
-    assert not closed["is_error"], texts(closed)
+    assert not closed.is_error, texts(closed)
     assert objects(cluster) == []
 
 
@@ -125,9 +126,9 @@ async def test_a_desktop_rig_runs_as_a_pod_and_its_live_view_relay_answers(
 ) -> None:
     write_agent(corral_home, "desktop_use", [])
     shot = await rigs.handle("ann", "computer_use", {"verb": "screenshot"})
-    assert not shot["is_error"], texts(shot)
+    assert not shot.is_error, texts(shot)
     clicked = await rigs.handle("ann", "computer_use", {"verb": "click", "x": 640, "y": 400})
-    assert not clicked["is_error"], texts(clicked)
+    assert not clicked.is_error, texts(clicked)
     rig = rigs.rigs[("ann", "desktop")]
     [pod] = pods(cluster, "rig-desktop")
     stream = await open_vnc(backend, rig.channel.id)
@@ -144,5 +145,5 @@ async def test_a_desktop_rig_runs_as_a_pod_and_its_live_view_relay_answers(
     assert banner is not None and banner.startswith(b"RFB 003.")
     assert pod["metadata"]["labels"]["corral.network"] == "none"  # the deny-all policy's
     assert during == [f"pods/{pod['metadata']['name']}"]  # no allowlist: no proxy, no policy
-    assert not closed["is_error"], texts(closed)
+    assert not closed.is_error, texts(closed)
     assert objects(cluster) == []
