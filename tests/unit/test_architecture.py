@@ -58,14 +58,6 @@ SIZE_EXCEPTIONS: dict[str, str] = {
     "orchestrator/surfaces/kiosk/sessions.py::SessionManager._ready": "issue 21: one start path",
     "orchestrator/surfaces/oversight.py::Oversight.wait_for_operator": "issue 21: surfaces "
     "restructure in progress",
-    "rig_images/desktop/codrive_ops.py": "runs inside the desktop image (one file copied in); "
-    "not yet split",
-    "rig_images/kiosk/kiosk_agent/browser.py": "inside the kiosk image; not yet split",
-    "rig_images/kiosk/kiosk_agent/browser.py::Browser._launch": "inside the kiosk image: "
-    "one CDP launch sequence, not yet split",
-    "rig_images/kiosk/kiosk_agent/probe.py::probe": "inside the kiosk image: one probe "
-    "script, not yet split",
-    "rig_images/kiosk/kiosk_agent/probe.py::dom_probe": "as above",
     "rig_images/proxy/proxy.py": "runs inside the proxy image as one file; not yet split",
 }
 
