@@ -58,7 +58,6 @@ SIZE_EXCEPTIONS: dict[str, str] = {
     "orchestrator/surfaces/kiosk/sessions.py::SessionManager._ready": "issue 21: one start path",
     "orchestrator/surfaces/oversight.py::Oversight.wait_for_operator": "issue 21: surfaces "
     "restructure in progress",
-    "rig_images/proxy/proxy.py": "runs inside the proxy image as one file; not yet split",
 }
 
 
