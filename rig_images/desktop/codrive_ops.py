@@ -7,30 +7,28 @@
 - `fingerprint` / `settle` / `idle`: the effect check and watch mode: a count of the
   accessibility events the target application sent plus a hash of its window's pixels.
 - `where`: the application's window title and, for Chromium, the page's URL.
-- `browser`: Chromium's api actions (open_url, reload, back) over its CDP pipe.
+- `browser`: Chromium's api actions (open_url, reload, back) over its CDP pipe
+  (codrive_tab.py); the matching rule is in codrive_match.py.
 
 AT-SPI runs on the kiosk agent's dedicated AT-SPI thread (libatspi is not thread-safe).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
-import os
-import queue
 import subprocess
 import time
-import unicodedata
 from typing import Any
 
+from codrive_match import on_screen, pick, role_matches
+from codrive_tab import ChromiumTab
 from kiosk_agent.atspi import Atspi
 from kiosk_agent.cdp import CDP
+from kiosk_agent.chromium import spawn_with_pipe
 from kiosk_agent.common import OpError
 from Xlib import X
 
 ATSPI_S = 3.0
-LOAD_S = 10.0  # a navigation's wait for the tab to stop loading
 APP_START_S = 40.0  # Mousepad sometimes takes ~20 s to map its window
 # app id -> (argv, the name the application gives AT-SPI)
 APPS: dict[str, tuple[list[str], str]] = {
@@ -39,10 +37,6 @@ APPS: dict[str, tuple[list[str], str]] = {
     "gnome-calculator": (["gnome-calculator"], "gnome-calculator"),
     "chromium": (["corral-chromium", "--remote-debugging-pipe", "about:blank"], "chromium"),
 }
-# What the fuzzy rung reads as the same character (a model writes x for a times sign).
-GLYPHS = str.maketrans(
-    {"\u00d7": "*", "\u00f7": "/", "\u2212": "-", "\u2013": "-", "\u2026": "", "\u232b": "<-"}
-)
 EVENTS = (
     "object:state-changed",
     "object:text-changed",
@@ -51,54 +45,9 @@ EVENTS = (
     "object:visible-data-changed",
 )
 ACTION_NAMES = ("press", "activate", "click")
-UI_SCHEMES = ("chrome://", "chrome-untrusted://", "chrome-error://", "devtools://")
 
 
-def norm(text: str) -> str:
-    """The fuzzy rule's form of a name: NFKC, case-folded, operator glyphs read as their
-    ASCII forms, "..." dropped, whitespace collapsed, a name that repeats itself read once."""
-    text = unicodedata.normalize("NFKC", text).translate(GLYPHS).casefold()
-    words = text.replace("...", "").split()
-    half = len(words) // 2
-    if half and len(words) % 2 == 0 and words[:half] == words[half:]:
-        words = words[:half]  # GTK4 names a button by its label twice: "7 7"
-    return " ".join(words)
-
-
-def role_matches(wanted: str, role: str) -> bool:
-    """A role matches itself and its kinds: "button" matches "push button" and "toggle
-    button", "menu item" matches "check menu item" and "radio menu item"."""
-    wanted, role = wanted.casefold().strip(), role.casefold()
-    return not wanted or role == wanted or role.endswith(" " + wanted)
-
-
-def pick(wanted: str, named: list[tuple[str, Any]]) -> tuple[Any | None, str]:
-    """The element whose name matches, and how (or None and why not): exact, then
-    case-insensitive, then fuzzy (the normalized name equals or starts with the normalized
-    wanted name). More than one match at the first level that has any is ambiguous."""
-    levels = (
-        ("exact", lambda n: n == wanted),
-        ("case-insensitive", lambda n: n.casefold().strip() == wanted.casefold().strip()),
-        ("fuzzy", lambda n: norm(n) == norm(wanted) or norm(n).startswith(norm(wanted))),
-    )
-    for how, test in levels:
-        hits = [node for name, node in named if name and test(name)]
-        if len(hits) == 1:
-            return hits[0], how
-        if len(hits) > 1:
-            return None, f"ambiguous: {len(hits)} elements match ({how})"
-    return None, "not found"
-
-
-def _on_screen(A: Any, node: Any) -> bool:
-    try:
-        box = node.get_extents(A.CoordType.SCREEN)
-    except Exception:  # the element went away
-        return False
-    return bool(box.width > 0 and box.height > 0 and box.x > -10000 and box.y > -10000)
-
-
-class Codrive:
+class Codrive(ChromiumTab):
     def __init__(self, desktop: Any) -> None:
         self.desktop = desktop  # the agent's Desktop: display, env, processes
         self.at = Atspi("")
@@ -190,7 +139,7 @@ class Codrive:
             if not named:
                 return None, f"no showing element with role {role!r}"
             node, how = pick(name, named)
-            if node is None or _on_screen(A, node):
+            if node is None or on_screen(A, node):
                 return node, how
             if fresh:
                 return None, "not on screen"
@@ -200,7 +149,7 @@ class Codrive:
         return [
             (node.get_name() or "", node)
             for node in self._nodes(A, self._app(A, app), role)
-            if _on_screen(A, node)
+            if on_screen(A, node)
         ]
 
     # ------------------------------------------------------------------ ops
@@ -240,32 +189,9 @@ class Codrive:
             self.desktop.procs.append(proc)
             return proc
         # Chromium with its CDP on a pipe (fds 3 and 4), for the api actions.
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        child_in = fcntl.fcntl(to_r, fcntl.F_DUPFD_CLOEXEC, 10)
-        child_out = fcntl.fcntl(from_w, fcntl.F_DUPFD_CLOEXEC, 10)
-
-        def map_fds() -> None:
-            os.dup2(child_in, 3)
-            os.dup2(child_out, 4)
-
-        try:
-            proc = subprocess.Popen(
-                argv,
-                env=self.desktop.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(3, 4),
-                preexec_fn=map_fds,
-                start_new_session=True,
-            )
-        finally:
-            for fd in (to_r, from_w, child_in, child_out):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        proc, self.cdp = spawn_with_pipe(argv, self.desktop.env, stderr=subprocess.DEVNULL)
+        self.cdp_session = None
         self.desktop.procs.append(proc)
-        self.cdp, self.cdp_session = CDP(to_w, from_r), None
         return proc
 
     def _title(self, app: str) -> str:
@@ -403,70 +329,5 @@ class Codrive:
             title = self.at.run(lambda: self._title(app), ATSPI_S)
         except OpError:
             title = ""
-        url = ""
-        if app == "chromium" and self.cdp is not None and not self.cdp.closed:
-            with contextlib.suppress(OpError):
-                url = str(
-                    self._page_call("Runtime.evaluate", {"expression": "location.href"})
-                    .get("result", {})
-                    .get("value", "")
-                )
+        url = self.page_url() if app == "chromium" else ""
         return {"title": title, "url": url}
-
-    def _page_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        cdp = self.cdp
-        if cdp is None or cdp.closed:
-            raise OpError("Chromium was not started by codrive (no CDP pipe)")
-        if self.cdp_session is None:
-            targets = cdp.call("Target.getTargets", timeout=5)
-            # Tabs only: Chromium's own UI surfaces (chrome://..., e.g. a page the managed
-            # policy blocked) are pages to CDP too.
-            pages = [
-                t
-                for t in targets.get("targetInfos", [])
-                if t.get("type") == "page" and not str(t.get("url", "")).startswith(UI_SCHEMES)
-            ]
-            if not pages:
-                raise OpError("Chromium has no tab")
-            self.cdp_session = cdp.call(
-                "Target.attachToTarget", {"targetId": pages[0]["targetId"], "flatten": True}
-            )["sessionId"]
-            cdp.call("Page.enable", session=self.cdp_session, timeout=10)
-        return cdp.call(method, params, session=self.cdp_session, timeout=10)
-
-    def _navigate(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A navigation, answered once the tab stopped loading (at most LOAD_S): a second
-        navigation while an error page is still committing can end Chromium."""
-        self._page_call("Page.getFrameTree", {})  # attached, with Page events on
-        cdp, sid = self.cdp, self.cdp_session
-        assert cdp is not None
-        waiter = cdp.expect(
-            lambda m: m.get("sessionId") == sid and m.get("method") == "Page.frameStoppedLoading"
-        )
-        try:
-            result = self._page_call(method, params)
-            with contextlib.suppress(queue.Empty):
-                waiter.events.get(timeout=LOAD_S)
-        finally:
-            cdp.unexpect(waiter)
-        return result
-
-    def op_browser(self, req: dict[str, Any]) -> dict[str, Any]:
-        self.desktop._require()
-        what = str(req.get("what"))
-        if what == "open_url":
-            result = self._navigate("Page.navigate", {"url": str(req["url"])})
-            if result.get("errorText"):
-                raise OpError(f"open_url: {result['errorText']}")
-        elif what == "reload":
-            self._navigate("Page.reload", {})
-        elif what == "back":
-            history = self._page_call("Page.getNavigationHistory", {})
-            index = int(history.get("currentIndex", 0))
-            if index <= 0:
-                raise OpError("back: no earlier page in this tab")
-            entry = history["entries"][index - 1]
-            self._navigate("Page.navigateToHistoryEntry", {"entryId": entry["id"]})
-        else:
-            raise OpError(f"unknown browser action {what!r}")
-        return {"done": True}

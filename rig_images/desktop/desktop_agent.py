@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, "/opt/corral")
 
 from codrive_ops import Codrive
-from kiosk_agent.browser import trust_ca
+from kiosk_agent.chromium import trust_ca
 from kiosk_agent.common import OpError, log
 from kiosk_agent.screen import Screen
 from kiosk_agent.vnc import Vnc

@@ -34,13 +34,19 @@ import contextlib
 import ipaddress
 import json
 import os
-import re
 import signal
 import sys
 import time
 
+from proxy_request import (
+    UPSTREAM_PORT,
+    Refusal,
+    load_pins,
+    normalise_host,
+    parse_request,
+)
+
 LISTEN_HOST = "0.0.0.0"
-UPSTREAM_PORT = 443
 MAX_HEADER_BYTES = 8 * 1024
 HEADER_TIMEOUT = 10.0
 CONNECT_TIMEOUT = 10.0
@@ -49,23 +55,7 @@ CONNECT_TIMEOUT = 10.0
 IDLE_TIMEOUT = 300.0
 MAX_TUNNELS = 256
 MAX_CONNECTIONS = 512  # tunnels plus connections still sending their request
-MAX_ADDRS_PER_HOST = 16
 CHUNK = 64 * 1024
-
-# A DNS name as it may appear in an allowlist: lower-case labels, no trailing dot.
-_LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
-NAME_RE = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
-TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-
-
-class Refusal(Exception):
-    def __init__(self, status: int, reason: str, host: str = "-", port: str = "-") -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-        self.host = host
-        self.port = port
-
 
 REASONS = {
     400: "Bad Request",
@@ -91,76 +81,6 @@ def log(peer: str, host: str, port: str, decision: str, reason: str) -> None:
     with contextlib.suppress(OSError):
         sys.stderr.write(line)
         sys.stderr.flush()
-
-
-def normalise_host(raw: str) -> str:
-    """A pin key or a requested host, canonical: lower-case; IP literals in their
-    canonical text form. Raises ValueError for anything that is neither a DNS name
-    nor an IP literal (trailing dots, empty labels, spaces, ...)."""
-    host = raw.strip().lower()
-    if host.startswith("[") and host.endswith("]"):
-        return str(ipaddress.IPv6Address(host[1:-1]))
-    with contextlib.suppress(ValueError):
-        return str(ipaddress.ip_address(host))
-    if len(host) > 253 or not NAME_RE.match(host):
-        raise ValueError(f"not a host name: {raw!r}")
-    if host.rsplit(".", 1)[-1].isdigit():  # "010.1.2.3": inet_aton would read it as 8.1.2.3
-        raise ValueError(f"not a host name nor an IP address: {raw!r}")
-    return host
-
-
-def load_pins(text: str) -> dict[str, tuple[str, ...]]:
-    raw = json.loads(text)
-    if not isinstance(raw, dict):
-        raise ValueError("CORRAL_PINS must be a JSON object")
-    pins: dict[str, tuple[str, ...]] = {}
-    for host, addrs in raw.items():
-        if not isinstance(host, str) or not isinstance(addrs, list) or not addrs:
-            raise ValueError(f"bad pin entry for {host!r}")
-        if len(addrs) > MAX_ADDRS_PER_HOST:
-            raise ValueError(f"too many addresses for {host!r}")
-        canonical = []
-        for addr in addrs:
-            if not isinstance(addr, str):
-                raise ValueError(f"bad address for {host!r}")
-            canonical.append(str(ipaddress.ip_address(addr)))  # never a name
-        pins[normalise_host(host)] = tuple(canonical)
-    return pins
-
-
-def parse_request(head: bytes) -> tuple[str, str]:
-    """Validate the request head; return (host, port) of an acceptable CONNECT.
-
-    `head` is everything up to and excluding the blank line. Raises Refusal.
-    """
-    try:
-        text = head.decode("ascii")
-    except UnicodeDecodeError:
-        raise Refusal(400, "non_ascii") from None
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not TOKEN_RE.match(parts[0]):
-        raise Refusal(400, "bad_request_line")
-    method, target, version = parts
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        raise Refusal(400, "bad_version")
-    for line in lines[1:]:
-        name, sep, _ = line.partition(":")
-        if not sep or not TOKEN_RE.match(name):
-            raise Refusal(400, "bad_header")
-    if method != "CONNECT":
-        host = target.split("//", 1)[-1].split("/", 1)[0]
-        raise Refusal(403, "method_not_allowed", host=host, port="-")
-    host_part, sep, port = target.rpartition(":")
-    if not sep or not host_part:
-        raise Refusal(400, "bad_authority", host=target)
-    if port != str(UPSTREAM_PORT):
-        raise Refusal(403, "port_not_allowed", host=host_part, port=port)
-    try:
-        host = normalise_host(host_part)
-    except ValueError:
-        raise Refusal(403, "bad_host", host=host_part, port=port) from None
-    return host, port
 
 
 class Proxy:

@@ -45,23 +45,12 @@ MAX_FUNCTION_LINES = 60  # end_lineno - lineno + 1 of the def, decorators not co
 # Every module (`path`) or function (`path::Qualified.name`) allowed over the limits, with
 # why. The only list: the test fails on a new offender and on an entry no longer needed.
 SIZE_EXCEPTIONS: dict[str, str] = {
-    "sandboxes/script.py": "issue 21: the script sandbox, not yet split (sandboxes/ duplicates "
-    "are being removed first)",
     "sandboxes/k8s_manifests.py::pod_manifest": "issue 21: the engine seam rewrites it",
     "orchestrator/backends/docker/network_reaper.py::reap_networks": "issue 21: engine seam",
     "orchestrator/surfaces/browser/rig.py::BrowserRig._run": "issue 21: one action pipeline",
     "orchestrator/surfaces/kiosk/sessions.py::SessionManager._ready": "issue 21: one start path",
     "orchestrator/surfaces/oversight.py::Oversight.wait_for_operator": "issue 21: surfaces "
     "restructure in progress",
-    "rig_images/desktop/codrive_ops.py": "runs inside the desktop image (one file copied in); "
-    "not yet split",
-    "rig_images/kiosk/kiosk_agent/browser.py": "inside the kiosk image; not yet split",
-    "rig_images/kiosk/kiosk_agent/browser.py::Browser._launch": "inside the kiosk image: "
-    "one CDP launch sequence, not yet split",
-    "rig_images/kiosk/kiosk_agent/probe.py::probe": "inside the kiosk image: one probe "
-    "script, not yet split",
-    "rig_images/kiosk/kiosk_agent/probe.py::dom_probe": "as above",
-    "rig_images/proxy/proxy.py": "runs inside the proxy image as one file; not yet split",
 }
 
 

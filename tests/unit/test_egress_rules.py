@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import socket
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
@@ -119,9 +120,11 @@ def test_network_is_orphan_decisions() -> None:
 
 
 def _load_proxy_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "corral_proxy", REPO / "rig_images/proxy/proxy.py"
-    )
+    # proxy.py imports its sibling proxy_request.py, as it does in the image (/opt/corral).
+    folder = str(REPO / "rig_images/proxy")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location("corral_proxy", f"{folder}/proxy.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -180,6 +183,7 @@ async def test_proxy_bounds_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None
     echo = await asyncio.start_server(upstream, "127.0.0.1", 0)
     echo_port = echo.sockets[0].getsockname()[1]
     monkeypatch.setattr(proxy, "UPSTREAM_PORT", echo_port)
+    monkeypatch.setattr(sys.modules["proxy_request"], "UPSTREAM_PORT", echo_port)
     monkeypatch.setattr(proxy, "HEADER_TIMEOUT", 0.3)
     monkeypatch.setattr(proxy, "MAX_TUNNELS", 1)
     handler = proxy.Proxy({"echo.test": ("127.0.0.1",)}, None)
@@ -321,6 +325,7 @@ async def proxy_on_loopback(
     echo = await asyncio.start_server(upstream, "127.0.0.1", 0)
     echo_port = echo.sockets[0].getsockname()[1]
     monkeypatch.setattr(proxy, "UPSTREAM_PORT", echo_port)
+    monkeypatch.setattr(sys.modules["proxy_request"], "UPSTREAM_PORT", echo_port)
     handler = proxy.Proxy({host: ("127.0.0.1",) for host in hosts}, None)
     server = await asyncio.start_server(handler.handle, "127.0.0.1", 0)
     try:

@@ -20,8 +20,9 @@ from typing import Any
 from . import probe as probes
 from . import target as targets
 from .atspi import Atspi
-from .browser import LOAD_TIMEOUT_S, Browser, trust_ca
+from .browser import LOAD_TIMEOUT_S, Browser
 from .cdp import CDP_TIMEOUT_S
+from .chromium import trust_ca
 from .common import OpError, log
 from .screen import Screen
 from .vnc import READY_TIMEOUT_S, Vnc

@@ -89,29 +89,8 @@ class Atspi:
         ctx = GLib.MainContext.default()
         while ctx.iteration(False):  # drain queued D-Bus signals
             pass
-        showing = A.StateSet.new([A.StateType.SHOWING])
-        doc_rule = A.MatchRule.new(
-            showing,
-            A.CollectionMatchType.ALL,
-            {},
-            A.CollectionMatchType.ALL,
-            [A.Role.DOCUMENT_WEB],
-            A.CollectionMatchType.ANY,
-            [],
-            A.CollectionMatchType.ALL,
-            False,
-        )
-        pw_rule = A.MatchRule.new(
-            showing,
-            A.CollectionMatchType.ALL,
-            {},
-            A.CollectionMatchType.ALL,
-            [A.Role.PASSWORD_TEXT],
-            A.CollectionMatchType.ANY,
-            [],
-            A.CollectionMatchType.ALL,
-            False,
-        )
+        doc_rule = _showing_rule(A, A.Role.DOCUMENT_WEB)
+        pw_rule = _showing_rule(A, A.Role.PASSWORD_TEXT)
         desktop = A.get_desktop(0)
         rects: list[list[int]] = []
         found_doc = False
@@ -146,3 +125,18 @@ class Atspi:
     def start_password_rects(self) -> Callable[[float], list[list[int]]]:
         """`password_rects`, started now and waited for later."""
         return self.submit(self._password_rects)
+
+
+def _showing_rule(A: Any, role: Any) -> Any:
+    """An AT-SPI collection rule: showing elements of `role`."""
+    return A.MatchRule.new(
+        A.StateSet.new([A.StateType.SHOWING]),
+        A.CollectionMatchType.ALL,
+        {},
+        A.CollectionMatchType.ALL,
+        [role],
+        A.CollectionMatchType.ANY,
+        [],
+        A.CollectionMatchType.ALL,
+        False,
+    )

@@ -5,71 +5,23 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import fcntl
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
-import urllib.parse
 from typing import Any
 
 from .cdp import CDP, CDPError
+from .chromium import KIOSK_FLAGS, chromium_binary, is_browser_ui, is_ui_frame, spawn_with_pipe
 from .common import PROBE_STEP_S, OpError, log
 from .frames import FrameState
 
-CHROMIUM_CANDIDATES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
 LOAD_TIMEOUT_S = 20.0
 
 RAF2_JS = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))"
-
-
-def trust_ca(home: str, ca_pem: str, tmp: str) -> None:
-    """Add ca_pem to the NSS db under home (Chromium reads it at start)."""
-    if shutil.which("certutil") is None:
-        raise OpError("certutil is missing (libnss3-tools)")
-    nssdb = os.path.join(home, ".pki", "nssdb")
-    os.makedirs(nssdb, exist_ok=True)
-    ca_file = os.path.join(tmp, "corral-ca.pem")
-    with open(ca_file, "w") as f:
-        f.write(ca_pem)
-    db = f"sql:{nssdb}"
-    if not os.path.exists(os.path.join(nssdb, "cert9.db")):
-        _run_bounded(["certutil", "-d", db, "-N", "--empty-password"])
-    _run_bounded(["certutil", "-d", db, "-A", "-t", "C,,", "-n", "corral-egress-ca", "-i", ca_file])
-
-
-def _run_bounded(argv: list[str]) -> None:
-    try:
-        done = subprocess.run(argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise OpError(f"{argv[0]} timed out") from None
-    if done.returncode != 0:
-        tail = done.stderr.decode(errors="replace")[-300:]
-        raise OpError(f"{' '.join(argv[:2])} failed: {tail}")
-
-
-def _chromium_binary() -> str:
-    for path in CHROMIUM_CANDIDATES:
-        if os.access(path, os.X_OK):
-            return path
-    raise OpError("chromium is not installed")
-
-
-def is_browser_ui(url: str) -> bool:
-    """Chromium's own UI surfaces (the omnibox popup, ...) are WebUI page targets on
-    `chrome://<name>.top-chrome/`: part of the browser window, not a tab."""
-    parts = urllib.parse.urlsplit(url)
-    return parts.scheme == "chrome" and parts.netloc.endswith(".top-chrome")
-
-
-def is_ui_frame(url: str) -> bool:
-    """A frame of the browser's own UI (its scheme cannot be opened by a page: the policy
-    blocks chrome:// and devtools:// URLs)."""
-    return urllib.parse.urlsplit(url).scheme in ("chrome", "chrome-untrusted", "devtools")
 
 
 class Browser:
@@ -126,37 +78,8 @@ class Browser:
         width, height = size
         profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp)
         argv = [
-            _chromium_binary(),
-            "--kiosk",
-            "--no-first-run",
-            "--no-default-browser-check",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-default-apps",
-            "--disable-dev-shm-usage",
-            "--disable-pings",
-            "--disable-breakpad",
-            "--disable-crash-reporter",
-            "--disable-session-crashed-bubble",
-            "--hide-crash-restore-bubble",
-            "--disable-infobars",
-            "--noerrdialogs",
-            "--password-store=basic",
-            "--media-router=0",
-            # Memory (issue 14, docs/benchmarks.md): no spare renderer kept ahead, no
-            # back/forward cache. (--in-process-gpu would save ~12 MiB more, but then
-            # nothing the page draws reaches the X screen.)
-            # Input before a new page's first frame: headful Chromium drops it (and holds
-            # the old page's pixels meanwhile), so an agent's wheel or click right after a
-            # navigation could vanish under load (test_kiosk_agent.py::test_scroll saw one).
-            # As Playwright does: --allow-pre-commit-input, no PaintHolding. The click still
-            # lands where the target check looked: both read the new page's DOM.
-            "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,"
-            "SpareRendererForSitePerProcess,BackForwardCache,PaintHolding,"
-            "DropInputEventsWhilePaintHolding",
-            "--allow-pre-commit-input",
-            "--window-position=0,0",
+            chromium_binary(),
+            *KIOSK_FLAGS,
             f"--window-size={width},{height}",
             f"--user-data-dir={profile}",
             "--force-renderer-accessibility",
@@ -170,37 +93,12 @@ class Browser:
             argv.append("--no-sandbox")
         argv.append("about:blank")
 
-        to_chrome_r, to_chrome_w = os.pipe()
-        from_chrome_r, from_chrome_w = os.pipe()
-        # The child's ends, moved to fds >= 10 so the dup2 onto 3/4 below cannot clobber them.
-        child_in_hi = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD_CLOEXEC, 10)
-        child_out_hi = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD_CLOEXEC, 10)
-
-        def map_fds() -> None:
-            os.dup2(child_in_hi, 3)
-            os.dup2(child_out_hi, 4)
-
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env=env,
-                pass_fds=(3, 4),
-                preexec_fn=map_fds,
-                start_new_session=True,
-            )
-        finally:
-            for fd in (to_chrome_r, from_chrome_w, child_in_hi, child_out_hi):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        proc, cdp = spawn_with_pipe(argv, env, stderr=subprocess.PIPE)
         self.proc = proc
         self.log_tail.clear()
         threading.Thread(
             target=self._pump_stderr, args=(proc,), name="chromium-stderr", daemon=True
         ).start()
-        cdp = CDP(to_chrome_w, from_chrome_r)
         try:
             self._attach(cdp, deadline)
         except OpError as exc:

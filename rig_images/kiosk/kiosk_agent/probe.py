@@ -15,8 +15,9 @@ from .atspi import Atspi
 from .browser import Browser
 from .cdp import CDP, CDPError
 from .common import PROBE_STEP_S, OpError
-from .frames import FrameReader, quad_box
+from .frames import FrameReader
 from .screen import Screen
+from .shadow import closed_shadow_css
 
 # Secret fields (type=password, payment and one-time-code autocomplete, or masked with
 # -webkit-text-security) in a frame, its open shadow roots and the frames of its own
@@ -102,17 +103,7 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
         spent[name] = round((now - clock) * 1000, 2)
         clock = now
 
-    tree: dict[str, Any] | None = None
-    iframes: list[dict[str, Any]] | None = None
-    try:
-        targets = browser.targets(PROBE_STEP_S)
-        out["pages"] = sum(1 for t in targets if t.get("type") == "page")
-        iframes = [t for t in targets if t.get("type") == "iframe"]
-        tree = browser.frame_tree(PROBE_STEP_S)  # read once: frame URLs and the world's key
-        out["frame_urls"] = browser.frame_urls(tree)
-        out["frame_urls"] += [str(t["url"]) for t in iframes if t.get("url")]
-    except Exception as exc:
-        errors.append(f"pages: {exc}")
+    tree, iframes = _read_targets(browser, out, errors)
     lap("targets")
     try:
         out["windows"] = screen.count_windows()
@@ -122,24 +113,10 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
     lap("x11")
     # AT-SPI is a cross-check on every probe (a secret field either one finds is masked);
     # it runs on its own thread while the DOM is read.
-    atspi_rects: Callable[[float], list[list[int]]] | None = None
-    atspi_error: Exception | None = None
-    try:
-        assert atspi is not None, "no AT-SPI"
-        atspi_rects = atspi.start_password_rects()
-    except Exception as exc:
-        atspi_error = exc
+    atspi_rects = _start_atspi(atspi)
     dom_errors = dom_probe(browser, out, tree, iframes)
     lap("dom")
-    try:
-        if atspi_rects is None:
-            raise atspi_error or OpError("no AT-SPI")
-        rects = atspi_rects(PROBE_STEP_S)
-        known = out["password_rects"]
-        out["password_rects"] = known + [r for r in rects if r not in known]
-    except Exception as exc:
-        if dom_errors:  # the DOM did not see everything either: nobody did
-            dom_errors.append(f"atspi: {exc}")
+    _add_atspi_rects(atspi_rects, out, dom_errors)
     errors += [f"dom: {e}" for e in dom_errors]
     lap("atspi")
     if out["url"] is None:
@@ -151,6 +128,52 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
     out["error"] = "; ".join(errors) if errors else None
     out["ms"] = spent  # where the probe's time went (for the benchmark)
     return out
+
+
+def _read_targets(
+    browser: Browser, out: dict[str, Any], errors: list[str]
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """The page count and frame URLs into `out`; the frame tree and the out-of-process
+    iframes (None where they could not be read)."""
+    tree: dict[str, Any] | None = None
+    iframes: list[dict[str, Any]] | None = None
+    try:
+        targets = browser.targets(PROBE_STEP_S)
+        out["pages"] = sum(1 for t in targets if t.get("type") == "page")
+        iframes = [t for t in targets if t.get("type") == "iframe"]
+        tree = browser.frame_tree(PROBE_STEP_S)  # read once: frame URLs and the world's key
+        out["frame_urls"] = browser.frame_urls(tree)
+        out["frame_urls"] += [str(t["url"]) for t in iframes if t.get("url")]
+    except Exception as exc:
+        errors.append(f"pages: {exc}")
+    return tree, iframes
+
+
+def _start_atspi(atspi: Atspi | None) -> Callable[[float], list[list[int]]] | Exception:
+    """AT-SPI's password rectangles, started on its own thread (or why they cannot be)."""
+    try:
+        assert atspi is not None, "no AT-SPI"
+        return atspi.start_password_rects()
+    except Exception as exc:
+        return exc
+
+
+def _add_atspi_rects(
+    atspi_rects: Callable[[float], list[list[int]]] | Exception,
+    out: dict[str, Any],
+    dom_errors: list[str],
+) -> None:
+    """AT-SPI's rectangles added to the DOM's; its failure counts only when the DOM did
+    not see everything either."""
+    try:
+        if isinstance(atspi_rects, Exception):
+            raise atspi_rects
+        rects = atspi_rects(PROBE_STEP_S)
+        known = out["password_rects"]
+        out["password_rects"] = known + [r for r in rects if r not in known]
+    except Exception as exc:
+        if dom_errors:  # the DOM did not see everything either: nobody did
+            dom_errors.append(f"atspi: {exc}")
 
 
 def dom_probe(
@@ -167,31 +190,7 @@ def dom_probe(
     try:
         sid = browser.page_session()
         cdp = browser.live_cdp()
-
-        def evaluate(frames: dict[str, Any] | None) -> dict[str, Any]:
-            result: dict[str, Any] = cdp.call(
-                "Runtime.evaluate",
-                {
-                    "expression": PROBE_JS,
-                    "returnByValue": True,
-                    "timeout": 1000,
-                    # Our own world: the page's scripts cannot replace the DOM APIs it calls.
-                    "contextId": browser.probe_world(PROBE_STEP_S, frames),
-                },
-                session=sid,
-                timeout=PROBE_STEP_S,
-            )
-            return result
-
-        try:
-            res = evaluate(tree)
-        except CDPError:
-            browser.forget_world()  # the document changed under the cached world
-            tree = None  # so did its frame tree: read it again
-            res = evaluate(tree)
-        if "exceptionDetails" in res:
-            raise OpError(res["exceptionDetails"].get("text", "exception"))
-        value = res.get("result", {}).get("value") or {}
+        value, tree = _main_frame(browser, cdp, sid, tree)
         out["url"], out["title"] = value.get("url"), value.get("title")
         out["zoom"] = float(value.get("dpr") or 1.0)
         view = Viewport(
@@ -206,12 +205,7 @@ def dom_probe(
         reader = FrameReader(cdp, sid, browser.frame_state, PROBE_JS, closed_shadow_css)
         reading = reader.read(iframes, tree)
         css += reading.rects
-        known: list[list[int]] = []
-        for rect in css:
-            screen_rect = view.to_screen(rect)
-            if screen_rect is not None and screen_rect not in known:
-                known.append(screen_rect)
-        out["password_rects"] = known
+        out["password_rects"] = view.on_screen(css)
         errors = list(reading.errors)
         blocked = int(value.get("blocked") or 0)
         if blocked > reading.frames_read:
@@ -221,18 +215,37 @@ def dom_probe(
         return [str(exc)]
 
 
-SECRET_AUTOCOMPLETE = frozenset(
-    {
-        "cc-number",
-        "cc-csc",
-        "cc-exp",
-        "cc-exp-month",
-        "cc-exp-year",
-        "one-time-code",
-        "current-password",
-        "new-password",
-    }
-)
+def _main_frame(
+    browser: Browser, cdp: CDP, sid: str, tree: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """PROBE_JS's answer in the main frame's isolated world, and the frame tree still
+    valid (None when the document changed under the cached world and must be re-read)."""
+
+    def evaluate(frames: dict[str, Any] | None) -> dict[str, Any]:
+        result: dict[str, Any] = cdp.call(
+            "Runtime.evaluate",
+            {
+                "expression": PROBE_JS,
+                "returnByValue": True,
+                "timeout": 1000,
+                # Our own world: the page's scripts cannot replace the DOM APIs it calls.
+                "contextId": browser.probe_world(PROBE_STEP_S, frames),
+            },
+            session=sid,
+            timeout=PROBE_STEP_S,
+        )
+        return result
+
+    try:
+        res = evaluate(tree)
+    except CDPError:
+        browser.forget_world()  # the document changed under the cached world
+        tree = None  # so did its frame tree: read it again
+        res = evaluate(tree)
+    if "exceptionDetails" in res:
+        raise OpError(res["exceptionDetails"].get("text", "exception"))
+    value: dict[str, Any] = res.get("result", {}).get("value") or {}
+    return value, tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,76 +272,14 @@ class Viewport:
             math.ceil((y2 - y1) * self.zoom),
         ]
 
-
-def _attrs(node: dict[str, Any]) -> dict[str, str]:
-    flat = node.get("attributes") or []
-    return {str(flat[i]).lower(): str(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
-
-
-def _is_secret_node(node: dict[str, Any]) -> bool:
-    if str(node.get("nodeName", "")).upper() != "INPUT":
-        return False
-    attrs = _attrs(node)
-    if attrs.get("type", "").lower() == "password":
-        return True
-    return bool(SECRET_AUTOCOMPLETE & set(attrs.get("autocomplete", "").lower().split()))
-
-
-def _closed_inputs(node: dict[str, Any], in_closed: bool = False) -> list[tuple[int, bool]]:
-    """Inputs inside closed shadow roots (no JavaScript world can reach those), each with
-    whether its attributes already make it secret."""
-    found: list[tuple[int, bool]] = []
-    if in_closed and str(node.get("nodeName", "")).upper() == "INPUT":
-        found.append((int(node["nodeId"]), _is_secret_node(node)))
-    for root in node.get("shadowRoots") or []:
-        closed = in_closed or root.get("shadowRootType") == "closed"
-        found += _closed_inputs(root, closed)
-    for child in node.get("children") or []:
-        found += _closed_inputs(child, in_closed)
-    if node.get("contentDocument"):
-        found += _closed_inputs(node["contentDocument"], in_closed)
-    return found
-
-
-_CSS_ON: set[str] = set()  # sessions whose CSS domain is enabled
-
-
-def _text_security(cdp: CDP, sid: str, node_id: int) -> bool:
-    """Whether the browser draws this input's text as discs (-webkit-text-security), from
-    its computed style (CSS domain, enabled for the session the first time it is needed)."""
-    if sid not in _CSS_ON:
-        cdp.call("DOM.enable", session=sid, timeout=PROBE_STEP_S)
-        cdp.call("CSS.enable", session=sid, timeout=PROBE_STEP_S)
-        _CSS_ON.add(sid)
-    style = cdp.call(
-        "CSS.getComputedStyleForNode", {"nodeId": node_id}, session=sid, timeout=PROBE_STEP_S
-    )
-    for prop in style.get("computedStyle", []):
-        if prop.get("name") == "-webkit-text-security":
-            return str(prop.get("value", "none")) != "none"
-    return False
-
-
-def closed_shadow_css(cdp: CDP, sid: str) -> list[list[float]]:
-    """Secret inputs inside closed shadow roots of a session's frames (its own renderer's
-    frames, cross-origin ones included), from CDP's DOM domain (the browser's view of the
-    tree, closed roots included), in the session's root-frame CSS pixels, unclipped."""
-    doc = cdp.call(
-        "DOM.getDocument", {"depth": -1, "pierce": True}, session=sid, timeout=PROBE_STEP_S
-    )
-    rects: list[list[float]] = []
-    for node_id, secret in _closed_inputs(doc["root"]):
-        if not secret and not _text_security(cdp, sid, node_id):
-            continue  # (a failure to tell is an error: the whole image is masked)
-        try:
-            box = cdp.call(
-                "DOM.getBoxModel", {"nodeId": node_id}, session=sid, timeout=PROBE_STEP_S
-            )
-        except CDPError:
-            continue  # not rendered (display: none): nothing on screen to mask
-        left, top, right, bottom = quad_box(box["model"]["border"])
-        rects.append([left, top, right - left, bottom - top])
-    return rects
+    def on_screen(self, css: list[list[float]]) -> list[list[int]]:
+        """Main-frame CSS rectangles in screen pixels, clipped, each once."""
+        known: list[list[int]] = []
+        for rect in css:
+            screen_rect = self.to_screen(rect)
+            if screen_rect is not None and screen_rect not in known:
+                known.append(screen_rect)
+        return known
 
 
 PAD = 2  # the same margin as sandboxes.masking.PAD (this package cannot import corral)

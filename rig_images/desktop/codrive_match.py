@@ -1,0 +1,56 @@
+"""codrive's matching rule: which element of an application's AT-SPI tree a step names
+(exact, case-insensitive, then fuzzy), and whether an element is on screen."""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+# What the fuzzy rung reads as the same character (a model writes x for a times sign).
+GLYPHS = str.maketrans(
+    {"\u00d7": "*", "\u00f7": "/", "\u2212": "-", "\u2013": "-", "\u2026": "", "\u232b": "<-"}
+)
+
+
+def norm(text: str) -> str:
+    """The fuzzy rule's form of a name: NFKC, case-folded, operator glyphs read as their
+    ASCII forms, "..." dropped, whitespace collapsed, a name that repeats itself read once."""
+    text = unicodedata.normalize("NFKC", text).translate(GLYPHS).casefold()
+    words = text.replace("...", "").split()
+    half = len(words) // 2
+    if half and len(words) % 2 == 0 and words[:half] == words[half:]:
+        words = words[:half]  # GTK4 names a button by its label twice: "7 7"
+    return " ".join(words)
+
+
+def role_matches(wanted: str, role: str) -> bool:
+    """A role matches itself and its kinds: "button" matches "push button" and "toggle
+    button", "menu item" matches "check menu item" and "radio menu item"."""
+    wanted, role = wanted.casefold().strip(), role.casefold()
+    return not wanted or role == wanted or role.endswith(" " + wanted)
+
+
+def pick(wanted: str, named: list[tuple[str, Any]]) -> tuple[Any | None, str]:
+    """The element whose name matches, and how (or None and why not): exact, then
+    case-insensitive, then fuzzy (the normalized name equals or starts with the normalized
+    wanted name). More than one match at the first level that has any is ambiguous."""
+    levels = (
+        ("exact", lambda n: n == wanted),
+        ("case-insensitive", lambda n: n.casefold().strip() == wanted.casefold().strip()),
+        ("fuzzy", lambda n: norm(n) == norm(wanted) or norm(n).startswith(norm(wanted))),
+    )
+    for how, test in levels:
+        hits = [node for name, node in named if name and test(name)]
+        if len(hits) == 1:
+            return hits[0], how
+        if len(hits) > 1:
+            return None, f"ambiguous: {len(hits)} elements match ({how})"
+    return None, "not found"
+
+
+def on_screen(A: Any, node: Any) -> bool:
+    try:
+        box = node.get_extents(A.CoordType.SCREEN)
+    except Exception:  # the element went away
+        return False
+    return bool(box.width > 0 and box.height > 0 and box.x > -10000 and box.y > -10000)

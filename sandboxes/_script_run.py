@@ -1,0 +1,221 @@
+"""One execute_program run driven to its result (sandboxes.script): the output read
+within the timeout, progress reported, the caps enforced, the result built and audited."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import anyio
+
+from sandboxes._script_start import Start, _Call, _Execution
+from sandboxes.errors import EngineError, SandboxUnavailable
+from sandboxes.events import NO_EVENTS, PROGRESS_INTERVAL_SECONDS, CallEvents, OutputTail
+from sandboxes.ports import ExitInfo
+from sandboxes.script_call import OutputSink, ScriptContext, ScriptResult
+from sandboxes.script_policy import (
+    ExecuteProgramParams,
+    OutputCollector,
+)
+
+T = TypeVar("T")
+# The host kills a run this long past the hard cap if the in-container cap has not ended
+# it (the script cannot reach the host); and gives up on a wedged engine later still.
+HOST_CAP_GRACE = 5
+HOST_BACKSTOP_GRACE = 30
+
+
+async def _drive(
+    execution: _Execution,
+    collector: OutputCollector,
+    timeout_seconds: int,
+    on_output: OutputSink | None,
+    events: CallEvents,
+    tail: OutputTail,
+) -> tuple[ExitInfo, bool]:
+    timed_out = False
+    started = time.monotonic()
+    watched = events is not NO_EVENTS
+
+    async def report() -> None:
+        """Elapsed of timeout and the new output lines, every PROGRESS_INTERVAL_SECONDS."""
+        while True:
+            await anyio.sleep(PROGRESS_INTERVAL_SECONDS)
+            elapsed = time.monotonic() - started
+            await events.progress(
+                "running",
+                f"running: {elapsed:.1f} s of {timeout_seconds} s",
+                remaining=max(0.0, timeout_seconds - elapsed),
+                output=tail.take(),
+            )
+
+    async def read() -> bool:
+        with anyio.move_on_after(timeout_seconds) as scope:
+            async for chunk in execution.output():
+                kept = collector.feed(chunk)
+                if kept and watched:
+                    tail.feed(kept)
+                if kept and on_output is not None:
+                    on_output(kept)
+        return scope.cancelled_caught
+
+    if watched:
+        await events.progress(
+            "running", f"running: 0.0 s of {timeout_seconds} s", remaining=timeout_seconds
+        )
+    out_of_time = await (_reporting(report, read) if watched else read())
+    if out_of_time:
+        timed_out = True
+        await execution.kill()
+    return await execution.wait(), timed_out
+
+
+async def _reporting(
+    report: Callable[[], Coroutine[Any, Any, None]], body: Callable[[], Awaitable[T]]
+) -> T:
+    """`body()`, with `report()` running beside it until it ends. An error of the body is
+    raised as itself (not wrapped in an exception group)."""
+    failure: Exception | None = None
+    async with anyio.create_task_group() as reporters:
+        reporters.start_soon(report)
+        try:
+            result = await body()
+        except Exception as exc:
+            failure = exc
+        finally:
+            reporters.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
+
+
+@contextlib.asynccontextmanager
+async def _started(start: Start) -> AsyncIterator[_Execution]:
+    """`start()`, with one rule: once the script has started, a SandboxUnavailable (a
+    transport error mapped to it, mid-run or at clean-up) is an EngineError, an error
+    answer. Only a script that never started may go to the host (`run_unsandboxed`)."""
+    script_started = False
+    try:
+        async with start() as running:
+            script_started = True
+            yield running
+    except SandboxUnavailable as exc:
+        if not script_started:
+            raise
+        raise EngineError(
+            f"the script sandbox failed after the script started ({exc.reason}); "
+            "it is not run again, in the sandbox or on the host"
+        ) from exc
+
+
+async def _run_in_slot(
+    call: _Call, start: Start, *, sandboxed: bool, session: str, warm: bool = False
+) -> ScriptResult:
+    """Drive the execution `start` makes, clean up, report, audit."""
+    params, events, hard_cap_seconds = call.params, call.events, call.hard_cap_seconds
+    collector = OutputCollector()
+    tail = OutputTail()
+    await events.progress(
+        "container",
+        "starting the script sandbox" if sandboxed else "starting the script on the host",
+    )
+    started = time.monotonic()
+    try:
+        with anyio.fail_after(hard_cap_seconds + HOST_BACKSTOP_GRACE):
+            async with _started(start) as running:
+                await events.log(
+                    "info",
+                    "sandbox_started",
+                    {"kind": "script", "sandboxed": sandboxed, "timeout": params.timeout_seconds},
+                )
+                with anyio.move_on_after(hard_cap_seconds + HOST_CAP_GRACE) as host_cap:
+                    exit_info, timed_out = await _drive(
+                        running, collector, params.timeout_seconds, call.on_output, events, tail
+                    )
+                if host_cap.cancelled_caught:
+                    await running.kill()
+                    exit_info, timed_out = await running.wait(), True
+    except TimeoutError as exc:
+        raise EngineError(
+            f"the script was not stopped within {hard_cap_seconds} s + "
+            f"{HOST_BACKSTOP_GRACE} s; it was force-removed"
+        ) from exc
+    elapsed = time.monotonic() - started
+    result = _result(
+        params,
+        collector,
+        exit_info,
+        timed_out,
+        elapsed,
+        hard_cap_seconds,
+        sandboxed,
+        host_cap_hit=host_cap.cancelled_caught,
+    )
+    _audit_run(call.ctx, params, result, session, warm=warm)
+    await events.progress("finished", result.summary(), output=tail.take(final=True))
+    return result
+
+
+def _result(
+    params: ExecuteProgramParams,
+    collector: OutputCollector,
+    exit_info: ExitInfo,
+    timed_out: bool,
+    elapsed: float,
+    hard_cap_seconds: int,
+    sandboxed: bool,
+    *,
+    host_cap_hit: bool = False,
+) -> ScriptResult:
+    out = collector.result()
+    # The in-container cap kills with SIGKILL (exit 137) once `hard_cap_seconds` have passed;
+    # the host's own cap, a few seconds later, says so itself.
+    hard_cap_hit = host_cap_hit or (
+        not timed_out
+        and not exit_info.oom_killed
+        and exit_info.exit_code == 137
+        and elapsed >= hard_cap_seconds - 0.5
+    )
+    return ScriptResult(
+        exit_code=None if (timed_out or hard_cap_hit) else exit_info.exit_code,
+        timed_out=timed_out or hard_cap_hit,
+        hard_cap_hit=hard_cap_hit,
+        oom_killed=exit_info.oom_killed,
+        truncated=out.truncated,
+        output=out.text,
+        output_bytes=out.total_bytes,
+        returned_bytes=out.returned_bytes,
+        duration_ms=int(elapsed * 1000),
+        timeout_seconds=params.timeout_seconds,
+        sandboxed=sandboxed,
+    )
+
+
+def _audit_run(
+    ctx: ScriptContext,
+    params: ExecuteProgramParams,
+    result: ScriptResult,
+    session: str,
+    *,
+    warm: bool,
+) -> None:
+    ctx.audit.record(
+        "script_executed",
+        ctx.agent,
+        {
+            "session": session,
+            "language": params.language,
+            "code_bytes": len(params.code.encode()),
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+            "hard_cap_hit": result.hard_cap_hit,
+            "oom_killed": result.oom_killed,
+            "output_bytes": result.output_bytes,
+            "truncated": result.truncated,
+            "duration_ms": result.duration_ms,
+            "sandboxed": result.sandboxed,
+            "warm": warm,
+        },
+    )
