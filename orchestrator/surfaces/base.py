@@ -14,9 +14,10 @@ there) and its start recipe; the bookkeeping below is written once.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, TypedDict
 
 import anyio
 
@@ -121,4 +122,34 @@ def fresh_clock(cfg: ComputerUseConfig, now: float) -> SessionClock:
         max_lifetime=cfg.max_lifetime_seconds,
         started=now,
         last_action=now,
+    )
+
+
+class Opening(TypedDict):
+    """What every surface is started with (`Surface(**opened(...), ...)`): its id and
+    agent, its clock, the agent's lists and, with egress, the hosts pinned at the start."""
+
+    id: str
+    agent: str
+    clock: SessionClock
+    allowed_domains: tuple[str, ...]
+    deny_list: tuple[str, ...]
+    pinned: tuple[str, ...]
+    egress: Egress | None
+    started_at: float
+
+
+def opened(
+    surface_id: str, agent: str, cfg: ComputerUseConfig, now: float, egress: Egress | None = None
+) -> Opening:
+    """The fields every start recipe fills the same way (`now`: the manager's clock)."""
+    return Opening(
+        id=surface_id,
+        agent=agent,
+        clock=fresh_clock(cfg, now),
+        allowed_domains=tuple(cfg.allowed_domains),
+        deny_list=tuple(cfg.deny_list),
+        pinned=() if egress is None else tuple(sorted(egress.pins)),
+        egress=egress,
+        started_at=time.time(),
     )

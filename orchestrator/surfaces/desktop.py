@@ -10,7 +10,6 @@ fenced as untrusted data.
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -18,7 +17,7 @@ from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import RigError
 from orchestrator.surfaces.answers import Answer, answer, text_block
-from orchestrator.surfaces.base import Surface, fresh_clock
+from orchestrator.surfaces.base import Surface, opened
 from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.start import Host, extra_ca, rig_egress_and_spec
@@ -111,16 +110,9 @@ async def start_desktop(
             ca_pem=ca_pem,
         )
     return DesktopRig(
-        id=rig_id,
-        agent=agent,
+        **opened(rig_id, agent, cfg, now, egress),
         width=WIDTH,
         height=HEIGHT,
-        clock=fresh_clock(cfg, now),
-        allowed_domains=tuple(cfg.allowed_domains),
-        deny_list=tuple(cfg.deny_list),
         stack=stack,
         channel=channel,
-        pinned=tuple(sorted(egress.pins)),
-        egress=egress,
-        started_at=time.time(),
     )

@@ -8,7 +8,6 @@ unauthorized or unreachable is never leased, and a start that fails leaves no le
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from orchestrator.config import ComputerUseConfig, CorralConfig
@@ -16,7 +15,7 @@ from orchestrator.errors import DeviceError, NotAvailable, SessionRefused
 from orchestrator.surfaces.android.adb import AdbServer, AndroidDevice
 from orchestrator.surfaces.android.rig import AndroidRig
 from orchestrator.surfaces.answers import Answer, answer, text_block
-from orchestrator.surfaces.base import fresh_clock
+from orchestrator.surfaces.base import opened
 from orchestrator.surfaces.ios.rig import IosRig
 from orchestrator.surfaces.ios.wda import WdaClient
 from orchestrator.surfaces.phones import MobileRig
@@ -80,11 +79,8 @@ class MobileDevices:
         serial = free[0].serial
         self.leases[serial] = agent
         rig = AndroidRig(
-            id=rig_id,
-            agent=agent,
+            **opened(rig_id, agent, cfg, now),
             device=serial,
-            clock=fresh_clock(cfg, now),
-            started_at=time.time(),
             dev=AndroidDevice(client, serial, self.android.timeout_seconds),
             apk_dir=self.android.apk_dir,
         )
@@ -109,11 +105,8 @@ class MobileDevices:
         self.leases[url] = agent
         wda = WdaClient(url, self.ios.timeout_seconds)
         rig = IosRig(
-            id=rig_id,
-            agent=agent,
+            **opened(rig_id, agent, cfg, now),
             device=url,
-            clock=fresh_clock(cfg, now),
-            started_at=time.time(),
             wda=wda,
             udid=self.ios.simulator_udid,
             app_dir=self.ios.app_dir,

@@ -36,11 +36,12 @@ from orchestrator.surfaces.browser.start import start_browser
 from orchestrator.surfaces.desktop import DesktopRig, start_desktop
 from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.ios.rig import IosRig
+from orchestrator.surfaces.manager import SurfaceManager
 from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.phones import MobileRig
-from orchestrator.surfaces.pipeline import Action, Pipeline
+from orchestrator.surfaces.pipeline import Action
 from orchestrator.surfaces.rig_driver import RIG_DRIVER, rig_list_answer
-from orchestrator.surfaces.start import Host, navigable_sites
+from orchestrator.surfaces.start import navigable_sites
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.params import validate
@@ -70,7 +71,7 @@ USERS_OF = {
 }
 
 
-class RigManager:
+class RigManager(SurfaceManager):
     def __init__(
         self,
         home: CorralHome,
@@ -82,13 +83,10 @@ class RigManager:
         clock: Clock = time.monotonic,
         oversight: Oversight | None = None,
     ) -> None:
-        self.home = home
-        self.config = config
-        self.backend = backend
-        self.audit = audit
-        self.egress_factory = egress_factory
-        self.host = Host(config, backend, egress_factory)
-        self.clock = clock
+        super().__init__(
+            home, config, backend, audit, egress_factory, clock=clock, oversight=oversight
+        )
+        self.oversight = oversight  # the gateway's seats: rigs are listed, taken over there
         self.rigs: dict[tuple[str, str], Rig] = {}  # (agent, surface) -> rig
         self.ended: dict[tuple[str, str], str] = {}  # why the last rig of each ended
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
@@ -98,10 +96,6 @@ class RigManager:
         self.mobile = MobileDevices(config, home.root / "adb")
         # Tools a room above registers (codrive): gated here, then handed the params.
         self.tools: dict[str, RigTool] = {}
-        self.oversight = oversight  # the gateway's seats: rigs are listed, taken over there
-        self.pipeline = Pipeline(audit, oversight, clock)
-        if oversight is not None:
-            oversight.surfaces.add(self)
 
     def register(self, tools: Iterable[str], handler: RigTool) -> None:
         """Serve `tools` (codrive's, from the gateway) behind this manager's gate: the

@@ -6,7 +6,6 @@ a step fails."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +13,7 @@ import anyio
 from playwright.async_api import Playwright
 
 from orchestrator.config import ComputerUseConfig
-from orchestrator.surfaces.base import fresh_clock
+from orchestrator.surfaces.base import opened
 from orchestrator.surfaces.browser.cdp import CdpBridge, handshake
 from orchestrator.surfaces.browser.rig import BrowserRig
 from orchestrator.surfaces.start import Host, extra_ca, rig_egress_and_spec
@@ -59,22 +58,15 @@ async def start_browser(
         context = browser.contexts[0] if browser.contexts else await browser.new_context()
         await context.grant_permissions(["clipboard-read", "clipboard-write"])
     rig = BrowserRig(
-        id=rig_id,
-        agent=agent,
+        **opened(rig_id, agent, cfg, clock(), egress),
         width=WIDTH,
         height=HEIGHT,
-        clock=fresh_clock(cfg, clock()),
-        allowed_domains=tuple(cfg.allowed_domains),
-        deny_list=tuple(cfg.deny_list),
         stack=stack,
         container=container,
         bridge=bridge,
         browser=browser,
         context=context,
-        pinned=tuple(sorted(egress.pins)),
-        egress=egress,
         chromium_sandbox=bool(ready.get("chromium_sandbox", False)),
-        started_at=time.time(),
     )
     await _first_tab(rig, context)
     return rig

@@ -21,16 +21,16 @@ from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefu
 from orchestrator.home import CorralHome
 from orchestrator.people.approvals import ApprovalQueue
 from orchestrator.surfaces.answers import Answer, answer, text_block
-from orchestrator.surfaces.base import Surface, fresh_clock
+from orchestrator.surfaces.base import Surface, opened
 from orchestrator.surfaces.kiosk.driver import KioskDriver
 from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.kiosk.start import KioskStart, Started
+from orchestrator.surfaces.manager import SurfaceManager
 from orchestrator.surfaces.oversight import Oversight, step_of
-from orchestrator.surfaces.pipeline import Action, Pipeline
+from orchestrator.surfaces.pipeline import Action
 from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.start import (
-    Host,
     navigable_sites,
     no_egress,
 )
@@ -51,7 +51,7 @@ logger = logging.getLogger("corral.sessions")
 Clock = Callable[[], float]
 
 
-class SessionManager:
+class SessionManager(SurfaceManager):
     def __init__(
         self,
         home: CorralHome,
@@ -65,22 +65,17 @@ class SessionManager:
         kiosk_pool: KioskPool | None = None,
         oversight: Oversight | None = None,
     ) -> None:
-        self.home = home
-        self.config = config
-        self.backend = backend
-        self.audit = audit
-        self.egress_factory = egress_factory
-        self.clock = clock
-        self.sessions: dict[str, KioskSession] = {}
-        self.ended: dict[str, str] = {}  # agent -> why its last session ended
-        self._starting: set[str] = set()
         if oversight is None:  # a manager on its own (tests, tools): seats of its own
             queue = approvals or ApprovalQueue(audit, config.approvals.timeout_seconds)
             oversight = Oversight(Surfaces(), audit, queue, clock=clock)
+        super().__init__(
+            home, config, backend, audit, egress_factory, clock=clock, oversight=oversight
+        )
         self.oversight = oversight
         self.approvals = oversight.approvals
-        oversight.surfaces.add(self)
-        self.pipeline = Pipeline(audit, oversight, clock)
+        self.sessions: dict[str, KioskSession] = {}
+        self.ended: dict[str, str] = {}  # agent -> why its last session ended
+        self._starting: set[str] = set()
         self.kiosk_pool = kiosk_pool  # `[container.kiosk] warm` (orchestrator/pools/kiosks.py)
 
     def surfaces(self) -> list[KioskSession]:
@@ -196,7 +191,7 @@ class SessionManager:
     ) -> Answer:
         started = self.clock()
         pooled = await self.kiosk_pool.claim() if self.kiosk_pool is not None else None
-        recipe = KioskStart(Host(self.config, self.backend, self.egress_factory), self.kiosk_pool)
+        recipe = KioskStart(self.host, self.kiosk_pool)
         if pooled is not None:
             kiosk = await recipe.warm(agent, params, cfg, events, pooled)
         else:
@@ -216,18 +211,11 @@ class SessionManager:
         session_id, channel, stack = kiosk.session_id, kiosk.channel, kiosk.stack
         egress, ready = kiosk.egress, kiosk.ready
         session = KioskSession(
-            id=session_id,
-            agent=agent,
+            **opened(session_id, agent, cfg, self.clock(), egress),
             width=params.width,
             height=params.height,
-            clock=fresh_clock(cfg, self.clock()),
-            allowed_domains=tuple(cfg.allowed_domains),
-            deny_list=tuple(cfg.deny_list),
             channel=channel,
             stack=stack,
-            pinned=tuple(sorted(egress.pins)),
-            egress=egress,
-            started_at=time.time(),
             chromium_sandbox=bool(ready.get("chromium_sandbox", False)),
         )
         self.sessions[agent] = session

@@ -1,0 +1,52 @@
+"""What every surface manager holds (the kiosk sessions' and the rigs'): where surfaces
+start (home, config, engine, egress), the audit, the clock, the seats they are listed in
+and the one action pipeline their inputs pass."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from orchestrator.audit import AuditLog
+from orchestrator.config import CorralConfig
+from orchestrator.home import CorralHome
+from orchestrator.surfaces.base import Surface
+from orchestrator.surfaces.oversight import Oversight
+from orchestrator.surfaces.pipeline import Pipeline
+from orchestrator.surfaces.start import Host
+from sandboxes.ports import ContainerBackend, EgressFactory
+
+
+class SurfaceManager:
+    """The base of `SessionManager` and `RigManager`. With `oversight` (the gateway's),
+    the manager adds itself to its seats registry; without, its surfaces have no seats
+    and the pipeline no approver."""
+
+    def __init__(
+        self,
+        home: CorralHome,
+        config: CorralConfig,
+        backend: ContainerBackend,
+        audit: AuditLog,
+        egress_factory: EgressFactory,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        oversight: Oversight | None = None,
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.backend = backend
+        self.audit = audit
+        self.egress_factory = egress_factory
+        self.host = Host(config, backend, egress_factory)
+        self.clock = clock
+        self.pipeline = Pipeline(audit, oversight, clock)
+        if oversight is not None:
+            oversight.surfaces.add(self)
+
+    def surfaces(self) -> Sequence[Surface]:
+        """This manager's live surfaces (each kind's own)."""
+        raise NotImplementedError
+
+    async def end_surface(self, surface: Surface, why: str) -> None:
+        raise NotImplementedError
