@@ -143,9 +143,8 @@ async def _serve(
     listen_port: int,
 ) -> None:
     egress = egress_factory(runtime.backend, config)
-    manager = SessionManager(
-        home, config, runtime.backend, runtime.audit, egress, kiosk_pool=kiosk_pool
-    )
+    manager = SessionManager(home, config, runtime.backend, runtime.audit, egress)
+    manager.kiosk_pool = kiosk_pool
     from orchestrator.codrive.tools import CodriveTools
     from orchestrator.surfaces.rigs import RigManager
 

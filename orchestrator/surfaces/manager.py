@@ -19,8 +19,8 @@ from sandboxes.ports import ContainerBackend, EgressFactory
 
 class SurfaceManager:
     """The base of `SessionManager` and `RigManager`. With `oversight` (the gateway's),
-    the manager adds itself to its seats registry; without, its surfaces have no seats
-    and the pipeline no approver."""
+    the manager adds itself to its seats registry; without, `own_oversight` decides (a
+    kiosk manager makes seats of its own, a rig manager has none: no approver)."""
 
     def __init__(
         self,
@@ -40,9 +40,18 @@ class SurfaceManager:
         self.egress_factory = egress_factory
         self.host = Host(config, backend, egress_factory)
         self.clock = clock
-        self.pipeline = Pipeline(audit, oversight, clock)
-        if oversight is not None:
-            oversight.surfaces.add(self)
+        self.oversight = oversight or self.own_oversight()
+        self.pipeline = Pipeline(audit, self.oversight, clock)
+        if self.oversight is not None:
+            self.oversight.surfaces.add(self)
+        self.setup()
+
+    def own_oversight(self) -> Oversight | None:
+        """The seats of a manager given none (run on its own: tests, tools)."""
+        return None
+
+    def setup(self) -> None:
+        """The kind's own state, made once the common part is."""
 
     def surfaces(self) -> Sequence[Surface]:
         """This manager's live surfaces (each kind's own)."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -24,10 +23,8 @@ import anyio
 from playwright.async_api import Playwright, async_playwright
 
 from orchestrator.agents.view import agent_and_view
-from orchestrator.audit import AuditLog
-from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
-from orchestrator.home import CorralHome
 from orchestrator.surfaces.android.rig import AndroidRig
 from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import Surface
@@ -37,7 +34,6 @@ from orchestrator.surfaces.desktop import DesktopRig, start_desktop
 from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.ios.rig import IosRig
 from orchestrator.surfaces.manager import SurfaceManager
-from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.phones import MobileRig
 from orchestrator.surfaces.pipeline import Action
 from orchestrator.surfaces.rig_driver import RIG_DRIVER, rig_list_answer
@@ -45,7 +41,6 @@ from orchestrator.surfaces.start import navigable_sites
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.params import validate
-from sandboxes.ports import ContainerBackend, EgressFactory
 from sandboxes.rig_params import RigCloseParams, VerbUnion
 from sandboxes.visibility import decide
 
@@ -72,28 +67,16 @@ USERS_OF = {
 
 
 class RigManager(SurfaceManager):
-    def __init__(
-        self,
-        home: CorralHome,
-        config: CorralConfig,
-        backend: ContainerBackend,
-        audit: AuditLog,
-        egress_factory: EgressFactory,
-        *,
-        clock: Clock = time.monotonic,
-        oversight: Oversight | None = None,
-    ) -> None:
-        super().__init__(
-            home, config, backend, audit, egress_factory, clock=clock, oversight=oversight
-        )
-        self.oversight = oversight  # the gateway's seats: rigs are listed, taken over there
+    """Every rig, one per agent and surface kind, listed in the gateway's seats."""
+
+    def setup(self) -> None:
         self.rigs: dict[tuple[str, str], Rig] = {}  # (agent, surface) -> rig
         self.ended: dict[tuple[str, str], str] = {}  # why the last rig of each ended
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self._playwright: Playwright | None = None
         self._playwright_cm: Any = None
         self._playwright_lock = anyio.Lock()
-        self.mobile = MobileDevices(config, home.root / "adb")
+        self.mobile = MobileDevices(self.config, self.home.root / "adb")
         # Tools a room above registers (codrive): gated here, then handed the params.
         self.tools: dict[str, RigTool] = {}
 

@@ -97,9 +97,9 @@ def _manager(
 ) -> SessionManager:
     backend = rt.backend
     assert isinstance(backend, DockerBackend)
-    return SessionManager(
-        home, config, backend, rt.audit, egress_factory(backend, config), kiosk_pool=pool
-    )
+    manager = SessionManager(home, config, backend, rt.audit, egress_factory(backend, config))
+    manager.kiosk_pool = pool
+    return manager
 
 
 def _interfaces(client: docker.DockerClient, container_id: str) -> list[str]:

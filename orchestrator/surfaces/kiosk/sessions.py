@@ -8,17 +8,14 @@ URL policy, the session's idle timeout and lifetime. One session per agent.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from orchestrator.agents.view import agent_and_view
-from orchestrator.audit import AuditLog
-from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
-from orchestrator.home import CorralHome
 from orchestrator.people.approvals import ApprovalQueue
 from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import Surface, opened
@@ -38,7 +35,7 @@ from sandboxes.approval_rules import describe_rules
 from sandboxes.catalogue import BY_NAME, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.params import SessionStartParams, SessionStopParams, validate
-from sandboxes.ports import ContainerBackend, EgressFactory
+from sandboxes.ports import EgressFactory
 from sandboxes.session_rules import COUNTED
 from sandboxes.visibility import AgentView, decide
 
@@ -52,31 +49,21 @@ Clock = Callable[[], float]
 
 
 class SessionManager(SurfaceManager):
-    def __init__(
-        self,
-        home: CorralHome,
-        config: CorralConfig,
-        backend: ContainerBackend,
-        audit: AuditLog,
-        egress_factory: EgressFactory,
-        *,
-        clock: Clock = time.monotonic,
-        approvals: ApprovalQueue | None = None,
-        kiosk_pool: KioskPool | None = None,
-        oversight: Oversight | None = None,
-    ) -> None:
-        if oversight is None:  # a manager on its own (tests, tools): seats of its own
-            queue = approvals or ApprovalQueue(audit, config.approvals.timeout_seconds)
-            oversight = Oversight(Surfaces(), audit, queue, clock=clock)
-        super().__init__(
-            home, config, backend, audit, egress_factory, clock=clock, oversight=oversight
-        )
-        self.oversight = oversight
-        self.approvals = oversight.approvals
+    """Kiosk sessions, one per agent. `kiosk_pool` (`[container.kiosk] warm`,
+    orchestrator/pools/kiosks.py) is set by the gateway after construction."""
+
+    oversight: Oversight
+    kiosk_pool: KioskPool | None = None
+
+    def own_oversight(self) -> Oversight:
+        queue = ApprovalQueue(self.audit, self.config.approvals.timeout_seconds)
+        return Oversight(Surfaces(), self.audit, queue, clock=self.clock)
+
+    def setup(self) -> None:
+        self.approvals = self.oversight.approvals
         self.sessions: dict[str, KioskSession] = {}
         self.ended: dict[str, str] = {}  # agent -> why its last session ended
         self._starting: set[str] = set()
-        self.kiosk_pool = kiosk_pool  # `[container.kiosk] warm` (orchestrator/pools/kiosks.py)
 
     def surfaces(self) -> list[KioskSession]:
         return list(self.sessions.values())
