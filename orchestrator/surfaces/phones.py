@@ -16,7 +16,8 @@ check failed.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -44,10 +45,16 @@ class MobileRig(Surface):
     def counts(self, verb: AndroidVerb | IosVerb) -> bool:
         return verb.verb in MOBILE_COUNTED
 
-    def lost(self, exc: DeviceError) -> None:
-        """A device that is gone ends the rig (the manager sees `broken`)."""
-        if exc.lost:
-            self.broken = str(exc)
+    @contextlib.contextmanager
+    def watched(self) -> Iterator[None]:
+        """Around a verb: a DeviceError that says the device is gone ends the rig (the
+        manager sees `broken`), and goes on up."""
+        try:
+            yield
+        except DeviceError as exc:
+            if exc.lost:
+                self.broken = str(exc)
+            raise
 
     def point(self, verb: AndroidTap | IosTap) -> tuple[int, int, str]:
         """x, y of a tap: given, or the centre of a ref from the last inspect."""
@@ -94,8 +101,8 @@ class MobileRig(Surface):
             plan = _whole(f"the secret fields could not be found ({str(exc)[:200]})")
             masked = blank_png(*size)
         except DeviceError as exc:
-            self.lost(exc)
             if exc.lost:
+                self.broken = str(exc)
                 raise
             plan = _whole(f"the screen could not be checked ({str(exc)[:200]})")
             masked = blank_png(*size)

@@ -65,11 +65,8 @@ class AndroidRig(MobileRig):
         return (await self.dump()).secret_rects
 
     async def run(self, verb: m.AndroidVerb, status: str) -> Answer:
-        try:
+        with self.watched():
             return await self._run(verb, status)
-        except DeviceError as exc:
-            self.lost(exc)
-            raise
 
     async def _run(self, verb: m.AndroidVerb, status: str) -> Answer:
         shell, src = self.adb.shell, f"the Android device {self.device}"
@@ -103,20 +100,11 @@ class AndroidRig(MobileRig):
         if isinstance(verb, m.AndroidStop):
             await shell(["am", "force-stop", verb.package])
             return done(f"Stopped {verb.package}.", status)
-        if isinstance(verb, m.AndroidReset):
-            return _pm(
-                await shell(["pm", "clear", verb.package]),
-                f"Cleared {verb.package}'s data.",
-                status,
-                src,
-            )
-        if isinstance(verb, m.AndroidUninstall):
-            return _pm(
-                await shell(["pm", "uninstall", verb.package]),
-                f"Uninstalled {verb.package}.",
-                status,
-                src,
-            )
+        if isinstance(verb, m.AndroidReset | m.AndroidUninstall):
+            reset = isinstance(verb, m.AndroidReset)
+            said = f"Cleared {verb.package}'s data." if reset else f"Uninstalled {verb.package}."
+            out = await shell(["pm", "clear" if reset else "uninstall", verb.package])
+            return _pm(out, said, status, src)
         if isinstance(verb, m.AndroidDeepLink):
             out = await shell(
                 ["am", "start", "-W", "-a", "android.intent.action.VIEW", "-d", verb.url]

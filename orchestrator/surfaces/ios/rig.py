@@ -53,11 +53,8 @@ class IosRig(MobileRig):
         return png
 
     async def run(self, verb: m.IosVerb, status: str) -> Answer:
-        try:
+        with self.watched():
             return await self._run(verb, status)
-        except DeviceError as exc:
-            self.lost(exc)
-            raise
 
     def _udid(self) -> str:
         if not self.udid:
