@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, TypedDict
 
 import anyio
 
+from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.people.timeline import KEEP_ENTRIES
 from sandboxes.ports import Egress
@@ -112,6 +113,19 @@ class Surface:
         if self.stack is not None:
             with anyio.CancelScope(shield=True):
                 await self.stack.aclose()
+
+
+@dataclass(kw_only=True)
+class ChannelSurface(Surface):
+    """A surface driven over an agent channel (`orchestrator.channel.KioskChannel`): the
+    kiosk and the desktop rig, whose screenshots are masked the same way
+    (`orchestrator.surfaces.screenshots`). A broken channel is a broken surface."""
+
+    channel: KioskChannel
+
+    @property
+    def broken(self) -> str | None:
+        return self.channel.broken
 
 
 def fresh_clock(cfg: ComputerUseConfig, now: float) -> SessionClock:

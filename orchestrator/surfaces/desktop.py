@@ -17,7 +17,7 @@ from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import RigError
 from orchestrator.surfaces.answers import Answer, answer, text_block
-from orchestrator.surfaces.base import Surface, opened
+from orchestrator.surfaces.base import ChannelSurface, opened
 from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
 from orchestrator.surfaces.screenshots import masked_screenshot
 from orchestrator.surfaces.start import Host, extra_ca, rig_egress_and_spec
@@ -34,17 +34,11 @@ COUNTED_VERBS = frozenset(
 
 
 @dataclass(kw_only=True)
-class DesktopRig(Surface):
+class DesktopRig(ChannelSurface):
     """The desktop's driver is the desktop agent's channel; its seat works as a kiosk's
     (take over, hand back, the timeline in the console)."""
 
     kind: ClassVar[str] = "desktop"
-
-    channel: KioskChannel
-
-    @property
-    def broken(self) -> str | None:
-        return self.channel.broken
 
     def counts(self, verb: r.DesktopVerb) -> bool:
         return verb.verb in COUNTED_VERBS

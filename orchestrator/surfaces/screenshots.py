@@ -11,37 +11,18 @@ import base64
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
-from orchestrator.channel import KioskChannel
 from orchestrator.errors import KioskError
 from orchestrator.surfaces.answers import Answer, image_answer
+from orchestrator.surfaces.base import ChannelSurface
 from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
 
 logger = logging.getLogger("corral.sessions")
 
 SCREENSHOT_DEADLINE = 5.0
-
-
-class Screened(Protocol):
-    """What is screenshotted: a kiosk session, or a desktop rig (the same agent protocol)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def channel(self) -> KioskChannel: ...
-    @property
-    def width(self) -> int: ...
-    @property
-    def height(self) -> int: ...
-    @property
-    def deny_list(self) -> tuple[str, ...]: ...
-    @property
-    def used(self) -> int: ...
-    @property
-    def max_actions(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +47,7 @@ class Shot:
         )
 
 
-async def masked_screenshot(session: Screened, status: str) -> Shot:
+async def masked_screenshot(session: ChannelSurface, status: str) -> Shot:
     try:
         shot = await session.channel.request("screenshot", SCREENSHOT_DEADLINE)
     except KioskError as exc:
@@ -81,7 +62,7 @@ async def masked_screenshot(session: Screened, status: str) -> Shot:
     return _shot(session, png, plan, status, failed=False)
 
 
-def _black(session: Screened, why: str, status: str, *, failed: bool) -> Shot:
+def _black(session: ChannelSurface, why: str, status: str, *, failed: bool) -> Shot:
     plan = plan_mask(
         Probe(0, False, (), "", "", error=why),
         session.deny_list,
@@ -107,7 +88,7 @@ def _probe(raw: dict[str, Any]) -> Probe:
     )
 
 
-async def _masked(session: Screened, shot: dict[str, Any]) -> tuple[bytes, MaskPlan]:
+async def _masked(session: ChannelSurface, shot: dict[str, Any]) -> tuple[bytes, MaskPlan]:
     png = base64.b64decode(shot["png"], validate=True)
     raw_probe = shot.get("probe")
     probe = _probe(raw_probe) if isinstance(raw_probe, dict) else None
@@ -125,5 +106,7 @@ async def _masked(session: Screened, shot: dict[str, Any]) -> tuple[bytes, MaskP
     return masked, plan
 
 
-def _shot(session: Screened, png: bytes, plan: MaskPlan, status: str, *, failed: bool) -> Shot:
+def _shot(
+    session: ChannelSurface, png: bytes, plan: MaskPlan, status: str, *, failed: bool
+) -> Shot:
     return Shot(png, plan, failed, status, session.used, session.max_actions)

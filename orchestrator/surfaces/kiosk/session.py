@@ -6,17 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from orchestrator.channel import KioskChannel
-from orchestrator.surfaces.base import Surface
+from orchestrator.surfaces.base import ChannelSurface
 
 
 @dataclass(kw_only=True)
-class KioskSession(Surface):
+class KioskSession(ChannelSurface):
     kind: ClassVar[str] = "kiosk"
 
-    channel: KioskChannel
     chromium_sandbox: bool = True
-
-    @property
-    def broken(self) -> str | None:
-        return self.channel.broken
