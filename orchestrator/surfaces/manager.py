@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 
 from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig
@@ -17,31 +18,25 @@ from orchestrator.surfaces.start import Host
 from sandboxes.ports import ContainerBackend, EgressFactory
 
 
+@dataclass(eq=False)
 class SurfaceManager:
     """The base of `SessionManager` and `RigManager`. With `oversight` (the gateway's),
     the manager adds itself to its seats registry; without, `own_oversight` decides (a
     kiosk manager makes seats of its own, a rig manager has none: no approver)."""
 
-    def __init__(
-        self,
-        home: CorralHome,
-        config: CorralConfig,
-        backend: ContainerBackend,
-        audit: AuditLog,
-        egress_factory: EgressFactory,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        oversight: Oversight | None = None,
-    ) -> None:
-        self.home = home
-        self.config = config
-        self.backend = backend
-        self.audit = audit
-        self.egress_factory = egress_factory
-        self.host = Host(config, backend, egress_factory)
-        self.clock = clock
-        self.oversight = oversight or self.own_oversight()
-        self.pipeline = Pipeline(audit, self.oversight, clock)
+    home: CorralHome
+    config: CorralConfig
+    backend: ContainerBackend
+    audit: AuditLog
+    egress_factory: EgressFactory
+    _: KW_ONLY
+    clock: Callable[[], float] = time.monotonic
+    oversight: Oversight | None = None
+
+    def __post_init__(self) -> None:
+        self.host = Host(self.config, self.backend, self.egress_factory)
+        self.oversight = self.oversight or self.own_oversight()
+        self.pipeline = Pipeline(self.audit, self.oversight, self.clock)
         if self.oversight is not None:
             self.oversight.surfaces.add(self)
         self.setup()
