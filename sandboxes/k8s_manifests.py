@@ -177,6 +177,36 @@ def _volumes(
     return volumes, mounts
 
 
+def _container(
+    spec: ContainerSpec,
+    image: str | None,
+    pull_policy: PullPolicy,
+    volume_mounts: list[dict[str, Any]],
+    gate: bool,
+    seccomp_localhost: str | None,
+) -> dict[str, Any]:
+    """The pod's one container: the spec's image, limits (= requests), env and command."""
+    limits = {"memory": memory_quantity(spec.memory_bytes), "cpu": cpu_quantity(spec.nano_cpus)}
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": image or spec.image,
+        "imagePullPolicy": pull_policy,
+        "securityContext": _security_context(seccomp_localhost),
+        "resources": {"limits": dict(limits), "requests": dict(limits)},
+        "env": [{"name": k, "value": v} for k, v in sorted(spec.environment.items())],
+        "volumeMounts": volume_mounts,
+        "stdin": spec.stdin_open or gate,
+        "stdinOnce": spec.stdin_open or gate,
+        "tty": False,
+        "terminationMessagePolicy": "File",
+    }
+    if spec.command is not None:
+        container["command"] = gated_command(spec.command) if gate else list(spec.command)
+    if spec.working_dir is not None:
+        container["workingDir"] = spec.working_dir
+    return container
+
+
 def pod_manifest(
     spec: ContainerSpec,
     *,
@@ -200,24 +230,7 @@ def pod_manifest(
         {**spec.labels, LABEL_NETWORK: "none" if spec.network is None else "session"}
     )
     volumes, volume_mounts = _volumes(spec, workspace_configmap)
-    limits = {"memory": memory_quantity(spec.memory_bytes), "cpu": cpu_quantity(spec.nano_cpus)}
-    container: dict[str, Any] = {
-        "name": CONTAINER,
-        "image": image or spec.image,
-        "imagePullPolicy": pull_policy,
-        "securityContext": _security_context(seccomp_localhost),
-        "resources": {"limits": dict(limits), "requests": dict(limits)},
-        "env": [{"name": k, "value": v} for k, v in sorted(spec.environment.items())],
-        "volumeMounts": volume_mounts,
-        "stdin": spec.stdin_open or gate,
-        "stdinOnce": spec.stdin_open or gate,
-        "tty": False,
-        "terminationMessagePolicy": "File",
-    }
-    if spec.command is not None:
-        container["command"] = gated_command(spec.command) if gate else list(spec.command)
-    if spec.working_dir is not None:
-        container["workingDir"] = spec.working_dir
+    container = _container(spec, image, pull_policy, volume_mounts, gate, seccomp_localhost)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,

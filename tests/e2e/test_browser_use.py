@@ -118,11 +118,15 @@ async def gateway(
 
 
 def rigs_of(client: docker.DockerClient, agent: str) -> list[Any]:
-    return client.containers.list(
+    """`agent`'s browser rigs made by this test's gateways (another checkout's tests on
+    the same engine may run an agent of the same name)."""
+    ours = {str(pid) for pid in GATEWAY_PIDS.values()}
+    found = client.containers.list(
         ignore_removed=True,
         all=True,
         filters={"label": ["corral.kind=rig-browser", f"corral.agent={agent}"]},
     )
+    return [c for c in found if c.labels.get("corral.owner.pid") in ours]
 
 
 def networks_of(client: docker.DockerClient, rig_id: str) -> list[Any]:

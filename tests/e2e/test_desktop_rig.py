@@ -36,7 +36,8 @@ async def gateway(corral_home: CorralHome) -> AsyncIterator[CorralHome]:
     path = corral_home.agent_file("alice")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_new_agent("alice").replace("desktop_use = false", "desktop_use = true"))
-    async with running_gateway(corral_home):
+    async with running_gateway(corral_home) as (_, pid):
+        GATEWAY_PIDS.add(str(pid))
         yield corral_home
 
 
@@ -53,12 +54,18 @@ def fenced(result: types.CallToolResult) -> str:
     return unfence(text[text.index("The text between the two UNTRUSTED-DATA markers") :])[1]
 
 
+GATEWAY_PIDS: set[str] = set()
+
+
 def desktops(client: docker.DockerClient) -> list[Any]:
-    return client.containers.list(
+    """The desktop rigs of this test's gateways (another checkout's tests on the same
+    engine may run an agent of the same name)."""
+    found = client.containers.list(
         all=True,
         ignore_removed=True,
         filters={"label": ["corral.kind=rig-desktop", f"corral.agent={AGENT}"]},
     )
+    return [c for c in found if c.labels.get("corral.owner.pid") in GATEWAY_PIDS]
 
 
 async def test_every_desktop_verb_through_mcp(

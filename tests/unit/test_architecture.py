@@ -45,8 +45,6 @@ MAX_FUNCTION_LINES = 60  # end_lineno - lineno + 1 of the def, decorators not co
 # Every module (`path`) or function (`path::Qualified.name`) allowed over the limits, with
 # why. The only list: the test fails on a new offender and on an entry no longer needed.
 SIZE_EXCEPTIONS: dict[str, str] = {
-    "sandboxes/k8s_manifests.py::pod_manifest": "issue 21: the engine seam rewrites it",
-    "orchestrator/backends/docker/network_reaper.py::reap_networks": "issue 21: engine seam",
     "orchestrator/surfaces/browser/rig.py::BrowserRig._run": "issue 21: one action pipeline",
     "orchestrator/surfaces/kiosk/sessions.py::SessionManager._ready": "issue 21: one start path",
     "orchestrator/surfaces/oversight.py::Oversight.wait_for_operator": "issue 21: surfaces "

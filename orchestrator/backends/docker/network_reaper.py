@@ -13,7 +13,7 @@ import re
 import socket
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -81,6 +81,70 @@ class ReapedNetworks:
     rules: tuple[str, ...]  # bridges whose orphaned INPUT rules were removed
 
 
+@dataclass
+class _Sweep:
+    """One pass over the engine's networks: what it removed, and which bridges live on."""
+
+    wanted: dict[str, str]
+    stale_after: float | None
+    now: float
+    host: str = field(default_factory=socket.gethostname)
+    boot_id: str = field(default_factory=read_boot_id)
+    removed: list[str] = field(default_factory=list)
+    live_bridges: set[str] = field(default_factory=set)
+    freed_bridges: set[str] = field(default_factory=set)
+
+    def keep(self, bridge: object) -> None:
+        if bridge:
+            self.live_bridges.add(str(bridge))
+
+
+def _is_session_network(name: str, labels: Mapping[str, str]) -> bool:
+    return (
+        name.startswith(SESSION_NETWORK_PREFIX)
+        and labels.get(LABEL_MANAGED) == "true"
+        and labels.get(LABEL_KIND) == KIND_SESSION_NETWORK
+    )
+
+
+async def _consider(backend: DockerBackend, summary: dict[str, Any], sweep: _Sweep) -> None:
+    """Remove this network if it is an orphaned session network; else note its bridge."""
+    client = backend.client
+    name, labels = str(summary.get("Name", "")), summary.get("Labels") or {}
+    bridge = (summary.get("Options") or {}).get(BRIDGE_NAME_OPTION)
+    if not _is_session_network(name, labels) or any(
+        labels.get(k) != v for k, v in sweep.wanted.items()
+    ):
+        sweep.keep(bridge)
+        return
+    try:
+        info = await blocking(backend.url, partial(client.api.inspect_network, summary["Id"]))
+    except EngineError:
+        return
+    orphan = network_is_orphan(
+        labels,
+        attached=len(info.get("Containers") or {}),
+        age_seconds=_age_seconds(str(info.get("Created", "")), sweep.now),
+        host=sweep.host,
+        boot_id=sweep.boot_id,
+        start_time_of=read_start_time,
+        stale_after=sweep.stale_after,
+    )
+    if not orphan:
+        sweep.keep(bridge)
+        return
+    try:
+        with contextlib.suppress(EngineNotFound):
+            await blocking(backend.url, partial(client.api.remove_network, str(summary["Id"])))
+    except EngineError as exc:  # e.g. a container got attached meanwhile
+        logger.warning("could not remove orphaned network %s: %s", name, exc)
+        sweep.keep(bridge)
+        return
+    sweep.removed.append(name)
+    if bridge:
+        sweep.freed_bridges.add(str(bridge))
+
+
 async def reap_networks(
     backend: DockerBackend,
     *,
@@ -99,62 +163,19 @@ async def reap_networks(
     The rule snapshot is taken before the network listing: a rule is only ever added
     for a network that already exists, so a live session's rule is never taken for an
     orphan."""
-    client = backend.client
-    host, boot_id = socket.gethostname(), read_boot_id()
     rule_bridges = await input_drop_bridges()
     if sweep_rules is False:
         rule_bridges = set()
     elif sweep_rules is not True:
         rule_bridges &= set(sweep_rules)
-    wanted = dict(label_filters or {})
-
-    networks: list[dict[str, Any]] = list(await blocking(backend.url, client.api.networks))
-    removed: list[str] = []
-    now = time.time()
-    live_bridges: set[str] = set()
-    for summary in networks:
-        name = str(summary.get("Name", ""))
-        labels = summary.get("Labels") or {}
-        bridge = (summary.get("Options") or {}).get(BRIDGE_NAME_OPTION)
-        is_session = (
-            name.startswith(SESSION_NETWORK_PREFIX)
-            and labels.get(LABEL_MANAGED) == "true"
-            and labels.get(LABEL_KIND) == KIND_SESSION_NETWORK
-        )
-        if not is_session or any(labels.get(k) != v for k, v in wanted.items()):
-            if bridge:
-                live_bridges.add(str(bridge))
-            continue
-        try:
-            info = await blocking(backend.url, partial(client.api.inspect_network, summary["Id"]))
-        except EngineError:
-            continue
-        if not network_is_orphan(
-            labels,
-            attached=len(info.get("Containers") or {}),
-            age_seconds=_age_seconds(str(info.get("Created", "")), now),
-            host=host,
-            boot_id=boot_id,
-            start_time_of=read_start_time,
-            stale_after=stale_after,
-        ):
-            if bridge:
-                live_bridges.add(str(bridge))
-            continue
-
-        try:
-            with contextlib.suppress(EngineNotFound):
-                await blocking(backend.url, partial(client.api.remove_network, str(summary["Id"])))
-        except EngineError as exc:  # e.g. a container got attached meanwhile
-            logger.warning("could not remove orphaned network %s: %s", name, exc)
-            if bridge:
-                live_bridges.add(str(bridge))
-            continue
-        removed.append(name)
-        if bridge and sweep_rules is not False:
-            rule_bridges.add(str(bridge))  # removed below even if it was not in the snapshot
+    sweep = _Sweep(dict(label_filters or {}), stale_after, time.time())
+    for summary in list(await blocking(backend.url, backend.client.api.networks)):
+        await _consider(backend, summary, sweep)
+    if sweep_rules is not False:
+        rule_bridges |= sweep.freed_bridges  # removed below even if not in the snapshot
+    removed = sweep.removed
     rules_removed = []
-    for bridge in sorted(rule_bridges - live_bridges):
+    for bridge in sorted(rule_bridges - sweep.live_bridges):
         try:
             deleted = await remove_input_drop(bridge)
         except EgressError as exc:
