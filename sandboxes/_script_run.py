@@ -152,6 +152,7 @@ async def _run_in_slot(
         hard_cap_seconds,
         sandboxed,
         host_cap_hit=host_cap.cancelled_caught,
+        gvisor=sandboxed and getattr(call.ctx.sandbox, "runtime", "runc") == "runsc",
     )
     _audit_run(call.ctx, params, result, session, warm=warm)
     await events.progress("finished", result.summary(), output=tail.take(final=True))
@@ -168,21 +169,22 @@ def _result(
     sandboxed: bool,
     *,
     host_cap_hit: bool = False,
+    gvisor: bool = False,
 ) -> ScriptResult:
     out = collector.result()
+    killed = not timed_out and not host_cap_hit and exit_info.exit_code == 137
     # The in-container cap kills with SIGKILL (exit 137) once `hard_cap_seconds` have passed;
     # the host's own cap, a few seconds later, says so itself.
-    hard_cap_hit = host_cap_hit or (
-        not timed_out
-        and not exit_info.oom_killed
-        and exit_info.exit_code == 137
-        and elapsed >= hard_cap_seconds - 0.5
-    )
+    capped = killed and elapsed >= hard_cap_seconds - 0.5
+    # Under gVisor the engine does not always report an OOM kill (google/gvisor#2433): a
+    # SIGKILL that neither the timeout nor a cap sent is the memory limit there.
+    oom_killed = exit_info.oom_killed or (gvisor and killed and not capped)
+    hard_cap_hit = host_cap_hit or (capped and not oom_killed)
     return ScriptResult(
         exit_code=None if (timed_out or hard_cap_hit) else exit_info.exit_code,
         timed_out=timed_out or hard_cap_hit,
         hard_cap_hit=hard_cap_hit,
-        oom_killed=exit_info.oom_killed,
+        oom_killed=oom_killed,
         truncated=out.truncated,
         output=out.text,
         output_bytes=out.total_bytes,
