@@ -35,9 +35,16 @@ from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.pipeline import PERSON_HAS_IT
 from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
-from sandboxes.approval_rules import Hold, click_hold, navigate_hold
+from sandboxes.approval_rules import (
+    Hold,
+    click_hold,
+    focus_hold,
+    key_activates,
+    navigate_hold,
+    text_activates,
+)
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.params import ClickParams, NavigateParams
+from sandboxes.params import ClickParams, KeyParams, NavigateParams, TypeParams
 
 logger = logging.getLogger("corral.oversight")
 
@@ -95,6 +102,10 @@ class Oversight:
                 unknown_reason=target.get("error"),
                 text=target.get("text"),
             )
+        key = activating_key(params)
+        if key is not None and (cfg.confirm_words or cfg.confirm_urls):
+            focused = await read_focused(session)
+            return focus_hold(focused, cfg.confirm_words, key=key, confirm_urls=cfg.confirm_urls)
         return None
 
     async def wait_for_operator(
@@ -309,6 +320,27 @@ class Oversight:
                 }
             )
         return out
+
+
+def activating_key(params: Any) -> str | None:
+    """The key by which this input can activate the focused element (Return for a typed
+    newline), or None when it cannot."""
+    if isinstance(params, KeyParams) and key_activates(params.key):
+        return params.key
+    if isinstance(params, TypeParams) and text_activates(params.text):
+        return "Return (a typed newline)"
+    return None
+
+
+async def read_focused(session: KioskSession) -> dict[str, Any]:
+    """The kiosk's focused element as the kiosk reads it (an unknown on any failure)."""
+    try:
+        focused = await session.channel.request("focused", TARGET_DEADLINE)
+    except KioskError as exc:
+        return {"name": None, "error": f"the kiosk could not tell ({exc})"}
+    if focused.get("role") in DOCUMENT_ROLES:
+        focused["name"], focused["text"] = "", ""  # no element has the focus
+    return focused
 
 
 def step_of(tool: str, params: Any) -> str:
