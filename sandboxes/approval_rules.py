@@ -127,23 +127,24 @@ def click_hold(
     confirm_urls: Iterable[str] = (),
     unknown_reason: str | None = None,
     text: str | None = None,
+    doing: str = "Click",
 ) -> Hold | None:
-    """The hold a click needs: its target's accessible name, or its visible `text` (an
-    aria-label may say "Cancel" on a button that shows "Delete everything"), contains a
-    confirm word, or it is a link to a confirm URL; or (when `words` is not empty) its
-    target could not be read at all, which is treated as a match: a rule nobody can
-    check holds."""
+    """The hold a click (or another input on one element, named by `doing`) needs: its
+    target's accessible name, or its visible `text` (an aria-label may say "Cancel" on a
+    button that shows "Delete everything"), contains a confirm word, or it is a link to a
+    confirm URL; or (when `words` is not empty) its target could not be read at all, which
+    is treated as a match: a rule nobody can check holds."""
     if href:
         entry = deny_matches(href, confirm_urls)
         if entry is not None:
             return Hold(
-                f"confirm_urls: {entry}", "other", f"Click a link to {_quote(href)} ({entry})"
+                f"confirm_urls: {entry}", "other", f"{doing} a link to {_quote(href)} ({entry})"
             )
     if not words:
         return None
     if target_name is None:
         why = unknown_reason or "its accessible name could not be read"
-        return Hold("confirm_words", "other", f"Click an element whose name is unknown ({why})")
+        return Hold("confirm_words", "other", f"{doing} an element whose name is unknown ({why})")
     for word in words:
         shown = next((t for t in (target_name, text or "") if word_in_name(word, t)), None)
         if shown is not None:
@@ -153,7 +154,7 @@ def click_hold(
             return Hold(
                 f"confirm_words: {word}",
                 category,
-                f"Click the {role}“{_quote(target_name)}”",
+                f"{doing} the {role}“{_quote(target_name)}”",
             )
     return None
 

@@ -110,7 +110,7 @@ class Oversight:
 
     async def wait_for_operator(
         self,
-        session: KioskSession,
+        session: Seat,
         tool: str,
         params: Any,
         hold: Hold,
@@ -120,7 +120,9 @@ class Oversight:
         """Raise the approval (with the masked screen as it is now) and wait for the
         decision; return when approved, raise SessionRefused naming the rule otherwise.
         `events` hears "waiting for an operator" with the time left, every few seconds."""
-        shot = await masked_screenshot(session, status)
+        png = None
+        if isinstance(session, KioskSession | DesktopRig):  # a screen behind an agent channel
+            png = (await masked_screenshot(session, status)).png
         step = step_of(tool, params)
         approval = self.approvals.raise_(
             agent=session.agent,
@@ -128,11 +130,9 @@ class Oversight:
             tool=tool,
             step=step,
             hold=hold,
-            screenshot_png=shot.png,
+            screenshot_png=png,
         )
-        entry = self.record(
-            session, tool, step, f"held for an operator ({hold.rule})", png=shot.png
-        )
+        entry = self.record(session, tool, step, f"held for an operator ({hold.rule})", png=png)
         session.waiting = approval
         await events.log(
             "info",
@@ -352,4 +352,8 @@ def step_of(tool: str, params: Any) -> str:
         return f"{params.button} {kind} at {params.x},{params.y}"
     if isinstance(params, NavigateParams):
         return f"open {params.url[:300]}"
+    verb = getattr(params, "verb", None)
+    if isinstance(verb, str):  # a rig's verb: what it acts on, never its text
+        named = getattr(params, "ref", None) or getattr(params, "name", None)
+        return f"{tool} {verb}" + (f" {str(named)[:200]}" if named else "")
     return tool.removeprefix("computer_")

@@ -29,7 +29,11 @@ async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIt
 
 
 async def held(
-    home: CorralHome, act: Callable[[], Any], decide: list[str], on_pending: Callable[[], None]
+    home: CorralHome,
+    act: Callable[[], Any],
+    decide: list[str],
+    on_pending: Callable[[], None],
+    agent: str = "kai",
 ) -> Any:
     """Run `act` (MCP calls); once its approval is pending, call `on_pending`, then
     decide it with the CLI; the call's result."""
@@ -43,7 +47,7 @@ async def held(
         found: list[dict[str, Any]] = []
 
         async def raised() -> bool:
-            found[:] = [a for a in pending(home) if a["agent"] == "kai"]
+            found[:] = [a for a in pending(home) if a["agent"] == agent]
             return bool(found)
 
         await wait_until(raised, limit=TIMEOUT)
