@@ -231,7 +231,10 @@ def describe_rules(words: Sequence[str], confirm_urls: Sequence[str], timeout: i
         parts.append("opening a page under " + ", ".join(confirm_urls))
     if words:
         shown = ", ".join(words[:12]) + (f" and {len(words) - 12} more" if len(words) > 12 else "")
-        parts.append(f"a click on an element whose name contains {shown}")
+        parts.append(
+            f"a click on an element whose name contains {shown} (or Return, space or a "
+            "typed newline on such an element, or in a form whose submit button it is)"
+        )
     if not parts:
         return "No action waits for an operator in this session."
     return (
