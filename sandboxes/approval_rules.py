@@ -5,7 +5,10 @@ Rules raise approvals, never the model: a navigation to a page listed in `confir
 `https://host/path` prefix, compared after URL normalisation), and a click whose
 target's accessible name contains one of `confirm_words`. Words of scripts written with
 spaces between words (Latin, Cyrillic, ...) match whole words, case-insensitively; words
-of scripts without spaces (Chinese, Thai, ...) match anywhere in the name.
+of scripts without spaces (Chinese, Thai, ...) match anywhere in the name. A key that
+activates the focused element (Return, KP_Enter, space, with any modifier) and a typed
+newline are judged as a click on what they act on (`focus_hold`): the focused element,
+and for a text field its form's submit control.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sandboxes.masking import deny_matches
 
@@ -124,23 +127,24 @@ def click_hold(
     confirm_urls: Iterable[str] = (),
     unknown_reason: str | None = None,
     text: str | None = None,
+    doing: str = "Click",
 ) -> Hold | None:
-    """The hold a click needs: its target's accessible name, or its visible `text` (an
-    aria-label may say "Cancel" on a button that shows "Delete everything"), contains a
-    confirm word, or it is a link to a confirm URL; or (when `words` is not empty) its
-    target could not be read at all, which is treated as a match: a rule nobody can
-    check holds."""
+    """The hold a click (or another input on one element, named by `doing`) needs: its
+    target's accessible name, or its visible `text` (an aria-label may say "Cancel" on a
+    button that shows "Delete everything"), contains a confirm word, or it is a link to a
+    confirm URL; or (when `words` is not empty) its target could not be read at all, which
+    is treated as a match: a rule nobody can check holds."""
     if href:
         entry = deny_matches(href, confirm_urls)
         if entry is not None:
             return Hold(
-                f"confirm_urls: {entry}", "other", f"Click a link to {_quote(href)} ({entry})"
+                f"confirm_urls: {entry}", "other", f"{doing} a link to {_quote(href)} ({entry})"
             )
     if not words:
         return None
     if target_name is None:
         why = unknown_reason or "its accessible name could not be read"
-        return Hold("confirm_words", "other", f"Click an element whose name is unknown ({why})")
+        return Hold("confirm_words", "other", f"{doing} an element whose name is unknown ({why})")
     for word in words:
         shown = next((t for t in (target_name, text or "") if word_in_name(word, t)), None)
         if shown is not None:
@@ -150,9 +154,66 @@ def click_hold(
             return Hold(
                 f"confirm_words: {word}",
                 category,
-                f"Click the {role}“{_quote(target_name)}”",
+                f"{doing} the {role}“{_quote(target_name)}”",
             )
     return None
+
+
+# The keys that activate the focused element (a button's or link's default action, a
+# form's submission from a text field), with or without modifiers (ctrl+Return ...).
+ACTIVATING_KEYS = frozenset({"return", "kp_enter", "enter", "space"})
+TEXT_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton", "TextField"})
+
+
+def key_activates(key: str) -> bool:
+    """Whether pressing this key (or chord, "ctrl+Return") can activate the focused
+    element: its last part is Return, KP_Enter or space."""
+    last = key.replace(" ", "").split("+")[-1].casefold()
+    return last in ACTIVATING_KEYS
+
+
+def text_activates(text: str) -> bool:
+    """Whether typing this text can activate the focused element: it holds a newline
+    (typed as Return)."""
+    return "\n" in text or "\r" in text
+
+
+def focus_hold(
+    focused: dict[str, Any] | None,
+    words: Sequence[str],
+    *,
+    key: str,
+    confirm_urls: Iterable[str] = (),
+) -> Hold | None:
+    """The hold an activating key (or typed newline) on the focused element needs: judged
+    as a click on what it acts on. `focused` is the focused element as read (`name`,
+    `role`, `text`, `href`, `error`) with, for a text field, `submit`: its form's submit
+    control read the same way (None when it has none). Unread (None, or an `error`) is
+    held when a rule could match, as for a click."""
+    if not words and not confirm_urls:
+        return None
+    if focused is None or focused.get("error"):
+        why = (focused or {}).get("error") or "the focused element could not be read"
+        if not words:
+            return None
+        return Hold("confirm_words", "other", f"Press {key} on an unknown element ({why})")
+    acted = focused
+    if focused.get("role") in TEXT_ROLES and focused.get("submit") is not None:
+        if key.casefold().endswith("space"):
+            return None  # a space in a text field types a space
+        acted = focused["submit"]
+    hold = click_hold(
+        acted.get("name") if acted.get("name") is not None else "",
+        acted.get("role"),
+        words,
+        href=acted.get("href"),
+        confirm_urls=confirm_urls,
+        text=acted.get("text"),
+    )
+    if hold is None:
+        return None
+    what = hold.description.removeprefix("Click ").removeprefix("a link to ")
+    return Hold(hold.rule, hold.category, f"Press {key} on {what}")
 
 
 def navigate_hold(url: str, confirm_urls: Iterable[str]) -> Hold | None:
@@ -170,7 +231,10 @@ def describe_rules(words: Sequence[str], confirm_urls: Sequence[str], timeout: i
         parts.append("opening a page under " + ", ".join(confirm_urls))
     if words:
         shown = ", ".join(words[:12]) + (f" and {len(words) - 12} more" if len(words) > 12 else "")
-        parts.append(f"a click on an element whose name contains {shown}")
+        parts.append(
+            f"a click on an element whose name contains {shown} (or Return, space or a "
+            "typed newline on such an element, or in a form whose submit button it is)"
+        )
     if not parts:
         return "No action waits for an operator in this session."
     return (

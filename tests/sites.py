@@ -109,6 +109,7 @@ ctx.load_cert_chain("/certs/site.pem", "/certs/site.key")
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_GET(self):
+        print("GET " + self.path, flush=True)  # the site's own request log
         status, headers, body = routes.get(self.path.split("?")[0], routes.get("*", [404, {}, ""]))
         body = body.encode()
         self.send_response(status)
@@ -153,6 +154,16 @@ class LocalImageContainer(DockerContainer):
                 f"{self.image} is not built on this machine; build it first (nothing is pulled)"
             ) from None
         return super().start()
+
+
+def requests_seen(client: docker.DockerClient, address: str) -> list[str]:
+    """The paths the test site at `address` was asked for, in order (its own log)."""
+    for container in client.containers.list(filters={"label": "corral.kind=test-site"}):
+        networks = container.attrs["NetworkSettings"]["Networks"]
+        if networks.get(EGRESS_NETWORK, {}).get("IPAddress") == address:
+            lines = container.logs(stdout=True, stderr=False).decode().splitlines()
+            return [line[4:] for line in lines if line.startswith("GET ")]
+    raise AssertionError(f"no test site at {address}")
 
 
 def _logs(container: DockerContainer) -> str:

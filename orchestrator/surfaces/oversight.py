@@ -35,9 +35,16 @@ from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.pipeline import PERSON_HAS_IT
 from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
-from sandboxes.approval_rules import Hold, click_hold, navigate_hold
+from sandboxes.approval_rules import (
+    Hold,
+    click_hold,
+    focus_hold,
+    key_activates,
+    navigate_hold,
+    text_activates,
+)
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.params import ClickParams, NavigateParams
+from sandboxes.params import ClickParams, KeyParams, NavigateParams, TypeParams
 
 logger = logging.getLogger("corral.oversight")
 
@@ -95,11 +102,15 @@ class Oversight:
                 unknown_reason=target.get("error"),
                 text=target.get("text"),
             )
+        key = activating_key(params)
+        if key is not None and (cfg.confirm_words or cfg.confirm_urls):
+            focused = await read_focused(session)
+            return focus_hold(focused, cfg.confirm_words, key=key, confirm_urls=cfg.confirm_urls)
         return None
 
     async def wait_for_operator(
         self,
-        session: KioskSession,
+        session: Seat,
         tool: str,
         params: Any,
         hold: Hold,
@@ -109,7 +120,9 @@ class Oversight:
         """Raise the approval (with the masked screen as it is now) and wait for the
         decision; return when approved, raise SessionRefused naming the rule otherwise.
         `events` hears "waiting for an operator" with the time left, every few seconds."""
-        shot = await masked_screenshot(session, status)
+        png = None
+        if isinstance(session, KioskSession | DesktopRig):  # a screen behind an agent channel
+            png = (await masked_screenshot(session, status)).png
         step = step_of(tool, params)
         approval = self.approvals.raise_(
             agent=session.agent,
@@ -117,11 +130,9 @@ class Oversight:
             tool=tool,
             step=step,
             hold=hold,
-            screenshot_png=shot.png,
+            screenshot_png=png,
         )
-        entry = self.record(
-            session, tool, step, f"held for an operator ({hold.rule})", png=shot.png
-        )
+        entry = self.record(session, tool, step, f"held for an operator ({hold.rule})", png=png)
         session.waiting = approval
         await events.log(
             "info",
@@ -311,6 +322,27 @@ class Oversight:
         return out
 
 
+def activating_key(params: Any) -> str | None:
+    """The key by which this input can activate the focused element (Return for a typed
+    newline), or None when it cannot."""
+    if isinstance(params, KeyParams) and key_activates(params.key):
+        return params.key
+    if isinstance(params, TypeParams) and text_activates(params.text):
+        return "Return (a typed newline)"
+    return None
+
+
+async def read_focused(session: KioskSession) -> dict[str, Any]:
+    """The kiosk's focused element as the kiosk reads it (an unknown on any failure)."""
+    try:
+        focused = await session.channel.request("focused", TARGET_DEADLINE)
+    except KioskError as exc:
+        return {"name": None, "error": f"the kiosk could not tell ({exc})"}
+    if focused.get("role") in DOCUMENT_ROLES:
+        focused["name"], focused["text"] = "", ""  # no element has the focus
+    return focused
+
+
 def step_of(tool: str, params: Any) -> str:
     """What a call does, for approvals and the timeline: never the text typed or the key."""
     if params is None:
@@ -320,4 +352,8 @@ def step_of(tool: str, params: Any) -> str:
         return f"{params.button} {kind} at {params.x},{params.y}"
     if isinstance(params, NavigateParams):
         return f"open {params.url[:300]}"
+    verb = getattr(params, "verb", None)
+    if isinstance(verb, str):  # a rig's verb: what it acts on, never its text
+        named = getattr(params, "ref", None) or getattr(params, "name", None)
+        return f"{tool} {verb}" + (f" {str(named)[:200]}" if named else "")
     return tool.removeprefix("computer_")

@@ -36,7 +36,7 @@ from orchestrator.surfaces.ios.rig import IosRig
 from orchestrator.surfaces.manager import SurfaceManager
 from orchestrator.surfaces.phones import MobileRig
 from orchestrator.surfaces.pipeline import Action
-from orchestrator.surfaces.rig_driver import RIG_DRIVER, rig_list_answer
+from orchestrator.surfaces.rig_driver import RigDriver, rig_list_answer
 from orchestrator.surfaces.start import navigable_sites
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
@@ -171,7 +171,7 @@ class RigManager(SurfaceManager):
                 step=verb.verb,
                 details=details,
             )
-            return await self.pipeline.run(rig, action, RIG_DRIVER, events)
+            return await self.pipeline.run(rig, action, RigDriver(cfg), events)
 
     async def follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
         """The agent's current allowlist and deny list apply from the next call; a host

@@ -55,6 +55,16 @@ FORGED = (
 ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
     "/": (200, {"Content-Type": "text/html"}, PAGE.format(title="form", body=FORM)),
     "/two": (200, {"Content-Type": "text/html"}, PAGE.format(title="two", body="<p>Page two</p>")),
+    # a form whose submit button an approval rule covers (issue 22 item 2)
+    "/pay": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="pay",
+            body='<form action="/paid-by-browser"><input name="amount" aria-label="Amount">'
+            "<button>Pay now</button></form>",
+        ),
+    ),
     "/fence": (
         200,
         {"Content-Type": "text/html"},
@@ -391,3 +401,42 @@ async def test_killing_the_gateway_leaves_no_rig_container_and_reap_removes_its_
     )
     assert reap.returncode == 0, reap.stderr
     assert docker_client.networks.list(filters=owned_nets) == []
+
+
+async def test_a_click_or_a_press_onto_a_covered_button_is_held(
+    gateway: CorralHome, docker_client: docker.DockerClient, rig_sites: tuple[str, str, str]
+) -> None:
+    """browser_use click on "Pay now" and Return in the form's field: each waits for an
+    operator; judged by the site's own log (none while pending, none after deny)."""
+    from tests.e2e.test_activation_rules import arrives, count, held
+
+    site_ip, paid = rig_sites[1], "/paid-by-browser"
+    write_rig_agent(gateway, "bea", allowed_domains=[SITE], confirm_words=["pay"])
+
+    def nothing_yet() -> None:
+        assert count(docker_client, site_ip, paid) == 0, "reached the site before approval"
+
+    async with connect(gateway, "stdio", agent="bea") as mcp:
+        assert not (await use(mcp, "navigate", url=f"https://{SITE}/pay")).is_error
+        ref = ref_of(fenced(await use(mcp, "extract", mode="a11y")), "button", "Pay now")
+
+        async def click() -> Any:
+            return await use(mcp, "click", ref=ref)
+
+        denied = await held(gateway, click, ["deny"], nothing_yet, agent="bea")
+        assert denied.is_error and "denied this action" in text_of(denied)
+        assert not (await use(mcp, "navigate", url=f"https://{SITE}/two?after-deny")).is_error
+        await arrives(docker_client, site_ip, "/two?after-deny")
+        assert count(docker_client, site_ip, paid) == 0
+
+        assert not (await use(mcp, "navigate", url=f"https://{SITE}/pay")).is_error
+        filled = await use(mcp, "fill", role="textbox", name="Amount", text="5")
+        assert not filled.is_error, text_of(filled)
+
+        async def press() -> Any:
+            return await use(mcp, "press", key="Return")
+
+        approved = await held(gateway, press, ["approve"], nothing_yet, agent="bea")
+        assert not approved.is_error, text_of(approved)
+        assert f"{paid}?amount=5" in await arrives(docker_client, site_ip, paid)
+        await mcp.client.call_tool("rig_close", {})

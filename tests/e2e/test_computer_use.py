@@ -179,6 +179,29 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
             "Continue</button>",
         ),
     ),
+    # Tab then Return onto a covered button; a typed newline in a covered form's field.
+    "/tabpay": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="tabpay",
+            bg="#fff",
+            body='<form action="/paid-by-key"><button style="position:absolute;left:400px;'
+            'top:100px;width:200px;height:80px">Pay now</button></form>',
+        ),
+    ),
+    "/typepay": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="typepay",
+            bg="#fff",
+            body='<form action="/paid-by-newline"><input name="amount" aria-label="Amount" '
+            'style="position:absolute;left:100px;top:300px;width:300px;height:40px">'
+            '<button style="position:absolute;left:400px;top:100px;width:200px;height:80px">'
+            "Pay now</button></form>",
+        ),
+    ),
     "/mutating": (
         200,
         {"Content-Type": "text/html"},

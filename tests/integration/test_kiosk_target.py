@@ -190,3 +190,43 @@ async def test_target_is_fast_and_checks_its_parameters(shop: KioskChannel) -> N
         await shop.request("target", 10, x="30", y=40)
     with pytest.raises(KioskError, match="outside the 1280x800 screen"):
         await shop.request("target", 10, x=30, y=800)
+
+
+FORM = """<!doctype html><title>form</title><body style="margin:0">
+<form action="/paid"><input aria-label="Amount" style="position:absolute;left:10px;
+  top:10px;width:200px;height:40px"><button style="position:absolute;left:10px;top:100px;
+  width:200px;height:40px">Pay now</button></form>
+<button style="position:absolute;left:300px;top:10px;width:200px;height:40px">Next</button>
+<script>
+  // The page lies in its own world: the focus is always on "Next".
+  const next = document.querySelectorAll('button')[1];
+  Object.defineProperty(Document.prototype, 'activeElement', {get() { return next; }});
+</script></body>"""
+
+
+async def test_focused_names_the_focus_and_a_text_fields_submit_control(
+    kiosk: KioskChannel,
+) -> None:
+    """The `focused` op (what Return or space would act on): read in the probe's world,
+    so the page's lying `activeElement` changes nothing; a text field answers its form's
+    submit control beside itself."""
+    await kiosk.request("navigate", 30, url=data_url(FORM))
+    await kiosk.request("click", 10, x=100, y=30, button="left", double=False)
+
+    async def field_focused() -> bool:
+        return (await kiosk.request("focused", 10)).get("role") == "textbox"
+
+    await wait_until(field_focused, 10)
+    answer = await kiosk.request("focused", 10)
+    assert answer["name"] == "Amount" and answer["error"] is None, answer
+    submit = answer["submit"]
+    assert submit["name"] == "Pay now" and submit["role"] == "button", answer
+
+    await kiosk.request("key", 10, key="Tab")
+
+    async def button_focused() -> bool:
+        return (await kiosk.request("focused", 10)).get("name") == "Pay now"
+
+    await wait_until(button_focused, 10)
+    answer = await kiosk.request("focused", 10)
+    assert answer["role"] == "button" and answer["error"] is None, answer

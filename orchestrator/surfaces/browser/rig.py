@@ -90,6 +90,7 @@ class BrowserRig(Surface):
     current: int = 0
     console: deque[str] = field(default_factory=lambda: deque(maxlen=CONSOLE_KEPT))
     ignored: set[Page] = field(default_factory=set)  # Chromium's UI surfaces, not tabs
+    last_snapshot: str = ""  # the last extract a11y (its refs' roles and names)
 
     # ------------------------------------------------------------------ pages
     def watch(self, page: Page) -> None:
@@ -196,6 +197,10 @@ class BrowserRig(Surface):
             return await self.screenshot(page, status)
         raise RigError(f"browser_use has no handler for verb {verb.verb}")
 
+    def locate(self, page: Page, verb: Any) -> Any:
+        """The locator of a verb's element (its ref, or role + exact name)."""
+        return self._target(page, verb)
+
     def _target(self, page: Page, verb: Any) -> Any:
         if verb.ref is not None:
             return page.locator(f"aria-ref={verb.ref}")
@@ -209,6 +214,7 @@ class BrowserRig(Surface):
     async def _extract(self, page: Page, mode: str, status: str) -> Answer:
         if mode == "a11y":
             text = await page.aria_snapshot(mode="ai", timeout=ACTION_MS)
+            self.last_snapshot = text  # what its refs were, for the approval rules
             note = "Elements carry [ref=ID]: pass ref to click, fill or select."
         elif mode == "text":
             text = await page.locator("body").inner_text(timeout=ACTION_MS)

@@ -273,6 +273,18 @@ class Kiosk:
         out["ms"] = round((time.perf_counter() - t0) * 1000, 2)
         return out
 
+    def op_focused(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The element a key press would act on, and a text field's form's submit control
+        (target.focused)."""
+        self._require()
+        t0 = time.perf_counter()
+        try:
+            out = targets.focused(self.browser)
+        except Exception as exc:  # unknown, not a failure: the caller holds it
+            out = targets.unknown(f"the focused element could not be read: {exc}")
+        out["ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        return out
+
     # ---------------------------------------------------------------- live view
 
     def op_vnc(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -328,6 +340,7 @@ def main() -> int:
         "page": kiosk.op_page,
         "eval": kiosk.op_eval,
         "target": kiosk.op_target,
+        "focused": kiosk.op_focused,
         "vnc": kiosk.op_vnc,
         "claim": kiosk.op_claim,
     }

@@ -268,3 +268,82 @@ def _find_frame(node: dict[str, Any], frame_id: str) -> dict[str, Any] | None:
             return frame
         pending += current.get("childFrames") or []
     return None
+
+
+# The focused element, read in the probe's isolated world (the page cannot replace
+# `activeElement` there): through open shadow roots and same-origin frames to the deepest
+# focus. A frame whose document cannot be reached answers itself: the caller holds it.
+FOCUSED_JS = r"""
+(() => {
+  let el = document.activeElement;
+  for (let i = 0; el && i < 64; i++) {
+    const inner = el.shadowRoot && el.shadowRoot.activeElement;
+    if (inner) { el = inner; continue; }
+    if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
+      let doc = null;
+      try { doc = el.contentDocument; } catch (e) { doc = null; }
+      if (doc && doc.activeElement) { el = doc.activeElement; continue; }
+    }
+    break;
+  }
+  return el || document.body;
+})()
+"""
+
+# A text field's form's default button (the first submit control in tree order, as the
+# browser's implicit submission picks), or the form itself when it has none.
+SUBMIT_JS = r"""function() {
+  const form = this.form;
+  if (!form) return null;
+  for (const e of form.elements) { if (e.type === 'submit' || e.type === 'image') return e; }
+  return form;
+}"""
+
+
+def focused(browser: Browser) -> dict[str, Any]:
+    """The element a key press would act on, read like a click's target; a text field's
+    `submit` is its form's submit control (or the form), None outside a form."""
+    cdp = browser.live_cdp()
+    sid = browser.page_session()
+    _main_viewport(browser, cdp, sid)  # fresh isolated world for the document now shown
+    reader = FrameReader(cdp, sid, browser.frame_state, VIEWPORT_JS, lambda _c, _s: [])
+    res = cdp.call(
+        "Runtime.evaluate",
+        {"expression": FOCUSED_JS, "contextId": browser.probe_world(PROBE_STEP_S)},
+        session=sid,
+        timeout=PROBE_STEP_S,
+    )
+    obj = res.get("result", {})
+    if "objectId" not in obj:
+        return unknown("no focused element could be read")
+    try:
+        node = cdp.call(
+            "DOM.describeNode", {"objectId": obj["objectId"]}, session=sid, timeout=PROBE_STEP_S
+        )["node"]
+        if str(node.get("nodeName", "")).upper() in ("IFRAME", "FRAME"):
+            return unknown("the focus is inside a frame the kiosk cannot read")
+        out = _describe(reader, sid, int(node["backendNodeId"]), str(node.get("frameId") or ""))
+        out["submit"] = _submit(reader, sid, obj["objectId"])
+    finally:
+        cdp.call("Runtime.releaseObject", {"objectId": obj["objectId"]}, session=sid)
+    return out
+
+
+def _submit(reader: FrameReader, sid: str, object_id: str) -> dict[str, Any] | None:
+    cdp = reader.cdp
+    res = cdp.call(
+        "Runtime.callFunctionOn",
+        {"objectId": object_id, "functionDeclaration": SUBMIT_JS},
+        session=sid,
+        timeout=PROBE_STEP_S,
+    )
+    obj = res.get("result", {})
+    if "objectId" not in obj:
+        return None
+    try:
+        node = cdp.call(
+            "DOM.describeNode", {"objectId": obj["objectId"]}, session=sid, timeout=PROBE_STEP_S
+        )["node"]
+        return _describe(reader, sid, int(node["backendNodeId"]), str(node.get("frameId") or ""))
+    finally:
+        cdp.call("Runtime.releaseObject", {"objectId": obj["objectId"]}, session=sid)
