@@ -28,6 +28,8 @@ returns, no input of the AI's lands" true, on every surface:
    (`orchestrator.surfaces.inputs.TYPE_CHUNK` characters) and the seat is checked before
    each; when a person took it meanwhile, the rest is not typed and the call answers
    with an error that says how many characters were (`InputInterrupted`, audited).
+   Other inputs are one request each, bounded by their deadline (a navigation's is the
+   longest, 30 s): that is the longest a take over can wait.
 """
 
 from __future__ import annotations
