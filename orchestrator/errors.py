@@ -11,6 +11,8 @@
     │   └── EngineConflict         orchestrator.errors the engine refused for the object's
     │                                                  state (a removal under way, in use)
     ├── SessionRefused             sandboxes.errors   a session rule refused the call
+    │   └── InputInterrupted       orchestrator.errors a person took the seat mid-input
+    │                                                  (`typed`: what landed before)
     ├── KioskError                 sandboxes.errors   the kiosk did not answer as it should
     ├── RfbProtocolError           sandboxes.errors   a VNC viewer sent what the live-view
     │                                                 bridge cannot follow or will not pass
@@ -77,6 +79,7 @@ __all__ = [
     "EngineNotFound",
     "GatewayStartError",
     "ImageBuildError",
+    "InputInterrupted",
     "KeyFileError",
     "KioskError",
     "NonceCacheFull",
@@ -174,6 +177,15 @@ class ApprovalError(CorralError):
 
 class OperatorError(CorralError):
     """An operator name is invalid or taken, or an operator token is refused."""
+
+
+class InputInterrupted(SessionRefused):
+    """A person took the seat while a long input was being sent: what was sent before
+    (`typed` characters) landed, the rest was not sent."""
+
+    def __init__(self, message: str, *, typed: int) -> None:
+        super().__init__(message)
+        self.typed = typed
 
 
 class SeatError(CorralError):

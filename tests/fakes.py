@@ -62,6 +62,11 @@ class FakeKiosk:
     # What the `target` op names at a point (default: an element without a name).
     targets: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # Ops whose answer waits for `release()` (an input in flight); `arrived` is set when
+    # one came in.
+    held_ops: set[str] = field(default_factory=set)
+    held: list[bytes] = field(default_factory=list)
+    arrived: anyio.Event = field(default_factory=anyio.Event)
     size: tuple[int, int] = (1280, 800)
     _answers: list[bytes] = field(default_factory=list)
     _ready: anyio.Event = field(default_factory=anyio.Event)
@@ -77,7 +82,12 @@ class FakeKiosk:
             if request["op"] in self.flood_on:
                 self._flooding = True
                 continue
-            self._answers.append(json.dumps(self._answer(request)).encode() + b"\n")
+            answer = json.dumps(self._answer(request)).encode() + b"\n"
+            if request["op"] in self.held_ops:
+                self.held.append(answer)
+                self.arrived.set()
+                continue
+            self._answers.append(answer)
             if request["op"] in self.close_on:
                 self._ended = True
         self._ready.set()
@@ -110,6 +120,13 @@ class FakeKiosk:
             found = self.targets.get((int(request["x"]), int(request["y"])))
             return {**base, "ok": True, **(found or {"name": "", "role": "generic"})}
         return {**base, "ok": True}
+
+    def release(self) -> None:
+        """Answer the held ops (the input in flight ends)."""
+        self._answers.extend(self.held)
+        self.held.clear()
+        self.arrived = anyio.Event()
+        self._ready.set()
 
     async def receive(self) -> bytes | None:
         if self._flooding and not self._ended:

@@ -79,10 +79,13 @@ class RigDesktop:
         return await self.rig.channel.request(op, deadline, **fields)
 
     async def _input(self, op: str, deadline: float = OP_S, **fields: Any) -> dict[str, Any]:
-        """An input op, only while the AI holds the seat."""
-        if self.rig.controller == "human":
-            raise SeatError(PERSON_HAS_IT)
-        return await self._op(op, deadline, **fields)
+        """An input op, only while the AI holds the seat: checked under the rig's lock, as
+        the action pipeline's inputs are, so a take over waits this op out and none
+        follows it (orchestrator.surfaces.pipeline)."""
+        async with self.rig.lock:
+            if not self.rig.ai_holds():
+                raise SeatError(PERSON_HAS_IT)
+            return await self._op(op, deadline, **fields)
 
     # ------------------------------------------------------------------ probes
     async def locate(self, app: str, role: str, name: str) -> Located:

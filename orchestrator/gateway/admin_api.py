@@ -121,9 +121,9 @@ def admin_routes(oversight: Oversight) -> Callable[[SignedRequests], list[BaseRo
         async def act(operator: str, body: bytes) -> dict[str, Any]:
             ask = AdminSessionAct.model_validate_json(body)
             if ask.action == "takeover":
-                oversight.take_over(ask.agent, operator, viewer=None, how="cli")
+                await oversight.take_over(ask.agent, operator, viewer=None, how="cli")
             elif ask.action == "handback":
-                oversight.hand_back(ask.agent, operator)
+                await oversight.hand_back(ask.agent, operator)
             else:
                 await oversight.stop(ask.agent, operator)
             return {"ok": True}

@@ -264,9 +264,9 @@ def _action_routes(c: _Console) -> list[BaseRoute]:
         if what in ("approve", "deny"):
             board.approvals.decide(target, operator, what == "approve", form.get("reason", ""))
         elif what == "takeover":
-            board.take_over(target, operator, viewer=None, how="console")
+            await board.take_over(target, operator, viewer=None, how="console")
         elif what == "handback":
-            board.hand_back(target, operator)
+            await board.hand_back(target, operator)
         elif what == "stop":
             await board.stop(target, operator)
         else:
@@ -319,7 +319,7 @@ def _live_routes(c: _Console, bridge: LiveBridge | None) -> list[BaseRoute]:
             # taking the desktop: it is forwarded only to the viewer who holds the seat.
             hover = message.name == "PointerEvent" and not message.buttons
             try:
-                return c.oversight.viewer_input(agent, operator, viewer, take=not hover)
+                return await c.oversight.viewer_input(agent, operator, viewer, take=not hover)
             except SeatError:
                 return False
 

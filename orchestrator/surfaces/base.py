@@ -87,6 +87,20 @@ class Surface:
         """The budget and timers line every answer ends with."""
         return self.clock.status_line(now)
 
+    def ai_holds(self) -> bool:
+        """Whether the AI has the seat: asked under `lock` right before each input."""
+        return self.controller == "ai"
+
+    async def settled(self) -> None:
+        """Wait until no input of the AI's is in flight (the lock is free). Called after a
+        take over has set the seat: once it returns, no input of the AI's lands."""
+        async with self.lock:
+            pass
+
+    async def forget_clipboard(self) -> None:
+        """Clear what a person may have copied (clipboard, primary selection), at hand
+        back; a surface with no clipboard the AI can read has nothing to clear."""
+
     def moved(self) -> None:
         """The seat changed hands: count it and wake whoever waits for a change."""
         self.seat_count += 1

@@ -48,7 +48,7 @@ class DesktopRig(ChannelSurface):
         req = self.channel.request
         if isinstance(verb, r.DesktopScreenshot):
             return (await masked_screenshot(self, status)).answer
-        sent = await channel_input(self.channel, verb.verb, verb, type_deadline=ACTION_DEADLINE * 3)
+        sent = await channel_input(self.channel, verb.verb, verb, holds_seat=self.ai_holds)
         if sent is not None:  # click, type, key, scroll: the kiosk's own input
             return answer(text_block(f"{sent} {status}"))
         if isinstance(verb, r.DesktopMove):
@@ -74,6 +74,13 @@ class DesktopRig(ChannelSurface):
         else:
             raise RigError(f"computer_use has no handler for verb {verb.verb}")
         return answer(text_block(f"{done} {status}"))
+
+    async def forget_clipboard(self) -> None:
+        """Both selections set to nothing (the agent's clipboard_set with empty text)."""
+        for selection in ("clipboard", "primary"):
+            await self.channel.request(
+                "clipboard_set", ACTION_DEADLINE, text="", selection=selection
+            )
 
     async def windows(self) -> list[str]:
         result = await self.channel.request("windows", ACTION_DEADLINE)

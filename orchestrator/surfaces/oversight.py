@@ -20,7 +20,7 @@ import anyio
 
 from orchestrator.audit import AuditLog
 from orchestrator.config import ComputerUseConfig
-from orchestrator.errors import KioskError, SeatError, SessionRefused
+from orchestrator.errors import CorralError, KioskError, SeatError, SessionRefused
 from orchestrator.people.approvals import ApprovalQueue
 from orchestrator.people.timeline import (
     QUIET_SECONDS,
@@ -229,13 +229,22 @@ class Oversight:
     def _session(self, name: str) -> Seat:
         return self.surfaces.get(name)
 
-    def take_over(self, agent: str, operator: str, *, viewer: str | None, how: str) -> None:
+    async def take_over(self, agent: str, operator: str, *, viewer: str | None, how: str) -> None:
+        """Give the seat to `operator`; once this returns, no input of the AI's lands: the
+        seat is set first (every input checks it under the surface's lock, and a long type
+        between its chunks), then the input in flight, if any, is waited out
+        (`Surface.settled`; see orchestrator.surfaces.pipeline)."""
         session = self._session(agent)
         if session.controller == "human":
             if session.holder == operator:
                 session.holder_viewer = viewer or session.holder_viewer
+                await session.settled()  # a take over of this person's still settling
                 return
             raise SeatError(f"{session.holder} has the desktop of {agent}; ask them to hand back")
+        self._took(session, agent, operator, viewer, how)
+        await session.settled()
+
+    def _took(self, session: Seat, agent: str, operator: str, viewer: str | None, how: str) -> None:
         session.controller, session.holder, session.holder_viewer = "human", operator, viewer
         session.moved()
         self.audit.record(
@@ -247,10 +256,15 @@ class Oversight:
             session, "takeover", f"{operator} took the desktop ({how})", "ok", actor=operator
         )
 
-    def hand_back(self, agent: str, operator: str) -> None:
+    async def hand_back(self, agent: str, operator: str) -> None:
+        """Give the seat back to the AI, the clipboard and primary selection cleared first
+        (what the person copied, an OTP, is not the AI's to read or paste)."""
         session = self._session(agent)
         if session.controller != "human":
             raise SeatError(f"the AI already has the desktop of {agent}")
+        cleared = await self._forget_clipboard(session)
+        if session.controller != "human":
+            raise SeatError(f"the AI already has the desktop of {agent}")  # handed back meanwhile
         holder = session.holder
         session.controller, session.holder, session.holder_viewer = "ai", None, None
         session.needs_person = None
@@ -258,19 +272,37 @@ class Oversight:
         self.audit.record(
             "handback",
             session.agent,
-            {"session": session.id, "seat": agent, "operator": operator, "holder": holder},
+            {
+                "session": session.id,
+                "seat": agent,
+                "operator": operator,
+                "holder": holder,
+                "clipboard_cleared": cleared,
+            },
         )
         self.record(
             session, "handback", f"{operator} handed the desktop back", "ok", actor=operator
         )
 
+    async def _forget_clipboard(self, session: Seat) -> bool:
+        """Clear the surface's clipboard under its lock; False when its channel failed."""
+        try:
+            async with session.lock:
+                await session.forget_clipboard()
+        except CorralError:
+            return False
+        return True
+
     async def stop(self, agent: str, operator: str) -> None:
         await self.surfaces.end(agent, f"stopped by operator {operator}")
 
-    def viewer_input(self, agent: str, operator: str, viewer: str, *, take: bool = True) -> bool:
+    async def viewer_input(
+        self, agent: str, operator: str, viewer: str, *, take: bool = True
+    ) -> bool:
         """A console viewer's input event (RFB key or pointer): forward it only when this
         viewer holds the seat; when the AI holds it, input that acts (`take`: a key or a
-        button, not a mere hover) takes the seat now, before it is forwarded."""
+        button, not a mere hover) takes the seat now, and is forwarded once the AI's
+        input in flight has ended (take_over returns then)."""
         session = self.seats().get(agent)
         if session is None:
             return False
@@ -280,7 +312,7 @@ class Oversight:
             return session.holder == operator and session.holder_viewer == viewer
         if not take:
             return False
-        self.take_over(agent, operator, viewer=viewer, how="console input")
+        await self.take_over(agent, operator, viewer=viewer, how="console input")
         return True
 
     def viewer_left(self, agent: str, viewer: str) -> None:

@@ -9,9 +9,27 @@ The surface manager (`kiosk.sessions.SessionManager`, `rigs.RigManager`) gates t
 hands the pipeline an `Action` and the surface kind's `Driver`. The pipeline checks the
 budget, the seat (a person holding the surface refuses the AI's input), the driver's
 rules (the URL policy), raises and waits for an approval when a rule holds the action,
-then, under the surface's lock and after one last seat check (the one place the seat is
-checked before input), spends the action and runs the driver; it audits the outcome and
-writes the timeline. A surface kind supplies only its driver.
+then, under the surface's lock and after one last seat check, spends the action and runs
+the driver; it audits the outcome and writes the timeline. A surface kind supplies only
+its driver.
+
+The seat at the moment of input (issue 22 item 4). Three things make "once a take over
+returns, no input of the AI's lands" true, on every surface:
+
+1. Under `surface.lock`, nothing is awaited between the last seat check and the driver's
+   first write, and the driver writes only under that lock (codrive's inputs take it too,
+   `orchestrator.codrive.desktop`).
+2. A take over (`Oversight.take_over`: the CLI, the console's button, or the console's
+   first key or click, `viewer_input`) sets the seat to the person first, then waits for
+   the lock (`Surface.settled`) before it returns or forwards the person's input: an
+   input queued behind the lock finds the person's seat and is refused; the one in
+   flight ends first.
+3. A long input is cut so that "in flight" is short: a `type` goes in chunks
+   (`orchestrator.surfaces.inputs.TYPE_CHUNK` characters) and the seat is checked before
+   each; when a person took it meanwhile, the rest is not typed and the call answers
+   with an error that says how many characters were (`InputInterrupted`, audited).
+   Other inputs are one request each, bounded by their deadline (a navigation's is the
+   longest, 30 s): that is the longest a take over can wait.
 """
 
 from __future__ import annotations
@@ -22,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from orchestrator.audit import AuditLog
-from orchestrator.errors import CorralError, SessionRefused
+from orchestrator.errors import CorralError, InputInterrupted, SessionRefused
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.base import Surface
 from sandboxes.approval_rules import Hold
@@ -120,6 +138,11 @@ class Pipeline:
                 surface.clock.spend(self.clock())
             try:
                 done = await driver.act(surface, action, surface.status(self.clock()))
+            except InputInterrupted as exc:
+                why = {"why": "a person took the desktop mid-input", "typed": exc.typed}
+                self.audit.record(driver.refused_event, surface.agent, {**base, **why})
+                self._timeline(surface, action, driver, action.step, f"interrupted: {exc}"[:300])
+                raise
             except CorralError as exc:
                 self._timeline(surface, action, driver, action.step, f"failed: {exc}"[:300])
                 raise

@@ -55,7 +55,8 @@ SURFACES = {
     "mobile_use": "android",
     "ios_use": "ios",
 }
-FREE_VERBS = frozenset({"screenshot", "clipboard_get"})  # allowed while a person has it
+FREE_VERBS = frozenset({"screenshot"})  # allowed while a person has it (not the clipboard:
+# what a person copies, an OTP, is theirs)
 TOOL_OF = {surface: tool for tool, surface in SURFACES.items()}
 # The tools that keep a surface's rig alive: the desktop is also codrive's shared desktop.
 USERS_OF = {

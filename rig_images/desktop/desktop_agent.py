@@ -235,11 +235,14 @@ class Desktop:
 
     # ------------------------------------------------------------------ clipboard
     def op_clipboard_set(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Set the clipboard (or, with `selection: primary`, the primary selection) to
+        `text`; empty text clears it (corral clears both at hand back)."""
         self._require()
         text = str(req.get("text") or "")
+        selection = "primary" if req.get("selection") == "primary" else "clipboard"
         # xclip forks and owns the selection until another client takes it
         subprocess.run(
-            ["xclip", "-selection", "clipboard", "-i"],
+            ["xclip", "-selection", selection, "-i"],
             input=text.encode(),
             env=self.env,
             stdout=subprocess.DEVNULL,

@@ -69,17 +69,17 @@ async def test_the_seat_refuses_the_ai_and_hover_never_takes_it(
     await started(manager, backend)
     seats = manager.oversight
 
-    assert seats.viewer_input("alice", "olga", "v1", take=False) is False  # a hover
+    assert await seats.viewer_input("alice", "olga", "v1", take=False) is False  # a hover
     assert manager.sessions["alice"].controller == "ai"
-    assert seats.viewer_input("alice", "olga", "v1") is True  # a button: taken now
+    assert await seats.viewer_input("alice", "olga", "v1") is True  # a button: taken now
     refused = await call(manager, "computer_type", text="hunter2")
     assert refused.is_error and "A person has the desktop" in text_of(refused)
     assert not (await call(manager, "computer_screenshot")).is_error
-    assert seats.viewer_input("alice", "olga", "v2") is False  # another view: view only
-    assert seats.viewer_input("alice", "pete", "v3") is False  # another person
+    assert await seats.viewer_input("alice", "olga", "v2") is False  # another view: view only
+    assert await seats.viewer_input("alice", "pete", "v3") is False  # another person
     with pytest.raises(SeatError, match="olga has the desktop"):
-        seats.take_over("alice", "pete", viewer=None, how="cli")
-    seats.hand_back("alice", "olga")
+        await seats.take_over("alice", "pete", viewer=None, how="cli")
+    await seats.hand_back("alice", "olga")
     assert not (await call(manager, "computer_type", text="hunter2")).is_error
     timeline = " ".join(e.step + e.outcome for e in manager.sessions["alice"].timeline)
     assert "typed 7 characters" in timeline and "hunter2" not in timeline
@@ -100,7 +100,7 @@ async def test_stop_from_an_operator_ends_the_session_and_its_held_call(
     await manager.oversight.stop("alice", "olga")
     assert "alice" not in manager.sessions
     with pytest.raises(SeatError, match="no running session"):
-        manager.oversight.take_over("alice", "olga", viewer=None, how="cli")
+        await manager.oversight.take_over("alice", "olga", viewer=None, how="cli")
 
 
 class _Rigs:
@@ -133,9 +133,9 @@ async def test_every_surface_is_one_seat_named_one_way_kiosks_by_agent_rigs_agen
     manager.oversight.surfaces.add(rigs)
     listed = {row["agent"]: row["kind"] for row in manager.oversight.sessions_view()}
     assert listed == {"alice": "kiosk", "alice.browser": "browser rig of alice"}
-    manager.oversight.take_over("alice.browser", "olga", viewer=None, how="cli")
+    await manager.oversight.take_over("alice.browser", "olga", viewer=None, how="cli")
     assert rigs.rig.controller == "human" and manager.sessions["alice"].controller == "ai"
     with pytest.raises(SeatError, match="no running session"):
-        manager.oversight.hand_back("r1", "olga")  # a rig id is not a seat's name
+        await manager.oversight.hand_back("r1", "olga")  # a rig id is not a seat's name
     await manager.oversight.stop("alice.browser", "olga")
     assert rigs.ended == ["stopped by operator olga"] and "alice" in manager.sessions

@@ -49,7 +49,8 @@ class KioskDriver:
         params = action.params
         if isinstance(params, NavigateParams):
             return await self._navigate(session, params, status)
-        done = await channel_input(session.channel, action.tool.removeprefix("computer_"), params)
+        verb = action.tool.removeprefix("computer_")
+        done = await channel_input(session.channel, verb, params, holds_seat=session.ai_holds)
         if done is None:
             raise SessionRefused(f"{action.tool} is not a kiosk action")
         out = Done(answer(text_block(f"{done} {status}")))
