@@ -21,7 +21,7 @@ import anyio
 from orchestrator.audit import AuditLog
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import CorralError, KioskError, SeatError, SessionRefused
-from orchestrator.people.approvals import ApprovalQueue
+from orchestrator.people.approvals import Approval, ApprovalQueue
 from orchestrator.people.timeline import (
     QUIET_SECONDS,
     TimelineEntry,
@@ -140,21 +140,7 @@ class Oversight:
             {"approval": approval.id, "category": hold.category, "rule": hold.rule},
         )
         try:
-            async with anyio.create_task_group() as tg:
-
-                async def tell() -> None:
-                    while True:
-                        left = max(0.0, approval.expires_at - self.approvals.clock())
-                        await events.progress(
-                            "approval",
-                            f"waiting for an operator ({hold.rule}): {int(left)} s left",
-                            remaining=left,
-                        )
-                        await anyio.sleep(PROGRESS_EVERY_SECONDS)
-
-                tg.start_soon(tell)
-                await self.approvals.wait(approval)
-                tg.cancel_scope.cancel()
+            await self._decided(approval, hold, events)
         finally:
             session.waiting = None
             if approval.state == "pending":  # the call itself was cancelled
@@ -169,13 +155,35 @@ class Oversight:
             if session.controller == "human":
                 raise SessionRefused(f"Approved, but {PERSON_HAS_IT[0].lower()}{PERSON_HAS_IT[1:]}")
             return
+        raise SessionRefused(self._not_done(approval, hold))
+
+    async def _decided(self, approval: Approval, hold: Hold, events: CallEvents) -> None:
+        """Wait for the decision, telling `events` the time left every few seconds."""
+        async with anyio.create_task_group() as tg:
+
+            async def tell() -> None:
+                while True:
+                    left = max(0.0, approval.expires_at - self.approvals.clock())
+                    await events.progress(
+                        "approval",
+                        f"waiting for an operator ({hold.rule}): {int(left)} s left",
+                        remaining=left,
+                    )
+                    await anyio.sleep(PROGRESS_EVERY_SECONDS)
+
+            tg.start_soon(tell)
+            await self.approvals.wait(approval)
+            tg.cancel_scope.cancel()
+
+    def _not_done(self, approval: Approval, hold: Hold) -> str:
+        """Why a held action that was not approved was not done."""
         if approval.state == "denied":
             why = f": {approval.reason}" if approval.reason else ""
-            raise SessionRefused(
+            return (
                 f"Operator {approval.decided_by} denied this action ({hold.rule}){why}. "
                 "It was not done."
             )
-        raise SessionRefused(
+        return (
             f"This action needs an operator's approval ({hold.rule}) and "
             f"{'the session ended' if approval.state == 'cancelled' else 'nobody approved it'} "
             f"within {self.approvals.timeout_seconds} s, so it was not done."

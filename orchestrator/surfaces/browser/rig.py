@@ -137,19 +137,7 @@ class BrowserRig(Surface):
 
     async def _run(self, page: Page, verb: r.BrowserVerb, status: str) -> Answer:
         if isinstance(verb, r.BrowserNavigate):
-            verdict = check_url(verb.url, self.allowed_domains, self.pinned)
-            if not verdict.allowed:
-                raise SessionRefused(verdict.message)
-            try:
-                await page.goto(verb.url, wait_until="load", timeout=NAVIGATE_MS)
-            except PlaywrightError as exc:
-                text = str(exc).splitlines()[0]
-                net = text[text.find("net::") :].split()[0] if "net::" in text else "failed"
-                return answer(
-                    text_block(f"Navigation to {verdict.host} failed: {net}. {status}"),
-                    is_error=True,
-                )
-            return await self._page_answer(page, f"Opened {verdict.host}.", status)
+            return await self._navigate(page, verb.url, status)
         if isinstance(verb, r.BrowserClick):
             target = self._target(page, verb)
             if verb.double:
@@ -172,17 +160,7 @@ class BrowserRig(Surface):
             await page.keyboard.press(key)
             return answer(text_block(f"Pressed {verb.verdict.key}. {status}"))
         if isinstance(verb, r.BrowserBack):
-            # The rig's Chromium runs without the back/forward cache, so this is a plain
-            # navigation with a load event of its own.
-            session = await self.context.new_cdp_session(page)
-            try:
-                history = await session.send("Page.getNavigationHistory")
-            finally:
-                await session.detach()
-            if history.get("currentIndex", 0) < 1:
-                return answer(text_block(f"There is no earlier page in this tab. {status}"))
-            await page.go_back(wait_until="load", timeout=NAVIGATE_MS)
-            return await self._page_answer(page, "Went back.", status)
+            return await self._back(page, status)
         if isinstance(verb, r.BrowserExtract):
             return await self._extract(page, verb.mode, status)
         if isinstance(verb, r.BrowserClipboardSet):
@@ -196,6 +174,34 @@ class BrowserRig(Surface):
         if isinstance(verb, r.BrowserScreenshot):
             return await self.screenshot(page, status)
         raise RigError(f"browser_use has no handler for verb {verb.verb}")
+
+    async def _navigate(self, page: Page, url: str, status: str) -> Answer:
+        verdict = check_url(url, self.allowed_domains, self.pinned)
+        if not verdict.allowed:
+            raise SessionRefused(verdict.message)
+        try:
+            await page.goto(url, wait_until="load", timeout=NAVIGATE_MS)
+        except PlaywrightError as exc:
+            text = str(exc).splitlines()[0]
+            net = text[text.find("net::") :].split()[0] if "net::" in text else "failed"
+            return answer(
+                text_block(f"Navigation to {verdict.host} failed: {net}. {status}"),
+                is_error=True,
+            )
+        return await self._page_answer(page, f"Opened {verdict.host}.", status)
+
+    async def _back(self, page: Page, status: str) -> Answer:
+        # The rig's Chromium runs without the back/forward cache, so this is a plain
+        # navigation with a load event of its own.
+        session = await self.context.new_cdp_session(page)
+        try:
+            history = await session.send("Page.getNavigationHistory")
+        finally:
+            await session.detach()
+        if history.get("currentIndex", 0) < 1:
+            return answer(text_block(f"There is no earlier page in this tab. {status}"))
+        await page.go_back(wait_until="load", timeout=NAVIGATE_MS)
+        return await self._page_answer(page, "Went back.", status)
 
     def locate(self, page: Page, verb: Any) -> Any:
         """The locator of a verb's element (its ref, or role + exact name)."""

@@ -223,7 +223,12 @@ class SessionManager(SurfaceManager):
         await events.log(
             "info", "session_ready", {"session": session_id, "sites": list(session.pinned)}
         )
-        left_out = dict(egress.left_out)
+        return self._started_answer(session, cfg, dict(egress.left_out))
+
+    def _started_answer(
+        self, session: KioskSession, cfg: ComputerUseConfig, left_out: dict[str, str]
+    ) -> Answer:
+        """computer_session_start's answer: the limits, the sites, the rules."""
         sites = navigable_sites(cfg.allowed_domains, session.pinned, left_out)
         sandbox_note = (
             "Chromium's own sandbox is on."
@@ -232,7 +237,7 @@ class SessionManager(SurfaceManager):
             "only boundary."
         )
         text = (
-            f"Session {session_id} started ({params.width}x{params.height}). "
+            f"Session {session.id} started ({session.width}x{session.height}). "
             f"Limits: {session.max_actions} actions (click, type, key, scroll, navigate), "
             f"{session.clock.idle_timeout} s idle timeout, "
             f"{session.clock.max_lifetime} s lifetime. "
@@ -242,7 +247,7 @@ class SessionManager(SurfaceManager):
         )
         return answer(
             text_block(text),
-            session_id=session_id,
+            session_id=session.id,
             max_actions=session.max_actions,
             idle_timeout_seconds=session.clock.idle_timeout,
             max_lifetime_seconds=session.clock.max_lifetime,
