@@ -202,10 +202,12 @@ async def test_killing_the_owner_with_a_full_pool_leaves_no_container(
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"full\n"
         owned = {"label": [f"{LABEL_OWNER_PID}={proc.pid}"]}
-        assert len(docker_client.containers.list(all=True, filters=owned)) == 2
+        assert len(docker_client.containers.list(all=True, filters=owned, ignore_removed=True)) == 2
         proc.send_signal(signal.SIGKILL)  # no cleanup code runs in the owner
         proc.wait()
-        await wait_until(lambda: not docker_client.containers.list(all=True, filters=owned))
+        await wait_until(
+            lambda: not docker_client.containers.list(all=True, filters=owned, ignore_removed=True)
+        )
     finally:
         if proc.poll() is None:
             proc.kill()
