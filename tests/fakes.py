@@ -18,7 +18,6 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -27,6 +26,7 @@ from PIL import Image
 
 from sandboxes.errors import EngineError
 from sandboxes.ports import ContainerSpec, ManagedContainer
+from sandboxes.scoped import Scoped
 
 
 def png_of(width: int, height: int, colour: tuple[int, int, int] = (255, 255, 255)) -> bytes:
@@ -145,22 +145,17 @@ class FakeKiosk:
         await self.backend.remove(self.id)
 
 
-class _NoRun:
+class _NoRun(Scoped):
     """The in-memory backend runs no scripts: entering says so."""
 
-    async def __aenter__(self) -> Any:
+    async def open(self) -> None:
         raise NotImplementedError("the in-memory backend runs no scripts (see tests/integration)")
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def end(self, ok: bool) -> None:
         return None
 
 
-class _FailingScript:
+class _FailingScript(Scoped):
     """A script container that fails with `error` (a SandboxUnavailable, say, as a transport
     error may be mapped) before it starts (`when="before"`: entering raises) or after
     (`when="after"`: it is up, then its output and its exit fail)."""
@@ -168,18 +163,12 @@ class _FailingScript:
     def __init__(self, backend: InMemoryBackend, error: Exception, when: str) -> None:
         self.backend, self.error, self.when = backend, error, when
 
-    async def __aenter__(self) -> _FailingScript:
+    async def open(self) -> None:
         if self.when == "before":
             raise self.error
         self.backend.scripts_started += 1
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def end(self, ok: bool) -> None:
         return None
 
     async def output(self) -> AsyncIterator[bytes]:
