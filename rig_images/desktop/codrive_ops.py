@@ -20,7 +20,7 @@ import subprocess
 import time
 from typing import Any
 
-from codrive_match import on_screen, pick, role_matches
+from codrive_match import on_screen, pick, role_matches, showing_nodes
 from codrive_tab import ChromiumTab
 from kiosk_agent.atspi import Atspi
 from kiosk_agent.cdp import CDP
@@ -95,33 +95,6 @@ class Codrive(ChromiumTab):
                 return node
         raise OpError(f"{app} is not running (no such application in the accessibility tree)")
 
-    def _nodes(self, A: Any, root: Any, role: str) -> list[Any]:
-        """Showing descendants of `root` whose role matches (a walk that skips subtrees
-        that are not showing; bounded)."""
-        out: list[Any] = []
-        stack = [root.get_child_at_index(i) for i in range(root.get_child_count())]
-        seen = 0
-        while stack and seen < 4000:
-            node = stack.pop()
-            seen += 1
-            if node is None:
-                continue
-            try:
-                states = node.get_state_set()
-                # GTK4 leaves SHOWING off some containers: prune only what is neither
-                # showing nor visible (a closed menu, a hidden page).
-                if not (
-                    states.contains(A.StateType.SHOWING) or states.contains(A.StateType.VISIBLE)
-                ):
-                    continue
-                if role_matches(role, node.get_role_name() or ""):
-                    out.append(node)
-                count = min(node.get_child_count(), 500)
-            except Exception:  # a node that went away meanwhile
-                continue
-            stack.extend(node.get_child_at_index(i) for i in range(count - 1, -1, -1))
-        return out
-
     def _find(self, app: str, role: str, name: str) -> tuple[Any | None, str]:
         """The element, by the matching rule, from a walk of the application's tree that is
         cached until the application adds, removes or renames an element; a cached element
@@ -148,7 +121,9 @@ class Codrive(ChromiumTab):
     def _walk(self, A: Any, app: str, role: str) -> list[tuple[str, Any]]:
         return [
             (node.get_name() or "", node)
-            for node in self._nodes(A, self._app(A, app), role)
+            for node in showing_nodes(
+                A, self._app(A, app), lambda n: role_matches(role, n.get_role_name() or "")
+            )
             if on_screen(A, node)
         ]
 
@@ -250,7 +225,9 @@ class Codrive(ChromiumTab):
 
         def run() -> dict[str, Any]:
             A = self._mod()
-            for node in self._nodes(A, self._app(A, app), role):
+            for node in showing_nodes(
+                A, self._app(A, app), lambda n: role_matches(role, n.get_role_name() or "")
+            ):
                 if name is not None and (node.get_name() or "") != name:
                     continue
                 text = node.get_text_iface()

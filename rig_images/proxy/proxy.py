@@ -38,13 +38,8 @@ import signal
 import sys
 import time
 
-from proxy_request import (
-    UPSTREAM_PORT,
-    Refusal,
-    load_pins,
-    normalise_host,
-    parse_request,
-)
+from hostnames import normalise_host
+from proxy_request import UPSTREAM_PORT, Refusal, load_pins, parse_request
 
 LISTEN_HOST = "0.0.0.0"
 MAX_HEADER_BYTES = 8 * 1024

@@ -140,14 +140,15 @@ def _stream_build(client: docker.DockerClient, **kwargs: Any) -> Iterator[str]:
             yield text
 
 
-# Folders of another rig image a recipe's context also carries (under the same name),
-# so one image can reuse another's modules without a copy in the repository: the
-# desktop rig runs the kiosk agent's X, input and VNC modules.
-# What a rig's build context takes from another rig's folder (a folder keeps its name,
-# a file lands at the top of the context): one source, never a copy in the repository.
+# What a rig's build context takes from elsewhere in the repository, relative to
+# rig_images/ (a folder keeps its name, a file lands at the top of the context): one
+# source, never a copy. The desktop rig runs the kiosk agent's X, input and VNC modules;
+# the proxy applies corral's own host-name rule (sandboxes/hostnames.py, standard library
+# only) inside its trust boundary.
 SHARED_CONTEXT: dict[str, tuple[str, ...]] = {
     "desktop": ("kiosk/kiosk_agent", "kiosk/policy.json"),
     "browser": ("kiosk/policy.json",),
+    "proxy": ("../sandboxes/hostnames.py",),
 }
 
 
