@@ -45,6 +45,7 @@ from sandboxes.approval_rules import (
 )
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.params import ClickParams, KeyParams, NavigateParams, TypeParams
+from sandboxes.step_text import step_of
 
 logger = logging.getLogger("corral.oversight")
 
@@ -186,7 +187,7 @@ class Oversight:
         return (
             f"This action needs an operator's approval ({hold.rule}) and "
             f"{'the session ended' if approval.state == 'cancelled' else 'nobody approved it'} "
-            f"within {self.approvals.timeout_seconds} s, so it was not done."
+            f"within {self.approvals.timeout_seconds} s ({approval.state}), so it was not done."
         )
 
     # ------------------------------------------------------------------ the timeline
@@ -381,19 +382,3 @@ async def read_focused(session: KioskSession) -> dict[str, Any]:
     if focused.get("role") in DOCUMENT_ROLES:
         focused["name"], focused["text"] = "", ""  # no element has the focus
     return focused
-
-
-def step_of(tool: str, params: Any) -> str:
-    """What a call does, for approvals and the timeline: never the text typed or the key."""
-    if params is None:
-        return tool.removeprefix("computer_")
-    if isinstance(params, ClickParams):
-        kind = "double-click" if params.double else "click"
-        return f"{params.button} {kind} at {params.x},{params.y}"
-    if isinstance(params, NavigateParams):
-        return f"open {params.url[:300]}"
-    verb = getattr(params, "verb", None)
-    if isinstance(verb, str):  # a rig's verb: what it acts on, never its text
-        named = getattr(params, "ref", None) or getattr(params, "name", None)
-        return f"{tool} {verb}" + (f" {str(named)[:200]}" if named else "")
-    return tool.removeprefix("computer_")

@@ -4,14 +4,28 @@ DevTools pipe of the Chromium codrive started (`Codrive._spawn`): mixed into Cod
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 from typing import Any
 
 from kiosk_agent.cdp import CDP
 from kiosk_agent.common import OpError
+from kiosk_agent.shadow import SECRET_AUTOCOMPLETE
 
 LOAD_S = 10.0  # a navigation's wait for the tab to stop loading
 UI_SCHEMES = ("chrome://", "chrome-untrusted://", "chrome-error://", "devtools://")
+# Whether the page's focused element (through open shadow roots) is a secret field: a
+# password input, an autocomplete secret (the kiosk probe's tokens), or CSS-masked text.
+FOCUSED_SECRET_JS = """((SECRET) => {
+  let el = document.activeElement;
+  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+  if (!el || el === document.body) return false;
+  if ((el.getAttribute('type') || '').toLowerCase() === 'password') return true;
+  const tokens = (el.getAttribute('autocomplete') || '').toLowerCase().split(/\\s+/);
+  if (tokens.some((t) => SECRET.includes(t))) return true;
+  const masked = getComputedStyle(el).getPropertyValue('-webkit-text-security');
+  return !!masked && masked !== 'none';
+})"""
 
 
 class ChromiumTab:
@@ -33,6 +47,18 @@ class ChromiumTab:
                 .get("value", "")
             )
         return ""
+
+    def focused_secret(self) -> bool | None:
+        """Whether the tab's focused element is a secret field (None: cannot say)."""
+        if self.cdp is None or self.cdp.closed:
+            return None
+        secret = json.dumps(sorted(SECRET_AUTOCOMPLETE))
+        expression = f"{FOCUSED_SECRET_JS}({secret})"
+        with contextlib.suppress(OpError):
+            found = self._page_call("Runtime.evaluate", {"expression": expression})
+            value = found.get("result", {}).get("value")
+            return value if isinstance(value, bool) else None
+        return None
 
     def _page_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         cdp = self.cdp
