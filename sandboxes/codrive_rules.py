@@ -90,7 +90,7 @@ def _rule_hold(
         opened = navigate_hold(target.url, confirm_urls)
         if opened is not None:
             return opened
-    if step.action in ("click", "double_click") or step.api_action in ("press", "activate"):
+    if points_at_element(step):
         element = target.element
         return click_hold(
             element.name if element is not None else None,
@@ -103,6 +103,16 @@ def _rule_hold(
     if key is None:
         return None
     return focused_hold(target.focused, key, words, target.unread)
+
+
+def points_at_element(step: Step) -> bool:
+    """Whether the step may activate an element with the pointer or an AT-SPI action: a
+    widget api action, or a click with a role and name or x/y to fall back to (an
+    api_action such as open_url falls back to them when it cannot act)."""
+    if step.api_action in ("press", "activate"):
+        return True
+    clicks = step.action in ("click", "double_click")
+    return clicks and (step.role is not None or step.x is not None)
 
 
 def _activating_key(step: Step) -> str | None:

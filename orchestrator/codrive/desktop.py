@@ -29,7 +29,7 @@ from orchestrator.errors import RigError, SeatError, SecretField
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.screenshots import masked_screenshot
 from sandboxes.codrive import Step
-from sandboxes.codrive_rules import Element, StepTarget, types_text
+from sandboxes.codrive_rules import Element, StepTarget, points_at_element, types_text
 from sandboxes.keys import check_key
 from sandboxes.ladder import ApiAction, DesktopProbes, Located, Registry
 from sandboxes.params import TYPE_MAX_CHARS
@@ -111,7 +111,7 @@ class RigDesktop:
                 self.app, str(params.get("role") or ""), str(params.get("name") or "")
             )
             return _located(found, url)
-        if step.action in ("click", "double_click") and step.api_action is None:
+        if points_at_element(step):
             if step.role is not None and step.name is not None:
                 found = await self.locate(self.app, step.role, step.name)
                 if found.center is not None or step.x is None or step.y is None:

@@ -37,9 +37,14 @@ class ChromiumTab:
     cdp_session: str | None
 
     def page_url(self) -> str:
-        """The tab's URL ("" when Chromium was not started by codrive or cannot say)."""
+        """The tab's URL ("" when Chromium was not started by codrive or cannot say): its
+        navigation entry's, which is the page asked for also when Chromium shows an error
+        page in its place (whose own location is chrome-error://)."""
         if self.cdp is None or self.cdp.closed:
             return ""
+        with contextlib.suppress(OpError, KeyError, IndexError, TypeError):
+            history = self._page_call("Page.getNavigationHistory", {})
+            return str(history["entries"][int(history["currentIndex"])]["url"])
         with contextlib.suppress(OpError):
             return str(
                 self._page_call("Runtime.evaluate", {"expression": "location.href"})
