@@ -200,6 +200,7 @@ class BrowserRig(Surface):
         return answer(text_block(f"{done} {status}\n{about}"))
 
     async def _extract(self, page: Page, mode: str, status: str) -> Answer:
+        seen = await self._secret_values(page) if mode != "console" else []
         if mode == "a11y":
             text = await page.aria_snapshot(mode="ai", timeout=ACTION_MS)
             note = "Elements carry [ref=ID]: pass ref to click, fill or select."
@@ -209,8 +210,9 @@ class BrowserRig(Surface):
         else:
             text = "\n".join(self.console)
             note = f"The last {len(self.console)} console message(s) (at most {CONSOLE_KEPT})."
-        if mode != "console":
-            text, note = await self._withheld(page, text, note)
+        if mode != "console":  # values read before and after it: one changed meanwhile is caught
+            text, count = withhold(text, seen + await self._secret_values(page))
+            note += f" {count} secret value(s) withheld, shown as {WITHHELD}." if count else ""
         if mode == "a11y":
             self.last_snapshot = text  # what its refs were, for the approval rules
         cut = len(text) > TEXT_MAX_CHARS
@@ -220,19 +222,15 @@ class BrowserRig(Surface):
         fenced = fence(text, f"the page {page.url!r} ({mode})")
         return answer(text_block(f"{note} {status}\n{fenced}"), mode=mode, truncated=cut)
 
-    async def _withheld(self, page: Page, text: str, note: str) -> tuple[str, str]:
-        """The page's text with every secret field's value withheld (read after the text,
-        so a value typed in between is caught too); no text when that cannot be told."""
+    async def _secret_values(self, page: Page) -> list[str]:
+        """The live values of the page's secret fields; no text at all when they cannot
+        be told."""
         try:
-            secrets = await page_secrets(self.context, page, values=True)
+            return (await page_secrets(self.context, page, values=True)).values
         except ProbeError as exc:
             raise RigError(
                 f"extract: the page's secret fields could not be checked ({exc})"
             ) from exc
-        text, count = withhold(text, secrets.values)
-        if count:
-            note += f" {count} secret field value(s) withheld, shown as {WITHHELD}."
-        return text, note
 
     async def _clipboard(self, page: Page, function: str, text: str | None) -> str:
         """Call the clipboard API in an isolated world: the page's own globals (which it
