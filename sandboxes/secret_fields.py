@@ -172,7 +172,7 @@ def boxes(found: tuple[Field, ...]) -> Steps[list[Rect]]:
             box = yield Call("DOM.getBoxModel", {"nodeId": one.node_id})
         except CallFailed:
             continue  # not rendered (display: none): nothing on screen to mask
-        left, top, right, bottom = quad_bounds(box["model"]["border"])
+        left, top, right, bottom = quad_box(box["model"]["border"])
         rects.append([left, top, right - left, bottom - top])
     return rects
 
@@ -206,10 +206,29 @@ def values(found: tuple[Field, ...]) -> Steps[list[str]]:
     return out
 
 
-def quad_bounds(quad: list[float]) -> tuple[float, float, float, float]:
+Quad = tuple[float, float, float, float]  # left, top, right, bottom
+
+
+def quad_box(quad: list[float]) -> Quad:
     """A CDP quad (x1, y1, ... x4, y4) as left, top, right, bottom."""
     xs, ys = quad[0::2], quad[1::2]
     return min(xs), min(ys), max(xs), max(ys)
+
+
+def carry(rect: Rect, box: Quad, inner: tuple[float, float]) -> Rect | None:
+    """`rect`, in a frame's viewport of size `inner`, in the coordinates of the box that
+    shows the frame (scaled when the box is not the frame's size), clipped to the box."""
+    left, top, right, bottom = box
+    width, height = inner
+    if width <= 0 or height <= 0:
+        return None
+    sx, sy = (right - left) / width, (bottom - top) / height
+    x1, y1 = max(left, left + rect[0] * sx), max(top, top + rect[1] * sy)
+    x2 = min(right, left + (rect[0] + rect[2]) * sx)
+    y2 = min(bottom, top + (rect[1] + rect[3]) * sy)
+    if x2 <= x1 or y2 <= y1:
+        return None
+    return [x1, y1, x2 - x1, y2 - y1]
 
 
 def withhold(text: str, secrets: list[str]) -> tuple[str, int]:

@@ -97,8 +97,10 @@ SECRET_PAGE = (
     '<input type="password" aria-label="Pin" style="position:absolute;left:100px;top:450px">'
     '<iframe src="/framepw" style="position:absolute;left:400px;top:100px;width:300px;'
     'height:200px;border:0"></iframe>'
-    f'<iframe src="https://{XSITE}/card" style="position:absolute;left:400px;top:400px;'
-    'width:300px;height:200px;border:0"></iframe>'
+    # under a CSS scale(2): the frame is drawn at 400,400, twice as big
+    '<div style="position:absolute;left:0;top:0;transform:scale(2);transform-origin:0 0">'
+    f'<iframe src="https://{XSITE}/card" style="position:absolute;left:200px;top:200px;'
+    'width:300px;height:200px;border:0"></iframe></div>'
 )
 ROUTES["/secrets"] = (
     200,
@@ -533,8 +535,9 @@ async def test_secret_values_never_leave_by_extract_and_are_masked_in_screenshot
         assert not shot.is_error, text_of(shot)
         image = image_of(shot).convert("RGB")
         # a point of each field away from its text (which is drawn black, as the mask is):
-        # shadow, CSS, contenteditable, the framed one, the other site's
-        for x, y in ((290, 105), (290, 205), (290, 335), (610, 125), (610, 425)):
+        # shadow, CSS, contenteditable, the framed one, the other site's (scaled: its field
+        # spans 440-840 x 440-520)
+        for x, y in ((290, 105), (290, 205), (290, 335), (610, 125), (830, 510)):
             assert image.getpixel((x, y)) == (0, 0, 0), ((x, y), text_of(shot))
         assert image.getpixel((50, 50)) == (255, 255, 255)  # the page itself is shown
         await mcp.client.call_tool("rig_close", {})

@@ -21,6 +21,11 @@ from sandboxes import secret_fields as sf
 
 SHARED_SESSION = "does not have a separate CDP session"  # Playwright: an in-renderer frame
 Box = tuple[int, int, int, int]
+Up = Callable[[sf.Rect], sf.Rect | None]  # a session's rectangle in page pixels, or None
+
+
+def _unmoved(rect: sf.Rect) -> sf.Rect | None:
+    return rect
 
 
 @dataclass
@@ -47,36 +52,37 @@ async def _root_frame_id(session: CDPSession) -> str:
     return str(tree["frameTree"]["frame"]["id"])
 
 
-async def _read(
-    session: CDPSession, offset: tuple[float, float], values: bool, out: PageSecrets
-) -> None:
-    """One session's secret fields into `out`, its boxes moved by `offset`."""
+async def _read(session: CDPSession, up: Up, values: bool, out: PageSecrets) -> None:
+    """One session's secret fields into `out`, its boxes carried into page pixels."""
     send = _sender(session)
     frame_id = await _root_frame_id(session)
     found = await sf.run_async(sf.find_secret(frame_id, closed_only=False, css_ready=False), send)
-    for x, y, w, h in await sf.run_async(sf.boxes(found.fields), send):
-        if w > 0 and h > 0:
-            left, top = math.floor(x + offset[0]), math.floor(y + offset[1])
-            out.rects.add(
-                (
-                    left,
-                    top,
-                    math.ceil(x + offset[0] + w) - left + 1,
-                    math.ceil(y + offset[1] + h) - top + 1,
-                )
-            )
+    for rect in await sf.run_async(sf.boxes(found.fields), send):
+        moved = up(rect)
+        if moved is not None and moved[2] > 0 and moved[3] > 0:
+            x, y, w, h = moved
+            left, top = math.floor(x), math.floor(y)
+            out.rects.add((left, top, math.ceil(x + w) - left + 1, math.ceil(y + h) - top + 1))
     if values:
         out.values += await sf.run_async(sf.values(found.fields), send)
 
 
-async def _owner_offset(parent: CDPSession, frame_id: str) -> tuple[float, float]:
-    """Where the element that shows `frame_id` puts the frame's content, in the parent
-    session's root-frame pixels."""
+async def _carrier(parent: CDPSession, parent_up: Up, session: CDPSession) -> Up:
+    """How an out-of-process frame's rectangles reach page pixels: through the content
+    box of the element that shows it (in the parent session), scaled when that box is not
+    the frame's size (a CSS transform) and clipped to it, then as the parent's go."""
     send = _sender(parent)
-    owner = await send(sf.Call("DOM.getFrameOwner", {"frameId": frame_id}))
-    box = await send(sf.Call("DOM.getBoxModel", {"backendNodeId": owner["backendNodeId"]}))
-    left, top, _, _ = sf.quad_bounds(box["model"]["content"])
-    return left, top
+    owner = await send(sf.Call("DOM.getFrameOwner", {"frameId": await _root_frame_id(session)}))
+    model = await send(sf.Call("DOM.getBoxModel", {"backendNodeId": owner["backendNodeId"]}))
+    box = sf.quad_box(model["model"]["content"])
+    viewport = (await session.send("Page.getLayoutMetrics"))["cssLayoutViewport"]
+    inner = (float(viewport["clientWidth"]), float(viewport["clientHeight"]))
+
+    def up(rect: sf.Rect) -> sf.Rect | None:
+        local = sf.carry(rect, box, inner)
+        return parent_up(local) if local is not None else None
+
+    return up
 
 
 def _depth(frame: Frame) -> int:
@@ -90,10 +96,10 @@ async def page_secrets(context: BrowserContext, page: Page, *, values: bool) -> 
     """Every secret field of `page`, in every frame (see the module's docstring)."""
     out = PageSecrets()
     main = await context.new_cdp_session(page)
-    own: dict[Frame, tuple[CDPSession, tuple[float, float]]] = {page.main_frame: (main, (0, 0))}
+    own: dict[Frame, tuple[CDPSession, Up]] = {page.main_frame: (main, _unmoved)}
     try:
-        await _read(main, (0, 0), values, out)
-        for frame in sorted(page.frames[1:], key=_depth):
+        await _read(main, _unmoved, values, out)
+        for frame in sorted(page.frames[1:], key=_depth):  # parents first
             try:
                 session = await context.new_cdp_session(frame)
             except PlaywrightError as exc:
@@ -103,12 +109,14 @@ async def page_secrets(context: BrowserContext, page: Page, *, values: bool) -> 
             parent = frame.parent_frame
             while parent is not None and parent not in own:
                 parent = parent.parent_frame
-            above, (px, py) = own[parent or page.main_frame]
-            ox, oy = await _owner_offset(above, await _root_frame_id(session))
-            own[frame] = (session, (px + ox, py + oy))
+            above, above_up = own[parent or page.main_frame]
+            own[frame] = (session, _unmoved)  # detached below, whatever happens next
+            own[frame] = (session, await _carrier(above, above_up, session))
             await _read(session, own[frame][1], values, out)
     except PlaywrightError as exc:
         raise sf.ProbeError((exc.message or str(exc)).splitlines()[0][:200]) from exc
+    except (KeyError, TypeError, ValueError) as exc:  # an answer not of the shape CDP documents
+        raise sf.ProbeError(f"an unexpected CDP answer ({exc!r:.200})") from exc
     finally:
         for session, _ in own.values():
             with contextlib.suppress(PlaywrightError):  # its frame is gone already
