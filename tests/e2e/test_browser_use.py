@@ -116,6 +116,16 @@ ROUTES["/framepw"] = (
         f'style="{RED_BOX};left:20px;top:20px">',
     ),
 )
+# More fields than the probe reads (sandboxes.secret_fields.MAX_FIELDS is 500), a password
+# among them: the probe gives up, so nothing may be answered but a refusal or black.
+ROUTES["/many"] = (
+    200,
+    {"Content-Type": "text/html"},
+    PAGE.format(
+        title="many",
+        body="<input>" * 501 + '<input type="password" value="many-pw-1618">',
+    ),
+)
 OTHER_ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
     "*": (200, {"Content-Type": "text/html"}, PAGE.format(title="other", body="OTHER-CONTENT")),
     "/card": (
@@ -540,4 +550,21 @@ async def test_secret_values_never_leave_by_extract_and_are_masked_in_screenshot
         for x, y in ((290, 105), (290, 205), (290, 335), (610, 125), (830, 510)):
             assert image.getpixel((x, y)) == (0, 0, 0), ((x, y), text_of(shot))
         assert image.getpixel((50, 50)) == (255, 255, 255)  # the page itself is shown
+        await mcp.client.call_tool("rig_close", {})
+
+
+async def test_a_page_the_probe_cannot_read_gets_a_refusal_and_a_black_image(
+    gateway: CorralHome,
+) -> None:
+    """A page with more fields than the probe reads: extract answers an error without the
+    page's text (never unwithheld text), and the screenshot is black all over."""
+    async with connect(gateway, "stdio") as mcp:
+        assert not (await use(mcp, "navigate", url=f"https://{SITE}/many")).is_error
+        for mode in ("a11y", "text"):
+            read = await use(mcp, "extract", mode=mode)
+            assert read.is_error and "secret fields could not be checked" in text_of(read)
+            assert leaks(read, ["many-pw-1618"]) == [] and "UNTRUSTED-DATA" not in text_of(read)
+        shot = await use(mcp, "screenshot")
+        assert image_of(shot).getextrema() == ((0, 0), (0, 0), (0, 0)), text_of(shot)
+        assert "could not be checked" in text_of(shot)
         await mcp.client.call_tool("rig_close", {})
