@@ -4,28 +4,16 @@ DevTools pipe of the Chromium codrive started (`Codrive._spawn`): mixed into Cod
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 from typing import Any
 
 from kiosk_agent.cdp import CDP
 from kiosk_agent.common import OpError
-from kiosk_agent.shadow import SECRET_AUTOCOMPLETE
+
+from sandboxes.secret_fields import secret_by_attributes, text_security
 
 LOAD_S = 10.0  # a navigation's wait for the tab to stop loading
 UI_SCHEMES = ("chrome://", "chrome-untrusted://", "chrome-error://", "devtools://")
-# Whether the page's focused element (through open shadow roots) is a secret field: a
-# password input, an autocomplete secret (the kiosk probe's tokens), or CSS-masked text.
-FOCUSED_SECRET_JS = """((SECRET) => {
-  let el = document.activeElement;
-  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
-  if (!el || el === document.body) return false;
-  if ((el.getAttribute('type') || '').toLowerCase() === 'password') return true;
-  const tokens = (el.getAttribute('autocomplete') || '').toLowerCase().split(/\\s+/);
-  if (tokens.some((t) => SECRET.includes(t))) return true;
-  const masked = getComputedStyle(el).getPropertyValue('-webkit-text-security');
-  return !!masked && masked !== 'none';
-})"""
 
 
 class ChromiumTab:
@@ -54,16 +42,42 @@ class ChromiumTab:
         return ""
 
     def focused_secret(self) -> bool | None:
-        """Whether the tab's focused element is a secret field (None: cannot say)."""
+        """Whether the tab's focused element is a secret field, by corral's one rule
+        (`sandboxes.secret_fields`: a password input, an autocomplete secret, CSS-masked
+        text). The focus is read from the accessibility tree, which sees into closed shadow
+        roots where `document.activeElement` stops at the host. None: cannot say."""
         if self.cdp is None or self.cdp.closed:
             return None
-        secret = json.dumps(sorted(SECRET_AUTOCOMPLETE))
-        expression = f"{FOCUSED_SECRET_JS}({secret})"
-        with contextlib.suppress(OpError):
-            found = self._page_call("Runtime.evaluate", {"expression": expression})
-            value = found.get("result", {}).get("value")
-            return value if isinstance(value, bool) else None
-        return None
+        try:
+            tree = self._page_call("Accessibility.getFullAXTree", {})
+            focused = [
+                n
+                for n in tree.get("nodes", [])
+                if any(
+                    p.get("name") == "focused" and (p.get("value") or {}).get("value")
+                    for p in n.get("properties", [])
+                )
+                and n.get("backendDOMNodeId")
+                and (n.get("role") or {}).get("value") not in ("RootWebArea", "WebArea")
+            ]
+            if not focused:
+                return False  # nothing in the page has the focus
+            backend = int(focused[-1]["backendDOMNodeId"])
+            node = self._page_call("DOM.describeNode", {"backendNodeId": backend})["node"]
+            if secret_by_attributes(node):
+                return True
+            self._page_call("DOM.enable", {})
+            self._page_call("DOM.getDocument", {"depth": 0})
+            pushed = self._page_call(
+                "DOM.pushNodesByBackendIdsToFrontend", {"backendNodeIds": [backend]}
+            )
+            self._page_call("CSS.enable", {})
+            computed = self._page_call(
+                "CSS.getComputedStyleForNode", {"nodeId": pushed["nodeIds"][0]}
+            )
+            return text_security(computed.get("computedStyle", []))
+        except (OpError, KeyError, IndexError, TypeError, ValueError):
+            return None
 
     def _page_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         cdp = self.cdp

@@ -2,7 +2,7 @@
 canonical form, the pins (the only hosts and the only addresses), and the one request
 accepted, `CONNECT host:443`. Standard library only; copied into the proxy image beside
 proxy.py, which imports it. A host's canonical form is corral's own rule,
-`sandboxes/hostnames.py`, which the image's build context carries beside this module
+`sandboxes/hostnames.py`, which the image's build context carries under its own path
 (SHARED_CONTEXT in orchestrator/backends/docker/images.py): one rule, applied again
 inside the proxy's trust boundary."""
 
@@ -12,7 +12,7 @@ import ipaddress
 import json
 import re
 
-from hostnames import normalise_host
+from sandboxes.hostnames import normalise_host
 
 UPSTREAM_PORT = 443
 MAX_ADDRS_PER_HOST = 16

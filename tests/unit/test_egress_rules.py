@@ -21,7 +21,6 @@ from orchestrator.backends.docker.network_reaper import network_is_orphan
 from orchestrator.backends.docker.networks import KIND_SESSION_NETWORK, new_session_id
 from orchestrator.backends.pins import resolve_pins
 from orchestrator.owner import Owner, read_boot_id, read_start_time
-from sandboxes import hostnames
 from sandboxes.hostnames import normalise_host
 from tests.helpers import wait_until
 
@@ -121,9 +120,8 @@ def test_network_is_orphan_decisions() -> None:
 
 
 def _load_proxy_module() -> ModuleType:
-    # proxy.py imports its siblings proxy_request.py and hostnames.py, as it does in the
-    # image (/opt/corral), where the build context puts sandboxes/hostnames.py beside it.
-    sys.modules.setdefault("hostnames", hostnames)
+    # proxy.py imports its sibling proxy_request.py, as it does in the image (/opt/corral),
+    # and sandboxes.hostnames, which the image carries under its own path.
     folder = str(REPO / "rig_images/proxy")
     if folder not in sys.path:
         sys.path.insert(0, folder)

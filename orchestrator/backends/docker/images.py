@@ -140,15 +140,17 @@ def _stream_build(client: docker.DockerClient, **kwargs: Any) -> Iterator[str]:
             yield text
 
 
-# What a rig's build context takes from elsewhere in the repository, relative to
-# rig_images/ (a folder keeps its name, a file lands at the top of the context): one
-# source, never a copy. The desktop rig runs the kiosk agent's X, input and VNC modules;
-# the proxy applies corral's own host-name rule (sandboxes/hostnames.py, standard library
-# only) inside its trust boundary.
+# What a rig's build context takes from elsewhere in the repository, one source and never
+# a copy in it: a folder keeps its name, a file of another rig's folder lands at the top of
+# the context, and a module of corral's own packages (standard library only) keeps its
+# package path, so the image imports it as the gateway does (`from sandboxes.X import ...`,
+# /opt/corral on sys.path): the secret-field probe (kiosk, desktop) and the host-name rule
+# the proxy applies inside its trust boundary.
 SHARED_CONTEXT: dict[str, tuple[str, ...]] = {
-    "desktop": ("kiosk/kiosk_agent", "kiosk/policy.json"),
+    "kiosk": ("/sandboxes/secret_fields.py",),
+    "desktop": ("kiosk/kiosk_agent", "kiosk/policy.json", "/sandboxes/secret_fields.py"),
     "browser": ("kiosk/policy.json",),
-    "proxy": ("../sandboxes/hostnames.py",),
+    "proxy": ("/sandboxes/hostnames.py",),
 }
 
 
@@ -170,6 +172,9 @@ def recipe_files(dockerfile: Path) -> dict[str, bytes]:
     folder = dockerfile.parent
     files = _folder_files(folder)
     for shared in SHARED_CONTEXT.get(folder.name, ()):
+        if shared.startswith("/"):  # a module of corral's packages, under its package path
+            files[shared[1:]] = (REPO_ROOT / shared[1:]).read_bytes()
+            continue
         source = folder.parent / shared
         if source.is_file():
             files[source.name] = source.read_bytes()

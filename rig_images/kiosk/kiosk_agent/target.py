@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandboxes.secret_fields import quad_box
+
 from .browser import Browser
 from .cdp import CDP, CDPError
 from .common import PROBE_STEP_S
-from .frames import FrameReader, quad_box
+from .frames import FrameReader
 
 # The roles a click lands on as one control: the nearest of these above the hit element
 # is the target.
