@@ -37,8 +37,7 @@ IMAGES: dict[str, list[str] | InDocker | None] = {
     PROXY_IMAGE: [
         "sh",
         "-c",
-        f"PYTHONPATH={REPO} CORRAL_LISTEN_PORT=0 "
-        f"exec python3 {REPO}/rig_images/proxy/proxy.py",
+        f"PYTHONPATH={REPO} CORRAL_LISTEN_PORT=0 exec python3 {REPO}/rig_images/proxy/proxy.py",
     ],
 }
 
