@@ -6,8 +6,9 @@ corral's answer:
 
 - a click the agent files under category "none" on a button the desktop reads as
   "Delete everything": held for an operator; denied, the page never saw the click;
-- typing into a password field and into a CSS-masked field, and pasting into one, with
-  category "none": nothing is typed, the desktop is handed to a person;
+- typing into a password field, a CSS-masked field and a CSS-masked field inside a closed
+  shadow root, and pasting into each, with category "none": nothing is typed, the desktop
+  is handed to a person;
 - a step that opens an allowed URL which redirects to a deny-listed page (written in
   other capitals): the run stops there, and its next step never acts.
 
@@ -63,6 +64,16 @@ ROUTES = {
         "masked",
         '<input autofocus style="width:300px;height:40px;-webkit-text-security:disc" '
         "oninput=\"fetch('/typed-masked?n='+this.value.length)\">",
+    ),
+    "/closed": page(
+        "closed",
+        "<div id=host></div><script>"
+        "const root = document.getElementById('host').attachShadow({mode: 'closed'});"
+        "root.innerHTML = '<input style=\"width:300px;height:40px;"
+        "-webkit-text-security:disc\">';"
+        "const field = root.querySelector('input');"
+        "field.oninput = () => fetch('/typed-closed?n=' + field.value.length);"
+        "field.focus();</script>",
     ),
     "/redirect": (302, {"Location": "/PRIVATE/landing"}, ""),
     "/PRIVATE/landing": page(
@@ -229,7 +240,7 @@ async def handed_to_a_person(world: World, mcp: McpHarness, steps: list[dict[str
 
 @pytest.mark.parametrize(
     ("path", "typed"),
-    [("/secret", "/typed-secret"), ("/masked", "/typed-masked")],
+    [("/secret", "/typed-secret"), ("/masked", "/typed-masked"), ("/closed", "/typed-closed")],
 )
 async def test_no_rung_types_or_pastes_into_a_secret_field(
     world: World, docker_client_module: docker.DockerClient, path: str, typed: str
