@@ -61,15 +61,20 @@ def images_build(rebuild: bool, pull_base: bool, mirror: str) -> None:
 @images.command("push")
 @click.argument("registry")
 def images_push(registry: str) -> None:
-    """Tag the sandbox, kiosk and proxy images as REGISTRY/NAME:TAG and push them, for a
-    Kubernetes cluster to pull (docs/kubernetes.md)."""
+    """Tag the sandbox, kiosk, proxy, browser and desktop images as REGISTRY/NAME:TAG and
+    push them, for a Kubernetes cluster to pull (docs/kubernetes.md)."""
     home = read_home()
     try:
         config = load_config(home.config_file, home.env.image_tag)
         container = config.container
-        steps = push_plan(
-            registry, [container.sandbox.image, container.kiosk.image, container.kiosk.proxy_image]
-        )
+        images = [
+            container.sandbox.image,
+            container.kiosk.image,
+            container.kiosk.proxy_image,
+            container.rigs.browser_image,
+            container.rigs.desktop_image,
+        ]
+        steps = push_plan(registry, images)
         push_to_registry(
             container.docker_host or home.env.docker_host or DEFAULT_SOCKET,
             steps,

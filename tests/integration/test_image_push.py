@@ -1,5 +1,5 @@
 """`corral images push REGISTRY` (issue 15) against a registry of our own on loopback
-(tests/fake_registry.py), with three tiny images built FROM scratch (nothing pulled;
+(tests/fake_registry.py), with five tiny images built FROM scratch (nothing pulled;
 new names, so no shared image is touched)."""
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ from tests.fake_registry import serve_registry
 
 pytestmark = pytest.mark.kubernetes
 
-NAMES = ["corral-pushtest-sandbox", "corral-pushtest-kiosk", "corral-pushtest-proxy"]
+NAMES = [
+    "corral-pushtest-sandbox",
+    "corral-pushtest-kiosk",
+    "corral-pushtest-proxy",
+    "corral-pushtest-browser",
+    "corral-pushtest-desktop",
+]
 
 
 def _context(marker: str) -> io.BytesIO:
@@ -49,17 +55,18 @@ def tiny_images(docker_client: docker.DockerClient) -> Iterator[list[str]]:
                 docker_client.images.remove(tag, noprune=False)
 
 
-def _home(tmp_path: Path, sandbox: str, kiosk: str, proxy: str) -> Path:
+def _home(tmp_path: Path, sandbox: str, kiosk: str, proxy: str, browser: str, desktop: str) -> Path:
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text(
         f'[container.sandbox]\nimage = "{sandbox}"\n'
         f'[container.kiosk]\nimage = "{kiosk}"\nproxy_image = "{proxy}"\n'
+        f'[container.rigs]\nbrowser_image = "{browser}"\ndesktop_image = "{desktop}"\n'
     )
     return home
 
 
-def test_push_tags_and_pushes_the_three_images_and_prints_the_config(
+def test_push_tags_and_pushes_the_five_images_and_prints_the_config(
     tiny_images: list[str], tmp_path: Path
 ) -> None:
     home = _home(tmp_path, *tiny_images)
@@ -75,10 +82,11 @@ def test_push_tags_and_pushes_the_three_images_and_prints_the_config(
     digests = [manifest["config"]["digest"]] + [layer["digest"] for layer in manifest["layers"]]
     assert all(d in registry.blobs for d in digests)
     assert f'sandbox_image = "127.0.0.1:{port}/{NAMES[0]}:latest"' in result.output
+    assert f'desktop_image = "127.0.0.1:{port}/{NAMES[4]}:latest"' in result.output
 
 
 def test_push_of_an_image_not_built_says_to_build_first(tmp_path: Path) -> None:
-    home = _home(tmp_path, "corral-pushtest-absent:latest", "a:latest", "b:latest")
+    home = _home(tmp_path, "corral-pushtest-absent:latest", "a:latest", "b:latest", "c", "d")
     with serve_registry() as (registry, port):
         result = CliRunner().invoke(
             main, ["images", "push", f"127.0.0.1:{port}"], env={"CORRAL_HOME": str(home)}

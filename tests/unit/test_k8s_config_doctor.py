@@ -164,7 +164,13 @@ def test_doctor_without_a_kubeconfig_file_says_where_it_looked(tmp_path: Path) -
 # ------------------------------------------------------------------ images push
 
 
-IMAGES = ["corral-sandbox:latest", "corral-kiosk:latest", "corral-proxy:latest"]
+IMAGES = [
+    "corral-sandbox:latest",
+    "corral-kiosk:latest",
+    "corral-proxy:latest",
+    "corral-browser:latest",
+    "corral-desktop:latest",
+]
 
 
 def test_push_plan_tags_each_cluster_image_under_the_registry() -> None:
@@ -173,22 +179,29 @@ def test_push_plan_tags_each_cluster_image_under_the_registry() -> None:
         ("corral-sandbox:latest", "localhost:5000/corral-sandbox:latest"),
         ("corral-kiosk:latest", "localhost:5000/corral-kiosk:latest"),
         ("corral-proxy:latest", "localhost:5000/corral-proxy:latest"),
+        ("corral-browser:latest", "localhost:5000/corral-browser:latest"),
+        ("corral-desktop:latest", "localhost:5000/corral-desktop:latest"),
     ]
     assert (steps[0].repository, steps[0].tag) == ("localhost:5000/corral-sandbox", "latest")
     snippet = config_snippet(steps)
     assert 'sandbox_image = "localhost:5000/corral-sandbox:latest"' in snippet
     config = parse_config(__import__("tomllib").loads(snippet), "snippet")
     assert config.cluster_images()[DEFAULT_SANDBOX_IMAGE] == steps[0].remote
+    # The rigs run on Kubernetes too: their images are pushed and named in the snippet.
+    assert config.cluster_images()[config.container.rigs.desktop_image] == steps[4].remote
 
 
 def test_push_plan_replaces_a_registry_already_in_the_name_and_adds_latest() -> None:
     steps = push_plan(
-        "registry.example.com/team", ["old.registry:5000/corral-sandbox:v2", "corral-kiosk", "p:1"]
+        "registry.example.com/team",
+        ["old.registry:5000/corral-sandbox:v2", "corral-kiosk", "p:1", "b", "d:2"],
     )
     assert [s.remote for s in steps] == [
         "registry.example.com/team/corral-sandbox:v2",
         "registry.example.com/team/corral-kiosk:latest",
         "registry.example.com/team/p:1",
+        "registry.example.com/team/b:latest",
+        "registry.example.com/team/d:2",
     ]
 
 

@@ -21,9 +21,9 @@ import docker
 
 from orchestrator.backends.docker.containers import DockerAttached, DockerExec, DockerRun
 from orchestrator.backends.docker.sdk import (
+    DEFAULT_SOCKET,
     blocking,
     connect,
-    engine_url,
     map_docker_errors,
     probe_unix_socket,
 )
@@ -42,9 +42,10 @@ class DockerBackend:
 
     supports_pools = True
 
-    def __init__(self, owner: Owner, docker_host: str | None = None) -> None:
+    def __init__(self, owner: Owner, url: str = DEFAULT_SOCKET) -> None:
+        """`url`: the engine, as `backends.docker.build` resolved it (`engine_url`)."""
         self.owner = owner
-        self.url = engine_url(docker_host)
+        self.url = url
         self._client: docker.DockerClient | None = None
         self._watchdog = OwnerWatchdog(owner, self.url)
 

@@ -1,5 +1,6 @@
 """`corral images push REGISTRY`: tag the locally built images a cluster pulls
-(sandbox, kiosk, proxy) as REGISTRY/NAME:TAG and push them (SPEC S7, issue 15).
+(sandbox, kiosk, proxy, and the browser and desktop rigs, which run on Kubernetes too)
+as REGISTRY/NAME:TAG and push them (SPEC S7, issue 15).
 
 The plan (which local image becomes which remote name) is pure and unit-tested; the
 push goes through the Docker engine that built the images. Nothing is pulled.
@@ -14,7 +15,7 @@ from typing import Any
 
 import docker
 
-from orchestrator.backends.docker.sdk import connect, engine_url, image_or_none, map_docker_errors
+from orchestrator.backends.docker.sdk import connect, image_or_none, map_docker_errors
 from orchestrator.errors import ImageBuildError
 
 # host[:port][/path]: what `docker push` accepts before the repository name.
@@ -23,7 +24,7 @@ _REGISTRY_RE = re.compile(
     r"(?::[0-9]{1,5})?"
     r"(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$"
 )
-CONFIG_KEYS = ("sandbox_image", "kiosk_image", "proxy_image")
+CONFIG_KEYS = ("sandbox_image", "kiosk_image", "proxy_image", "browser_image", "desktop_image")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +50,7 @@ def _strip_registry(image: str) -> str:
 
 
 def push_plan(registry: str, images: Sequence[str]) -> list[PushStep]:
-    """One step per image (sandbox, kiosk, proxy, in that order); ValueError naming the
+    """One step per image (in `CONFIG_KEYS`' order); ValueError naming the
     registry when it is not `host[:port][/path]` (no scheme, no tag)."""
     registry = registry.rstrip("/")
     if not _REGISTRY_RE.fullmatch(registry):
@@ -94,11 +95,9 @@ def push(
                 raise ImageBuildError(f"pushing {step.remote} failed: {line['error']}")
 
 
-def push_to_registry(
-    docker_host: str | None, steps: Sequence[PushStep], say: Callable[[str], None]
-) -> None:
-    """Push `steps` through the engine at `docker_host` (engine errors mapped here)."""
-    url = engine_url(docker_host)
+def push_to_registry(url: str, steps: Sequence[PushStep], say: Callable[[str], None]) -> None:
+    """Push `steps` through the engine at `url`, as the CLI resolved it (engine errors
+    mapped here)."""
     client = connect(url)
     try:
         with map_docker_errors(url):

@@ -27,8 +27,8 @@ from typing import Any
 import docker
 
 from orchestrator.backends.docker.sdk import (
+    DEFAULT_SOCKET,
     connect,
-    engine_url,
     image_or_none,
     map_docker_errors,
     remove_unnamed_image,
@@ -302,7 +302,7 @@ def build_all(
     """`corral images build`: the sandbox image, then each rig image whose recipe is in
     this checkout, on the engine `docker_host` (as the CLI resolved it) or `[container]
     docker_host` names (errors mapped)."""
-    url = engine_url(docker_host or container.docker_host)
+    url = docker_host or container.docker_host or DEFAULT_SOCKET
     client = connect(url)
     try:
         with map_docker_errors(url):

@@ -38,9 +38,10 @@ FIX_START_ENGINE = "start the Docker engine (`make run` does it, or `sudo docker
 FIX_INSTALL_ENGINE = "install Docker (`make run` installs Debian's docker.io) and start it"
 
 
-def engine_url(docker_host: str | None, environ: Mapping[str, str] | None = None) -> str:
-    env = os.environ if environ is None else environ
-    return docker_host or env.get("DOCKER_HOST") or DEFAULT_SOCKET
+def engine_url(docker_host: str | None, environ: Mapping[str, str]) -> str:
+    """The engine: `docker_host` (config.toml), else DOCKER_HOST as the CLI read it, else
+    the local socket. Nothing here reads the process's environment."""
+    return docker_host or environ.get("DOCKER_HOST") or DEFAULT_SOCKET
 
 
 def connect(url: str) -> docker.DockerClient:
