@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.config import ComputerUseConfig
+from orchestrator.errors import SessionRefused
 from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser import acts_on
@@ -15,6 +16,7 @@ from orchestrator.surfaces.phones import MobileRig
 from orchestrator.surfaces.pipeline import Action, Done
 from sandboxes import rig_params as r
 from sandboxes.approval_rules import Hold, click_hold, focus_hold, key_activates, navigate_hold
+from sandboxes.urls import check_url
 
 
 class RigDriver:
@@ -31,7 +33,13 @@ class RigDriver:
         self.cfg = cfg
 
     async def rules(self, rig: Any, action: Action) -> None:
-        return None
+        """The URL policy, before any approval, as the kiosk's driver applies it: a
+        browser navigation only to a pinned host of the allowlist, over https."""
+        verb = action.params
+        if isinstance(rig, BrowserRig) and isinstance(verb, r.BrowserNavigate):
+            verdict = check_url(verb.url, rig.allowed_domains, rig.pinned)
+            if not verdict.allowed:
+                raise SessionRefused(verdict.message)
 
     async def hold(self, rig: Any, action: Action) -> Hold | None:
         cfg = self.cfg

@@ -158,9 +158,9 @@ class BrowserRig(Surface):
         raise RigError(f"browser_use has no handler for verb {verb.verb}")
 
     async def _navigate(self, page: Page, url: str, status: str) -> Answer:
+        """A navigation the pipeline's rules stage allowed (`RigDriver.rules`: the URL
+        policy); `check_url` here names the host for the answer."""
         verdict = check_url(url, self.allowed_domains, self.pinned)
-        if not verdict.allowed:
-            raise SessionRefused(verdict.message)
         try:
             await page.goto(url, wait_until="load", timeout=NAVIGATE_MS)
         except PlaywrightError as exc:
