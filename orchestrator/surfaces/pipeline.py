@@ -22,7 +22,7 @@ An approval is for one exact action (issue 22 item 1), on every surface:
 2. From the moment the approval is raised until the approved action was judged again,
    the approval is the surface's `waiting`: every other input on it (the inputs a
    person's seat refuses; screenshots still work) is refused at once, "an approval is
-   pending" (`pending`; a rig's call checks it before it queues behind the held call).
+   pending" (`pending`; a rig's call does not queue behind the held call).
 3. Approved, under the lock, the driver's `hold` reads the target again; the approval is
    spent on what it reads (`ApprovalQueue.use`): the same digest runs, anything else (a
    different element, or one no rule holds any more) is refused, "the target changed
@@ -253,8 +253,9 @@ class Pipeline:
         """Refuse the AI's input at once while an approval is pending on the surface (the
         same inputs a person's seat refuses; screenshots still work): what was approved
         is what is there when the approved action runs. The one check, made before the
-        rules, again right before an approval is raised, and by a rig's call before it
-        queues behind the held one (`rigs.RigManager`)."""
+        rules and again right before an approval is raised (a rig's call made while an
+        approval is pending runs the pipeline at once instead of queueing behind the held
+        call, `rigs.RigManager`)."""
         waiting = surface.waiting
         if not action.is_input or waiting is None:
             return

@@ -160,8 +160,12 @@ class RigManager(SurfaceManager):
         verb = params.verb
         driver = RigDriver(cfg)
         running = self.rigs.get((agent, surface))
-        if running is not None:  # refused now, not queued behind the call it waits for
-            self.pipeline.pending(running, action_of(running, surface, verb), driver)
+        if running is not None and running.waiting is not None:
+            # An approval is pending: input is refused now and a screenshot taken now,
+            # neither queued behind the held call (the pipeline's pending stage).
+            return await self.pipeline.run(
+                running, action_of(running, surface, verb), driver, events
+            )
         async with self.holding(agent, surface, cfg, events) as rig:
             await self.follow(rig, cfg)
             return await self.pipeline.run(rig, action_of(rig, surface, verb), driver, events)
