@@ -6,10 +6,12 @@ test site's own request log (what the page did), not by corral's answers:
     none of them; the approved click lands once;
 (c) the approval is used once: deciding it again is refused, and the same click again
     waits for an approval of its own;
-(b) the page swaps the held button for "Delete everything" while the approval waits
-    (when the test answers the page's long poll); the operator approves; the click is
-    refused ("the target changed since it was approved"), the swapped button is never
-    pressed, and the audit log has the refusal with both digests."""
+(b) the page swaps the held button while the approval waits (when the test answers the
+    page's long poll), for "Delete everything" or for a clone that looks the same but
+    does something else; the operator approves; the click is refused ("the target
+    changed since it was approved"), the swapped button is never pressed, and the audit
+    log has the refusal with both digests. (The clone is told apart by its DOM node, which
+    the kiosk's `target` op reads: it needs the kiosk image of this commit or later.)"""
 
 from __future__ import annotations
 
@@ -130,30 +132,41 @@ async def test_other_input_waits_out_a_pending_approval_which_is_used_once(
         await call(mcp, "computer_session_stop")
 
 
+@pytest.mark.parametrize(
+    ("page", "swapped"),
+    [
+        ("swap", "/swapped"),  # another button: "Delete everything"
+        ("clone", "/swapped-clone"),  # a clone that looks the same, with another action
+    ],
+)
 async def test_a_target_the_page_swapped_while_pending_is_refused_after_approval(
-    world: World, docker_client: docker.DockerClient, sites: tuple[str, str, str]
+    world: World,
+    docker_client: docker.DockerClient,
+    sites: tuple[str, str, str],
+    page: str,
+    swapped: str,
 ) -> None:
     home, site_ip = world.home, sites[1]
     write_agent(home, "kai", allowed_domains=[SITE], confirm_words=["delete"], confirm_urls=[])
     async with connect(home, "stdio", agent="kai") as mcp:
         assert not (await call(mcp, "computer_session_start")).is_error
-        await open_page(mcp, "/swap")
-        await arrives(docker_client, site_ip, "/hold/swap")  # the page's long poll is open
+        await open_page(mcp, f"/{page}")
+        await arrives(docker_client, site_ip, f"/hold/{page}")  # the page's long poll is open
 
         async def swap_then_approve(approval: dict[str, Any]) -> None:
             assert approval["action"]["target"]["name"] == "Delete draft", approval
-            release(docker_client, site_ip, "swap")
-            await arrives(docker_client, site_ip, "/swapped")  # the page swapped the button
+            release(docker_client, site_ip, page)
+            await arrives(docker_client, site_ip, swapped)  # the page swapped the button
             decide(home, "approve", approval["id"])
 
         clicked = await while_held(
             home, lambda: call(mcp, "computer_click", **DELETE_DRAFT), swap_then_approve
         )
         assert clicked.is_error and TARGET_CHANGED in text_of(clicked), text_of(clicked)
-        await open_page(mcp, "/?after-swap")
-        await arrives(docker_client, site_ip, "/?after-swap")
-        assert count(docker_client, site_ip, "/swap-everything") == 0  # never pressed
-        assert count(docker_client, site_ip, "/swap-draft") == 0
+        await open_page(mcp, f"/?after-{page}")
+        await arrives(docker_client, site_ip, f"/?after-{page}")
+        assert count(docker_client, site_ip, f"/{page}-everything") == 0  # never pressed
+        assert count(docker_client, site_ip, f"/{page}-draft") == 0
         await call(mcp, "computer_session_stop")
     refused = [
         e["details"]

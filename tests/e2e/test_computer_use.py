@@ -234,6 +234,20 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
             "old.replaceWith(n); fetch('/swapped'); });</script>",
         ),
     ),
+    # The same, but the button put in its place looks the same: only its action differs.
+    "/clone": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="clone",
+            bg="#fff",
+            body='<button id="b" style="position:absolute;left:100px;top:100px;width:200px;'
+            'height:80px" onclick="fetch(\'/clone-draft\')">Delete draft</button>'
+            "<script>fetch('/hold/clone').then(() => { const old = document.getElementById('b');"
+            "const n = old.cloneNode(true); n.onclick = () => fetch('/clone-everything');"
+            "old.replaceWith(n); fetch('/swapped-clone'); });</script>",
+        ),
+    ),
     "/mutating": (
         200,
         {"Content-Type": "text/html"},
