@@ -190,7 +190,7 @@ def shown_approval(a: dict[str, Any]) -> list[str]:
     lines = [
         f"{a['id']}  {a['state']}  agent {a['agent']}, surface {a['session']}",
         f"rule:          {a['rule']} ({a['category']})",
-        f"corral reads:  {a['description']}",
+        f"held:          {a['description']}",
         f"tool:          {action.get('tool', a['tool'])}",
         f"parameters:    {json.dumps(action.get('params'), ensure_ascii=False)}",
         f"target:        {json.dumps(action.get('target'), ensure_ascii=False)}",

@@ -262,15 +262,18 @@ class CodriveRuns:
         raise AssertionError("unreachable")
 
     async def _approve(self, run: CodriveRun, index: int, step: Step, desktop: Desktop) -> None:
-        what = step.description or f"{step.action} ({step.category})"
         assert step.category != "none" and step.category != "credential"
+        what = f"step {index}: {step.action}"
+        if step.role is not None:
+            what += f" the {step.role} “{step.name}”"
         approval = self.approvals.raise_(
             agent=run.agent,
             session=desktop.seat_id,
             tool="codrive_run",
-            step=f"step {index}: {what}"[:300],
+            step=what[:300],
             hold=Hold(f"category: {step.category}", step.category, f"{run.app}: {what}"[:300]),
             screenshot_png=await desktop.masked_png(),
+            agent_words=step.description or None,  # the AI's own words, shown as its
         )
         run.state = "waiting_approval"
         await self.approvals.wait(approval)

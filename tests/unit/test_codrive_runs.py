@@ -149,9 +149,13 @@ async def test_a_consequential_step_waits_for_the_operator_before_any_rung(tmp_p
 
     def approve(q: ApprovalQueue, a: Any) -> None:
         assert desk.acted == []  # nothing ran before the decision
+        # The AI's own words stand apart, as its; corral's line says what the step does.
+        assert a.agent_words == "send the total" and "send the total" not in a.description
+        assert "click the push button “7”" in a.description, a.description
         q.decide(a.id, "olga", True)
 
-    run = await run_with(tmp_path, desk, params({**CLICK, "category": "send"}), approve)
+    sent = {**CLICK, "category": "send", "description": "send the total"}
+    run = await run_with(tmp_path, desk, params(sent), approve)
     assert run.state == "finished" and desk.acted == ["click 10,10"]
 
     denied = await run_with(
