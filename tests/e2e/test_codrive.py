@@ -251,7 +251,8 @@ async def decided(desk: Desk, mcp: McpHarness, verdict: list[str]) -> dict[str, 
             await wait_until(raised, limit=SAFETY)
             listed = json.loads((await corral(desk.home, "approvals", "list", "--json")).stdout)
             (approval,) = [a for a in listed if a["state"] == "pending"]
-            assert approval["tool"] == "codrive_run" and "enter the seven" in approval["step"]
+            assert approval["tool"] == "codrive_run" and "click" in approval["step"]
+            assert approval["agent_words"] == "enter the seven"  # the AI's, shown apart
             assert approval["category"] == "submit"
             done = await corral(desk.home, "approvals", *verdict, approval["id"])
             assert done.returncode == 0, done.stderr
