@@ -18,6 +18,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from sandboxes.ports import ContainerBackend
+
 
 class BenchError(RuntimeError):
     """The benchmark cannot produce trustworthy figures (wrong output, leftovers, ...)."""
@@ -173,3 +175,14 @@ def publish(console: Console, section: str, path: str | None, name: str) -> None
     console.print(section, markup=False)
     if path:
         write_section(Path(path), name, section)
+
+
+def local_backend() -> ContainerBackend:
+    """The engine a default config chooses (local Docker, or DOCKER_HOST), through the one
+    chooser the gateway uses: a benchmark drives corral's `ContainerBackend` port, never a
+    backend class of its own choosing."""
+    from orchestrator.backends.choose import backend_for
+    from orchestrator.config import CorralConfig
+    from orchestrator.owner import Owner
+
+    return backend_for(CorralConfig(), Owner.current(), os.environ)

@@ -58,7 +58,7 @@ from orchestrator.owner import Owner
 from orchestrator.people.approvals import Approval, ApprovalQueue
 from orchestrator.surfaces.kiosk.driver import KioskDriver
 from orchestrator.surfaces.kiosk.session import KioskSession
-from orchestrator.surfaces.oversight import Oversight, step_of
+from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.pipeline import Action, Pipeline
 from orchestrator.surfaces.registry import Surfaces
 from sandboxes.approval_binding import Binding
@@ -66,6 +66,7 @@ from sandboxes.approval_rules import Hold
 from sandboxes.events import NO_EVENTS
 from sandboxes.params import ClickParams, TypeParams
 from sandboxes.session_rules import SessionClock
+from sandboxes.step_text import step_of
 
 WARMUP = 3
 TEXT = "a" * 200

@@ -62,7 +62,7 @@ from typing import Any
 
 import anyio
 import httpx
-from _common import BenchError, run_main, write_section
+from _common import BenchError, local_backend, run_main, write_section
 from computer_use_paths import (
     AGENT,
     CHANNEL,
@@ -96,10 +96,8 @@ from computer_use_site import HEAVY_URL, SECRET_FIELDS, SITE, HeavySite, heavy_d
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.config import AgentConfig, load_config, render_new_agent
 from orchestrator.home import CorralHome, Environment
-from orchestrator.owner import Owner
 from orchestrator.owner import read_start_time as owner_start_time
 
 REPO = Path(__file__).resolve().parents[1]
@@ -323,7 +321,7 @@ async def measure(
 ) -> list[Result]:
     """Every row's samples; `obs` records the about:blank calls, `heavy` the heavy page's."""
     samples: dict[RowKey, list[float]] = {key(row): [] for row in ROWS}
-    backend = DockerBackend(Owner.current())
+    backend = local_backend()
     try:
         async with Client(mcp_params(home, AGENT), mode="legacy") as client:
             mcp = McpPath(client, obs)

@@ -23,11 +23,10 @@ from _common import BenchError, Timings, markers
 from mcp import Client
 from rich.console import Console
 
-from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.config import KioskConfig
 from sandboxes.isolation import kiosk_spec
-from sandboxes.ports import ContainerSpec
+from sandboxes.ports import ContainerBackend, ContainerSpec
 
 SECTION = "computer_use"
 SECTION_START, SECTION_END = markers(SECTION)
@@ -252,7 +251,7 @@ class McpPath:
         return elapsed
 
 
-def reference_spec(backend: DockerBackend) -> ContainerSpec:
+def reference_spec(backend: ContainerBackend) -> ContainerSpec:
     """The kiosk container as the gateway creates one for a session without network (default
     image, same hardening, this process as its owner)."""
     return kiosk_spec(
@@ -264,7 +263,9 @@ def reference_spec(backend: DockerBackend) -> ContainerSpec:
 
 
 @asynccontextmanager
-async def started_kiosk(backend: DockerBackend, obs: Observations) -> AsyncIterator[KioskChannel]:
+async def started_kiosk(
+    backend: ContainerBackend, obs: Observations
+) -> AsyncIterator[KioskChannel]:
     channel = await KioskChannel.open(backend, reference_spec(backend))
     try:
         ready = await channel.request(
@@ -284,7 +285,7 @@ async def started_kiosk(backend: DockerBackend, obs: Observations) -> AsyncItera
 
 @dataclass
 class ChannelPath:
-    backend: DockerBackend
+    backend: ContainerBackend
     obs: Observations
     channel: KioskChannel | None = None
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from _common import BenchError, nearest_rank, run_main, write_section
+from _common import BenchError, local_backend, nearest_rank, run_main, write_section
 from computer_use import agent_toml
 from computer_use_report import check_leftovers, describe_machine, machine_paragraph
 from computer_use_site import HEAVY_URL, SITE, heavy_site
@@ -46,12 +46,9 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.audit import AuditLog
-from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.backends.docker.network_reaper import reap_networks
 from orchestrator.config import load_config
 from orchestrator.gateway.service import egress_factory
 from orchestrator.home import CorralHome, Environment
-from orchestrator.owner import Owner
 from orchestrator.owner import read_start_time as owner_start_time
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
@@ -169,7 +166,7 @@ async def step(manager: SessionManager, agents: Sequence[str], rounds: int) -> S
 
 async def measure(home: CorralHome, counts: Sequence[int], rounds: int) -> list[Step]:
     config = load_config(home.config_file)
-    backend = DockerBackend(Owner.current())
+    backend = local_backend()
     manager = SessionManager(
         home, config, backend, AuditLog(home.audit_file), egress_factory(backend, config)
     )
@@ -185,7 +182,7 @@ async def measure(home: CorralHome, counts: Sequence[int], rounds: int) -> list[
     finally:
         with anyio.CancelScope(shield=True):
             await manager.close_all("the benchmark ended")
-            await reap_networks(backend)
+            await backend.reap_networks()
             await backend.close()
     return steps
 

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 
 import anyio
-from _common import NamedTimings, latency_table, publish, run_main, runs_and_write
+from _common import NamedTimings, latency_table, local_backend, publish, run_main, runs_and_write
 from computer_use_paths import (
     CLICK_X,
     CLICK_Y,
@@ -35,9 +35,7 @@ from computer_use_paths import (
 )
 from rich.console import Console
 
-from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.channel import KioskChannel
-from orchestrator.owner import Owner
 from orchestrator.surfaces.inputs import TYPE_CHUNK, channel_input
 
 WARMUP = 3
@@ -75,7 +73,7 @@ def rows_for(channel: KioskChannel) -> dict[str, Callable[[], Awaitable[object]]
 
 
 async def measure(runs: int) -> list[NamedTimings]:
-    backend = DockerBackend(Owner.current())
+    backend = local_backend()
     samples: dict[str, list[float]] = {}
     async with started_kiosk(backend, Observations()) as channel:
         rows = rows_for(channel)

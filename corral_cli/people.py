@@ -172,7 +172,7 @@ def approvals_list(as_json: bool, show_all: bool, token_file: Path | None) -> No
 @token_option
 def approvals_show(approval_id: str, as_json: bool, token_file: Path | None) -> None:
     """The exact action APPROVAL_ID is for: tool, parameters (typed text as its length),
-    surface, the target as read and their digest; the agent's own words apart."""
+    surface, the target as read and their digest."""
     found: list[dict[str, Any]] = _admin(token_file, ADMIN_APPROVALS_PATH, {})["approvals"]
     approval = next((a for a in found if a["id"] == approval_id), None)
     if approval is None:
@@ -196,8 +196,6 @@ def shown_approval(a: dict[str, Any]) -> list[str]:
         f"target:        {json.dumps(action.get('target'), ensure_ascii=False)}",
         f"digest:        sha256 {a.get('digest') or '- (not bound to one input)'}",
     ]
-    if a.get("agent_words"):
-        lines.append(f"the agent's own words (not checked): {a['agent_words']}")
     if a.get("decided_by"):
         lines.append(
             f"decided by:    {a['decided_by']}" + (f" ({a['reason']})" if a["reason"] else "")

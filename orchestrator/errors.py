@@ -11,8 +11,10 @@
     │   └── EngineConflict         orchestrator.errors the engine refused for the object's
     │                                                  state (a removal under way, in use)
     ├── SessionRefused             sandboxes.errors   a session rule refused the call
-    │   └── InputInterrupted       orchestrator.errors a person took the seat mid-input
-    │                                                  (`typed`: what landed before)
+    │   ├── InputInterrupted       orchestrator.errors a person took the seat mid-input
+    │   │                                              (`typed`: what landed before)
+    │   └── DeniedPage             orchestrator.errors a codrive step opens, or its app
+    │                                                  shows, a page of the deny list
     ├── KioskError                 sandboxes.errors   the kiosk did not answer as it should
     ├── RfbProtocolError           sandboxes.errors   a VNC viewer sent what the live-view
     │                                                 bridge cannot follow or will not pass
@@ -32,9 +34,11 @@
     │                                                  request, or is not running
     ├── RigError                   orchestrator.errors a rig did not start or answer as it
     │   │                                              should (its page, its channel)
-    │   └── DeviceError            orchestrator.errors a phone or simulator failed a call
-    │                                                  (ADB/WDA errors translated; `lost`:
-    │                                                  the device is gone, the lease ends)
+    │   ├── DeviceError            orchestrator.errors a phone or simulator failed a call
+    │   │                                              (ADB/WDA errors translated; `lost`:
+    │   │                                              the device is gone, the lease ends)
+    │   └── SecretField            orchestrator.errors a codrive step would type or paste
+    │                                                  into a secret field (a person does it)
     └── SigningError               orchestrator.errors the signed loopback channel
         ├── SignatureRefused       orchestrator.errors a request's signature refused (401)
         └── NonceCacheFull         orchestrator.errors too many fresh nonces (503)
@@ -72,6 +76,7 @@ __all__ = [
     "ApprovalError",
     "ConfigError",
     "CorralError",
+    "DeniedPage",
     "DeviceError",
     "EgressError",
     "EngineConflict",
@@ -92,6 +97,7 @@ __all__ = [
     "SandboxBusy",
     "SandboxUnavailable",
     "SeatError",
+    "SecretField",
     "SessionRefused",
     "SignatureRefused",
     "SigningError",
@@ -209,3 +215,11 @@ class DeviceError(RigError):
 
 class AdminError(CorralError):
     """The gateway refused an operator's CLI request, or could not be reached."""
+
+
+class DeniedPage(SessionRefused):
+    """A codrive step opens, or its app shows, a page or window of the deny list."""
+
+
+class SecretField(RigError):
+    """A codrive step would type or paste into a secret field: a person must do it."""

@@ -70,6 +70,17 @@ class Step(Params):
     def needs_person(self) -> bool:
         return self.action == "take_over" or self.category == "credential"
 
+    def label(self) -> str:
+        """What the step does, for approvals and the timeline: never its text or key."""
+        if self.role is not None and self.name is not None:
+            return f"{self.action} {self.role} {self.name[:120]!r}"
+        if self.api_action is not None:
+            url = (self.params or {}).get("url")
+            return self.api_action + (f" {str(url)[:200]}" if url else "")
+        if self.x is not None and self.y is not None:
+            return f"{self.action} at {self.x},{self.y}"
+        return self.action
+
 
 def _action_problems(step: Step) -> list[str]:
     action = step.action

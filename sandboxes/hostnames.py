@@ -1,7 +1,8 @@
 """Host-name policy (SPEC S2.6), pure: the canonical form of an allowlisted host, and
 which resolved addresses may be pinned. Shared by config validation, the egress
-set-up and the URL check; the proxy image applies the same rules on its own (it
-cannot import corral, and a second check inside the trust boundary is wanted)."""
+set-up and the URL check. The proxy image carries this very file (its build context
+takes it) and applies it again inside its trust boundary, so this module stays standard
+library only."""
 
 from __future__ import annotations
 

@@ -41,6 +41,8 @@ class Located:
 
     center: tuple[int, int] | None
     how: str  # "exact", "case-insensitive", "fuzzy: ...", or why not
+    role: str | None = None  # the element's own role and name, as the tree reads them
+    name: str | None = None
 
 
 class DesktopProbes(Protocol):

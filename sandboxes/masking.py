@@ -54,7 +54,8 @@ def deny_matches(url: str, deny_list: Iterable[str]) -> str | None:
     """The deny-list entry naming `url`'s page, or None. An entry is a host (`bank.example`,
     which also covers its subdomains) or a host + path prefix (`https://shop.example/pay`,
     for http and https alike). Both sides are compared after normalisation
-    (`sandboxes.urlnorm`), never as raw text."""
+    (`sandboxes.urlnorm`), never as raw text, and the path case-insensitively: a server
+    may answer `/PAY` as `/pay`, and a deny list must not be stepped round by a capital."""
     page = normalise(url)
     if page is None:
         return None
@@ -68,7 +69,7 @@ def deny_matches(url: str, deny_list: Iterable[str]) -> str | None:
             if target is None:
                 continue
             entry_host, prefix = target
-            if host_covers(entry_host, host) and path.startswith(prefix):
+            if host_covers(entry_host, host) and path.casefold().startswith(prefix.casefold()):
                 return entry
         else:
             bare = normalise_host_text(text)

@@ -2,25 +2,30 @@
 `/source` XML in, a compact accessibility tree with element refs out (SPEC S4.1
 `inspect`), plus the boxes of secret fields for screenshot masking.
 
-Secret fields: Android nodes with `password="true"`, iOS `XCUIElementTypeSecureTextField`.
-Their text never appears in the tree (shown as `(secret)`), and their boxes are what
-the screenshot mask blacks out. The XML comes from the device, so it is untrusted: a
-size cap, no DTD or entities, and every piece of text in the tree is later fenced.
+Secret fields: Android nodes with `password="true"`, iOS `XCUIElementTypeSecureTextField`
+(and any other `XCUIElementTypeSecure*` type), and every element inside one. Their text
+never appears in the tree (shown as `sandboxes.secret_fields.WITHHELD`), nor does it
+where another element repeats it (a parent's merged description, a preview label): each
+secret value is withheld from the whole tree, by the same rule as the browser rig's
+`extract`. Their boxes are what the screenshot mask blacks out. The XML comes from the
+device, so it is untrusted: a size cap, no DTD or entities, and every piece of text in
+the tree is later fenced.
 """
 
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sandboxes.masking import Rect
+from sandboxes.secret_fields import WITHHELD, withhold
 
 XML_MAX_BYTES = 8 * 1024 * 1024
 MAX_ELEMENTS = 2000
 LABEL_MAX_CHARS = 200
 _BOUNDS_RE = re.compile(r"^\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]$")
-IOS_SECRET_TYPES = frozenset({"XCUIElementTypeSecureTextField"})
+IOS_SECRET_PREFIX = "XCUIElementTypeSecure"  # SecureTextField, and any secure type to come
 
 
 class UiTreeError(ValueError):
@@ -48,6 +53,7 @@ class Element:
 class UiTree:
     elements: tuple[Element, ...]
     truncated: bool = False
+    withheld: int = 0  # secret values taken out of other elements' labels
 
     def by_ref(self, ref: str) -> Element | None:
         return next((e for e in self.elements if e.ref == ref), None)
@@ -59,10 +65,10 @@ class UiTree:
     def render(self) -> str:
         lines = []
         for e in self.elements:
-            label = "(secret)" if e.secret else e.label
+            label = WITHHELD if e.secret else e.label
             parts = [f"{'  ' * e.depth}- {e.role}"]
             if label:
-                parts.append(f'"{label}"')
+                parts.append(label if e.secret else f'"{label}"')
             if e.ident:
                 parts.append(f"id={e.ident}")
             x, y, w, h = e.rect
@@ -86,6 +92,17 @@ def _root(xml: str | bytes) -> ET.Element:
         raise UiTreeError(f"the UI dump is not XML ({exc})") from None
 
 
+def _withheld(elements: list[Element], secrets: list[str], truncated: bool) -> UiTree:
+    """The tree with every secret value taken out of every label (labels are still raw
+    here, so a value is found before a label is cut), then each label shortened."""
+    out, count = [], 0
+    for e in elements:
+        label, found = withhold(e.label, [s for s in secrets if s.strip()])
+        out.append(replace(e, label="" if e.secret else _short(label)))
+        count += found
+    return UiTree(tuple(out), truncated, count)
+
+
 def _short(text: str | None) -> str:
     value = " ".join((text or "").split())
     return value[:LABEL_MAX_CHARS] + ("..." if len(value) > LABEL_MAX_CHARS else "")
@@ -95,9 +112,10 @@ def parse_android(xml: str | bytes) -> UiTree:
     """`uiautomator dump` output: <hierarchy><node bounds="[x1,y1][x2,y2]" ...>."""
     root = _root(xml)
     out: list[Element] = []
+    secrets: list[str] = []
     truncated = False
 
-    def walk(node: ET.Element, depth: int) -> None:
+    def walk(node: ET.Element, depth: int, inside: bool) -> None:
         nonlocal truncated
         for child in node:
             if child.tag != "node":
@@ -108,13 +126,15 @@ def parse_android(xml: str | bytes) -> UiTree:
             attrs = child.attrib
             match = _BOUNDS_RE.match(attrs.get("bounds", ""))
             x1, y1, x2, y2 = (int(v) for v in match.groups()) if match else (0, 0, 0, 0)
-            secret = attrs.get("password") == "true"
-            label = _short(attrs.get("text")) or _short(attrs.get("content-desc"))
+            secret = inside or attrs.get("password") == "true"
+            if secret:
+                secrets.append(attrs.get("text", ""))
+            label = (attrs.get("text") or "").strip() or (attrs.get("content-desc") or "")
             ident = _short(attrs.get("resource-id")).rpartition(":id/")[2]
             actionable = any(
                 attrs.get(k) == "true" for k in ("clickable", "focusable", "scrollable")
             )
-            keep = bool(label or ident or actionable or secret)
+            keep = bool(label.strip() or ident or actionable or secret)
             role = attrs.get("class", "node").rpartition(".")[2] or "node"
             if keep:
                 out.append(
@@ -129,10 +149,10 @@ def parse_android(xml: str | bytes) -> UiTree:
                         actionable=actionable,
                     )
                 )
-            walk(child, depth + 1 if keep else depth)
+            walk(child, depth + 1 if keep else depth, secret)
 
-    walk(root, 0)
-    return UiTree(tuple(out), truncated)
+    walk(root, 0, False)
+    return _withheld(out, secrets, truncated)
 
 
 def parse_ios(xml: str | bytes) -> UiTree:
@@ -140,25 +160,28 @@ def parse_ios(xml: str | bytes) -> UiTree:
     in points, name/label/value attributes."""
     root = _root(xml)
     out: list[Element] = []
+    secrets: list[str] = []
     truncated = False
 
-    def visit(node: ET.Element, depth: int) -> None:
+    def visit(node: ET.Element, depth: int, inside: bool) -> None:
         nonlocal truncated
         if len(out) >= MAX_ELEMENTS:
             truncated = True
             return
         attrs = node.attrib
         kind = attrs.get("type", node.tag)
-        secret = kind in IOS_SECRET_TYPES
-        label = _short(attrs.get("label")) or _short(attrs.get("name"))
+        secret = inside or kind.startswith(IOS_SECRET_PREFIX)
+        if secret:
+            secrets.append(attrs.get("value", ""))
+        label = (attrs.get("label") or "").strip() or (attrs.get("name") or "").strip()
         if not label and not secret:
-            label = _short(attrs.get("value"))
+            label = attrs.get("value") or ""
         try:
             rect = tuple(int(float(attrs.get(k, "0"))) for k in ("x", "y", "width", "height"))
         except ValueError:
             rect = (0, 0, 0, 0)
         visible = attrs.get("visible", "true") != "false"
-        keep = visible and (bool(label) or secret) and kind.startswith("XCUIElementType")
+        keep = visible and (bool(label.strip()) or secret) and kind.startswith("XCUIElementType")
         if keep:
             out.append(
                 Element(
@@ -173,10 +196,10 @@ def parse_ios(xml: str | bytes) -> UiTree:
                 )
             )
         for child in node:
-            visit(child, depth + 1 if keep else depth)
+            visit(child, depth + 1 if keep else depth, secret)
 
-    visit(root, 0)
-    return UiTree(tuple(out), truncated)
+    visit(root, 0, False)
+    return _withheld(out, secrets, truncated)
 
 
 def scale_rects(rects: tuple[Rect, ...], factor: float) -> tuple[Rect, ...]:

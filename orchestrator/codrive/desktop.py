@@ -2,10 +2,16 @@
 and the ladder's probes (`sandboxes.ladder.DesktopProbes`), over the rig's agent channel
 (the ops in `rig_images/desktop/codrive_ops.py`), and the api_action registry.
 
-The seat: every input (pointer, keyboard, an AT-SPI action, a clipboard write) first
-checks that the AI holds the desktop; typing goes in short chunks, each checked, so a
+The seat: a step runs inside the one action pipeline (`orchestrator.codrive.step`), which
+holds the desktop's lock for it; every input (pointer, keyboard, an AT-SPI action, a
+clipboard write) checks right before it is written that the AI holds the desktop, and
+counts itself as delivered once written. Typing goes in short chunks, each checked, so a
 person's input (which takes the seat in the console's bridge, before it is forwarded)
 freezes the AI within one chunk. A `wait` step is interrupted by a change of seat.
+
+Secrets: text is never typed or pasted into a secret field (a password text, or in
+Chromium a password, autocomplete-secret or CSS-masked input): the focused element is read
+right before, and such a step is handed to a person (`SecretField`).
 
 The registry (docs/codrive.md, "Adding an api_action"): per application, a name, a
 pydantic schema for `params`, and a probe that acts and returns True (the application
@@ -19,10 +25,11 @@ from typing import Annotated, Any
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.errors import RigError, SeatError
+from orchestrator.errors import RigError, SeatError, SecretField
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.screenshots import masked_screenshot
 from sandboxes.codrive import Step
+from sandboxes.codrive_rules import Element, StepTarget, points_at_element, types_text
 from sandboxes.keys import check_key
 from sandboxes.ladder import ApiAction, DesktopProbes, Located, Registry
 from sandboxes.params import TYPE_MAX_CHARS
@@ -74,24 +81,80 @@ class RigDesktop:
         self.seat_id = rig.id
         self.registry: Registry = registry_for(self)
         self._asked_at: int | None = None
+        self.delivered = 0  # inputs written in the current try (0: none reached the desktop)
+
+    @property
+    def surface(self) -> DesktopRig:
+        return self.rig
 
     async def _op(self, op: str, deadline: float = OP_S, **fields: Any) -> dict[str, Any]:
         return await self.rig.channel.request(op, deadline, **fields)
 
     async def _input(self, op: str, deadline: float = OP_S, **fields: Any) -> dict[str, Any]:
-        """An input op, only while the AI holds the seat: checked under the rig's lock, as
-        the action pipeline's inputs are, so a take over waits this op out and none
-        follows it (orchestrator.surfaces.pipeline)."""
-        async with self.rig.lock:
-            if not self.rig.ai_holds():
-                raise SeatError(PERSON_HAS_IT)
-            return await self._op(op, deadline, **fields)
+        """An input op, only while the AI holds the seat: asked right before it is written,
+        under the rig's lock, which the action pipeline holds for the whole step, so a take
+        over waits this op out and none follows it (orchestrator.surfaces.pipeline)."""
+        if not self.rig.lock.locked():
+            raise AssertionError("a codrive input outside the action pipeline")
+        if not self.rig.ai_holds():
+            raise SeatError(PERSON_HAS_IT)
+        self.delivered += 1
+        return await self._op(op, deadline, **fields)
+
+    # ------------------------------------------------------------------ what a step acts on
+    async def target(self, step: Step) -> StepTarget:
+        """What `step` would act on, read from the desktop now (for its rules)."""
+        url = str((step.params or {}).get("url") or "") or None
+        if step.api_action in ("press", "activate"):
+            params = step.params or {}
+            found = await self.locate(
+                self.app, str(params.get("role") or ""), str(params.get("name") or "")
+            )
+            return _located(found, url)
+        if points_at_element(step):
+            if step.role is not None and step.name is not None:
+                found = await self.locate(self.app, step.role, step.name)
+                if found.center is not None or step.x is None or step.y is None:
+                    return _located(found, url)
+            if step.x is not None and step.y is not None:
+                return await self.element_at(step.x, step.y, url)
+        if step.action in ("key", "type"):
+            return StepTarget(focused=await self.focused(), url=url)
+        return StepTarget(url=url, unread="the step names no element")
+
+    async def element_at(self, x: int, y: int, url: str | None = None) -> StepTarget:
+        found = await self._op("element_at", app=self.app, x=x, y=y)
+        if found.get("role") is None:
+            return StepTarget(url=url, unread=str(found.get("why") or "nothing at that point"))
+        return StepTarget(Element(str(found["role"]), str(found.get("name") or "")), url=url)
+
+    async def focused(self) -> Element | None:
+        found = await self._op("focused", app=self.app)
+        if found.get("role") is None:
+            return None
+        return Element(
+            str(found["role"]), str(found.get("name") or ""), bool(found.get("multi_line"))
+        )
+
+    async def _refuse_secret(self, step: Step) -> None:
+        """Hand a step that would type or paste into a secret field to a person."""
+        if not types_text(step):
+            return
+        found = await self._op("focused", app=self.app)
+        if found.get("secret") is not False:
+            what = "a secret field" if found.get("secret") else "a field that cannot be read"
+            raise SecretField(f"the focused element is {what}: a person must type this")
 
     # ------------------------------------------------------------------ probes
     async def locate(self, app: str, role: str, name: str) -> Located:
         found = await self._op("locate", app=app, role=role, name=name)
         center = found.get("center")
-        return Located((int(center[0]), int(center[1])) if center else None, str(found["how"]))
+        return Located(
+            (int(center[0]), int(center[1])) if center else None,
+            str(found["how"]),
+            found.get("role"),
+            found.get("name"),
+        )
 
     async def pointer(self, step: Step, x: int, y: int) -> None:
         if step.action == "scroll":
@@ -102,6 +165,7 @@ class RigDesktop:
             )
 
     async def keyboard(self, step: Step) -> None:
+        await self._refuse_secret(step)
         if step.action == "type":
             text = step.text or ""
             for start in range(0, len(text), TYPE_CHUNK):
@@ -166,6 +230,12 @@ class RigDesktop:
         if found.get("idle"):
             return f"idle after {found.get('ms')} ms"
         return f"still changing after {IDLE_MAX_MS} ms"
+
+
+def _located(found: Located, url: str | None) -> StepTarget:
+    if found.center is None or found.role is None:
+        return StepTarget(url=url, unread=f"the element was not found ({found.how})")
+    return StepTarget(Element(found.role, found.name or ""), url=url)
 
 
 def registry_for(desk: RigDesktop) -> Registry:

@@ -2,19 +2,20 @@
 shared desktop, with the operator and the person in the loop.
 
 Per step, in this order:
-1. the deny list: a step whose window title or page matches it is refused without
-   acting (the run fails, saying which entry);
-2. a consequential step (send, submit, delete, purchase, other) waits for an
-   operator's approval, with a masked screenshot, before any rung runs; denied or
-   expired stops the run at that step;
-3. a credential step (take_over, or category credential) hands the desktop to a
+1. a credential step (take_over, or category credential) hands the desktop to a
    person and waits, bounded, for the hand back; no rung ever types credential text;
-4. otherwise the ladder (sandboxes.ladder) runs the step. If a person's input took the
-   seat while it ran, the step is retried once after the hand back; a second drop
-   stops the run. `current_try` says when a try is in flight (1, or 2 for the retry):
-   only input from then on interrupts it; input before it (while the deny list or an
-   approval is checked) makes the try wait for the hand back and then run whole;
-5. with watch_mode, the run waits until the application is idle before the next step.
+2. otherwise each try of the step goes through the one action pipeline
+   (`orchestrator.codrive.step`): the deny list (before, and after on where the step
+   led: the run fails, saying which entry), the rules on what the step acts on as the
+   desktop reads it plus its category (an approval with a masked screenshot, a new one
+   for every try; denied or expired stops the run), then under the desktop's lock the
+   ladder (sandboxes.ladder). A step that would type or paste into a secret field is
+   handed to a person instead;
+3. a person's input: a try whose input never reached the desktop is retried once after
+   the hand back (a second drop stops the run); a try whose input was delivered is never
+   sent again (the step is done, or, cut in the middle, the run stops). `current_try`
+   says when a try is in flight (1, or 2 for the retry);
+4. with watch_mode, the run waits until the application is idle before the next step.
 
 `start` answers when the run ends or after `ANSWER_WITHIN` seconds with it still going;
 `status` reports it later. The desktop itself is a port (`Desktop`): the desktop rig
@@ -32,15 +33,17 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from orchestrator.audit import AuditLog
-from orchestrator.errors import SeatError
-from orchestrator.people.approvals import ApprovalQueue
-from sandboxes.approval_rules import Hold
+from orchestrator.codrive.step import StepDriver, StepRules, step_action
+from orchestrator.errors import DeniedPage, SeatError, SecretField, SessionRefused
+from orchestrator.surfaces.desktop import DesktopRig
+from orchestrator.surfaces.pipeline import Pipeline
 from sandboxes.codrive import CodriveRunParams, Step
+from sandboxes.codrive_rules import StepTarget
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.ladder import DesktopProbes, Registry, StepResult, run_step
-from sandboxes.masking import deny_matches
+from sandboxes.ladder import DesktopProbes, Registry, StepResult
 
 ANSWER_WITHIN = 30.0
+MAX_SEAT_WAITS = 10  # a step a person takes before its try begins waits at most this often
 KEEP_RUNS = 20  # finished runs kept per agent for codrive_status
 
 RunState = Literal["running", "waiting_approval", "human", "finished", "failed", "stopped"]
@@ -52,8 +55,16 @@ class Desktop(Protocol):
     probes: DesktopProbes
     registry: Registry
     seat_id: str  # the desktop's key in the console (approvals are raised under it)
+    delivered: int  # inputs written in the current try (0: none reached the desktop)
 
-    async def masked_png(self) -> bytes: ...
+    @property
+    def surface(self) -> DesktopRig:
+        """The surface the pipeline runs each step on (its lock, seat, budget)."""
+        ...
+
+    async def target(self, step: Step) -> StepTarget:
+        """What `step` would act on, read from the desktop now."""
+        ...
 
     async def where(self, app: str) -> tuple[str, str]:
         """(the app's window title, the page URL when the app is a browser, else "")."""
@@ -126,22 +137,11 @@ class StopRun(Exception):
         self.reason = reason
 
 
-def title_matches(title: str, deny_list: Sequence[str]) -> str | None:
-    """A deny-list entry that is not a URL or host and appears in the window title
-    (case-insensitive), e.g. "captcha"."""
-    low = title.casefold()
-    for entry in deny_list:
-        bare = entry.strip()
-        if bare and "://" not in bare and "." not in bare and bare.casefold() in low:
-            return entry
-    return None
-
-
 @dataclass(eq=False)
 class CodriveRuns:
     """Every agent's codrive runs: the ones going and the last `KEEP_RUNS` finished."""
 
-    approvals: ApprovalQueue
+    pipeline: Pipeline
     audit: AuditLog
     spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], Any]
     _: KW_ONLY
@@ -158,7 +158,7 @@ class CodriveRuns:
         agent: str,
         params: CodriveRunParams,
         desktop: Desktop,
-        deny_list: Sequence[str],
+        rules: StepRules,
         events: CallEvents = NO_EVENTS,
     ) -> CodriveRun:
         """Start a run; return it when it ends or after `answer_within` seconds."""
@@ -175,7 +175,7 @@ class CodriveRuns:
         )
 
         async def go() -> None:
-            await self._execute(run, desktop, deny_list)
+            await self._execute(run, desktop, rules)
 
         self.spawn(go)
         with anyio.move_on_after(self.answer_within):
@@ -195,11 +195,11 @@ class CodriveRuns:
         return next((r for r in mine if r.id == run_id), None)
 
     # ------------------------------------------------------------------ a run
-    async def _execute(self, run: CodriveRun, desktop: Desktop, deny_list: Sequence[str]) -> None:
+    async def _execute(self, run: CodriveRun, desktop: Desktop, rules: StepRules) -> None:
         try:
             for index, step in enumerate(run.steps):
                 run.current_step = index
-                run.results.append(await self._step(run, index, step, desktop, deny_list))
+                run.results.append(await self._step(run, index, step, desktop, rules))
                 if self.on_step is not None:
                     self.on_step(desktop.seat_id, run, run.results[-1])
                 run.state = "running"
@@ -221,35 +221,21 @@ class CodriveRuns:
             run.done.set()
 
     async def _step(
-        self, run: CodriveRun, index: int, step: Step, desktop: Desktop, deny_list: Sequence[str]
+        self, run: CodriveRun, index: int, step: Step, desktop: Desktop, rules: StepRules
     ) -> StepResult:
-        target = str((step.params or {}).get("url") or "")  # e.g. chromium's open_url
-        if target and (entry := deny_matches(target, deny_list)) is not None:
-            raise StopRun("failed", f"step {index} refused: it opens {entry!r} (deny list)")
-        title, url = await desktop.where(run.app)
-        entry = (deny_matches(url, deny_list) if url else None) or title_matches(title, deny_list)
-        if entry is not None:
-            raise StopRun("failed", f"step {index} refused: the app shows {entry!r} (deny list)")
-        if step.consequential:
-            await self._approve(run, index, step, desktop)
         if step.needs_person:
-            await self._handoff(run, index, step, desktop)
-            return StepResult(index, "none", effect="changed", outcome="a person did this step")
-        for attempt in (1, 2):
+            return await self._handoff(run, index, step, desktop)
+        attempt, waits = 1, 0
+        while True:
             if desktop.seat_is_human():
                 await self._wait_for_seat(run, index, desktop)
-            seats_before = desktop.seat_changes()
-            run.current_try = attempt  # from here on, a person's input interrupts the try
-            result: StepResult | None
-            try:
-                result = await run_step(index, step, run.app, desktop.probes, desktop.registry)
-            except SeatError:  # a person's input froze the seat while the step ran
-                result = None
-            finally:
-                run.current_try = 0
-            if result is not None and desktop.seat_changes() == seats_before:
-                result.retried = attempt == 2
+            driver = StepDriver(run, index, step, desktop, rules, attempt)
+            result = await self._try(run, driver)
+            if result is not None:
                 return result
+            if not driver.acting and waits < MAX_SEAT_WAITS:
+                waits += 1  # taken before the try began: it runs whole after the hand back
+                continue
             self.audit.record(
                 "codrive_step_dropped", run.agent, {"run": run.id, "step": index, "try": attempt}
             )
@@ -259,32 +245,44 @@ class CodriveRuns:
                     f"step {index} was interrupted by a person twice (retried once after the "
                     "first hand back); the run stopped",
                 )
-        raise AssertionError("unreachable")
+            attempt += 1
 
-    async def _approve(self, run: CodriveRun, index: int, step: Step, desktop: Desktop) -> None:
-        assert step.category != "none" and step.category != "credential"
-        what = f"step {index}: {step.action}"
-        if step.role is not None:
-            what += f" the {step.role} “{step.name}”"
-        approval = self.approvals.raise_(
-            agent=run.agent,
-            session=desktop.seat_id,
-            tool="codrive_run",
-            step=what[:300],
-            hold=Hold(f"category: {step.category}", step.category, f"{run.app}: {what}"[:300]),
-            screenshot_png=await desktop.masked_png(),
-            agent_words=step.description or None,  # the AI's own words, shown as its
-        )
-        run.state = "waiting_approval"
-        await self.approvals.wait(approval)
-        if approval.state != "approved":
-            by = f" by {approval.decided_by}" if approval.decided_by else ""
-            raise StopRun("stopped", f"step {index} was {approval.state}{by}; the run stopped")
-        run.state = "running"
+    async def _try(self, run: CodriveRun, driver: StepDriver) -> StepResult | None:
+        """One try through the pipeline: its result, or None when a person's input
+        dropped it before any of its input reached the desktop."""
+        desktop, index = driver.desktop, driver.index
+        seats_before, desktop.delivered = desktop.seat_changes(), 0
+        try:
+            action = step_action(index, driver.step)
+            await self.pipeline.run(desktop.surface, action, driver, NO_EVENTS)
+        except DeniedPage as denied:
+            raise StopRun("failed", str(denied)) from None
+        except SecretField as secret:
+            return await self._handoff(run, index, driver.step, desktop, why=str(secret))
+        except (SeatError, SessionRefused) as exc:
+            if desktop.seat_changes() == seats_before and not desktop.seat_is_human():
+                raise StopRun("stopped", f"step {index}: {exc}") from None  # not approved
+            if desktop.delivered:
+                raise StopRun(
+                    "stopped",
+                    f"step {index} was interrupted by a person after part of its input "
+                    "reached the desktop; it is not sent again, and the run stopped",
+                ) from None
+            return None
+        finally:
+            run.current_try = 0
+        assert driver.result is not None
+        driver.result.retried = driver.attempt == 2
+        if desktop.seat_changes() != seats_before:  # delivered whole, then a person came
+            driver.result.outcome += "; a person took the desktop after it (not sent again)"
+        return driver.result
 
-    async def _handoff(self, run: CodriveRun, index: int, step: Step, desktop: Desktop) -> None:
+    async def _handoff(
+        self, run: CodriveRun, index: int, step: Step, desktop: Desktop, why: str = ""
+    ) -> StepResult:
+        """Hand the desktop to a person for this step; done once they hand it back."""
         run.state = "human"
-        why = step.description or "a login, password or payment"
+        why = why or step.description or "a login, password or payment"
         await desktop.ask_person(f"a person is needed: {why}")
         self.audit.record("codrive_handoff", run.agent, {"run": run.id, "step": index})
         if not await desktop.wait_handback(self.handoff_timeout):
@@ -292,6 +290,8 @@ class CodriveRuns:
                 "failed",
                 f"step {index}: nobody handed the desktop back within {self.handoff_timeout:g} s",
             )
+        run.state = "running"
+        return StepResult(index, "none", effect="changed", outcome="a person did this step")
 
     async def _wait_for_seat(self, run: CodriveRun, index: int, desktop: Desktop) -> None:
         run.state = "human"

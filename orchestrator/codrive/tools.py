@@ -12,6 +12,7 @@ from typing import Any
 from orchestrator.audit import AuditLog
 from orchestrator.codrive.desktop import RigDesktop
 from orchestrator.codrive.runs import CodriveRun, CodriveRuns
+from orchestrator.codrive.step import StepRules
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import SessionRefused
 from orchestrator.surfaces.answers import Answer, answer, text_block
@@ -42,7 +43,7 @@ class CodriveTools:
         its approvals go to the console's queue, its steps to the desktop's timeline."""
         self.rigs = rigs
         self.oversight = oversight
-        self.runs = CodriveRuns(oversight.approvals, audit, spawn, handoff_timeout=handoff_timeout)
+        self.runs = CodriveRuns(rigs.pipeline, audit, spawn, handoff_timeout=handoff_timeout)
         self.runs.on_step = self._on_step
         rigs.register(CODRIVE_TOOLS, self.handle)
 
@@ -88,8 +89,9 @@ class CodriveTools:
             opened = await rig.channel.request("app", APP_DEADLINE, app=params.target_app)
             if opened.get("started"):
                 await events.progress("codrive", f"started {params.target_app}")
+        rules = StepRules(rig.deny_list, tuple(cfg.confirm_words), tuple(cfg.confirm_urls))
         run = await self.runs.start(
-            agent, params, RigDesktop(rig, params.target_app), rig.deny_list, events
+            agent, params, RigDesktop(rig, params.target_app), rules, events
         )
         return run_answer(run)
 

@@ -10,7 +10,8 @@ name (none for an expiry), the decision, the reason and the latency.
 An approval is for one exact action (issue 22 item 1): it holds the tool, the
 parameters, the surface and the target as read (`sandboxes.approval_binding.Binding`)
 with their digest, and that is what the console and the CLI show (`public`); the agent's
-own words, when it gave any, stand beside them as `agent_words`. It is used once
+own words, when it gave any, are in the description, labelled as its (a codrive step's
+"(the agent says: …)", `sandboxes.codrive_rules.step_hold`). It is used once
 (`use`): the approved action, judged again right before it runs, either is the bound one
 and runs, or is refused; no second use can release another action.
 """
@@ -51,7 +52,6 @@ class Approval:
     screenshot_png: bytes | None = None
     # The exact action (None: an approval no single input binds, a codrive step's).
     binding: Binding | None = field(default=None, repr=False)
-    agent_words: str | None = None  # the agent's own description, shown as the agent's
     state: State = "pending"
     decided_by: str | None = None
     reason: str | None = None
@@ -102,7 +102,6 @@ class ApprovalQueue:
         hold: Hold,
         screenshot_png: bytes | None,
         binding: Binding | None = None,
-        agent_words: str | None = None,
     ) -> Approval:
         now = self.clock()
         approval = Approval(
@@ -118,7 +117,6 @@ class ApprovalQueue:
             expires_at=now + self.timeout_seconds,
             screenshot_png=screenshot_png,
             binding=binding,
-            agent_words=agent_words,
         )
         self._all[approval.id] = approval
         self._trim()

@@ -37,7 +37,7 @@ from orchestrator.surfaces.screenshots import masked_screenshot
 from sandboxes.approval_binding import Binding
 from sandboxes.approval_rules import Hold
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.params import ClickParams, NavigateParams
+from sandboxes.step_text import step_of
 
 logger = logging.getLogger("corral.oversight")
 
@@ -174,7 +174,7 @@ class Oversight:
         return (
             f"This action needs an operator's approval ({hold.rule}) and "
             f"{'the session ended' if approval.state == 'cancelled' else 'nobody approved it'} "
-            f"within {self.approvals.timeout_seconds} s, so it was not done."
+            f"within {self.approvals.timeout_seconds} s ({approval.state}), so it was not done."
         )
 
     # ------------------------------------------------------------------ the timeline
@@ -348,19 +348,3 @@ class Oversight:
                 }
             )
         return out
-
-
-def step_of(tool: str, params: Any) -> str:
-    """What a call does, for approvals and the timeline: never the text typed or the key."""
-    if params is None:
-        return tool.removeprefix("computer_")
-    if isinstance(params, ClickParams):
-        kind = "double-click" if params.double else "click"
-        return f"{params.button} {kind} at {params.x},{params.y}"
-    if isinstance(params, NavigateParams):
-        return f"open {params.url[:300]}"
-    verb = getattr(params, "verb", None)
-    if isinstance(verb, str):  # a rig's verb: what it acts on, never its text
-        named = getattr(params, "ref", None) or getattr(params, "name", None)
-        return f"{tool} {verb}" + (f" {str(named)[:200]}" if named else "")
-    return tool.removeprefix("computer_")

@@ -1,9 +1,11 @@
 """codrive's matching rule: which element of an application's AT-SPI tree a step names
-(exact, case-insensitive, then fuzzy), and whether an element is on screen."""
+(exact, case-insensitive, then fuzzy), whether an element is on screen, and the one walk
+of a tree's showing elements (codrive's lookups and the screenshot's password mask)."""
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 # What the fuzzy rung reads as the same character (a model writes x for a times sign).
@@ -54,3 +56,29 @@ def on_screen(A: Any, node: Any) -> bool:
     except Exception:  # the element went away
         return False
     return bool(box.width > 0 and box.height > 0 and box.x > -10000 and box.y > -10000)
+
+
+def showing_nodes(A: Any, root: Any, keep: Callable[[Any], bool], limit: int = 4000) -> list[Any]:
+    """Descendants of `root` that `keep` accepts, from a walk that skips subtrees neither
+    showing nor visible (GTK4 leaves SHOWING off some containers: a closed menu or a
+    hidden page is pruned, a container without the flag is not); at most `limit` nodes
+    are read, and one that goes away meanwhile is skipped."""
+    out: list[Any] = []
+    stack = [root.get_child_at_index(i) for i in range(root.get_child_count())]
+    seen = 0
+    while stack and seen < limit:
+        node = stack.pop()
+        seen += 1
+        if node is None:
+            continue
+        try:
+            states = node.get_state_set()
+            if not (states.contains(A.StateType.SHOWING) or states.contains(A.StateType.VISIBLE)):
+                continue
+            if keep(node):
+                out.append(node)
+            count = min(node.get_child_count(), 500)
+        except Exception:  # a node that went away meanwhile
+            continue
+        stack.extend(node.get_child_at_index(i) for i in range(count - 1, -1, -1))
+    return out

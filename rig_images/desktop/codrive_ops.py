@@ -15,12 +15,14 @@ AT-SPI runs on the kiosk agent's dedicated AT-SPI thread (libatspi is not thread
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import subprocess
 import time
 from typing import Any
 
-from codrive_match import on_screen, pick, role_matches
+from codrive_match import on_screen, pick, role_matches, showing_nodes
+from codrive_reads import ATSPI_S, ElementReads
 from codrive_tab import ChromiumTab
 from kiosk_agent.atspi import Atspi
 from kiosk_agent.cdp import CDP
@@ -28,7 +30,6 @@ from kiosk_agent.chromium import spawn_with_pipe
 from kiosk_agent.common import OpError
 from Xlib import X
 
-ATSPI_S = 3.0
 APP_START_S = 40.0  # Mousepad sometimes takes ~20 s to map its window
 # app id -> (argv, the name the application gives AT-SPI)
 APPS: dict[str, tuple[list[str], str]] = {
@@ -45,9 +46,13 @@ EVENTS = (
     "object:visible-data-changed",
 )
 ACTION_NAMES = ("press", "activate", "click")
+# What shows that a new window's widgets reached the accessibility tree.
+ACTABLE_ROLES = frozenset(
+    {"push button", "toggle button", "text", "entry", "menu item", "document web", "terminal"}
+)
 
 
-class Codrive(ChromiumTab):
+class Codrive(ChromiumTab, ElementReads):
     def __init__(self, desktop: Any) -> None:
         self.desktop = desktop  # the agent's Desktop: display, env, processes
         self.at = Atspi("")
@@ -95,33 +100,6 @@ class Codrive(ChromiumTab):
                 return node
         raise OpError(f"{app} is not running (no such application in the accessibility tree)")
 
-    def _nodes(self, A: Any, root: Any, role: str) -> list[Any]:
-        """Showing descendants of `root` whose role matches (a walk that skips subtrees
-        that are not showing; bounded)."""
-        out: list[Any] = []
-        stack = [root.get_child_at_index(i) for i in range(root.get_child_count())]
-        seen = 0
-        while stack and seen < 4000:
-            node = stack.pop()
-            seen += 1
-            if node is None:
-                continue
-            try:
-                states = node.get_state_set()
-                # GTK4 leaves SHOWING off some containers: prune only what is neither
-                # showing nor visible (a closed menu, a hidden page).
-                if not (
-                    states.contains(A.StateType.SHOWING) or states.contains(A.StateType.VISIBLE)
-                ):
-                    continue
-                if role_matches(role, node.get_role_name() or ""):
-                    out.append(node)
-                count = min(node.get_child_count(), 500)
-            except Exception:  # a node that went away meanwhile
-                continue
-            stack.extend(node.get_child_at_index(i) for i in range(count - 1, -1, -1))
-        return out
-
     def _find(self, app: str, role: str, name: str) -> tuple[Any | None, str]:
         """The element, by the matching rule, from a walk of the application's tree that is
         cached until the application adds, removes or renames an element; a cached element
@@ -148,7 +126,9 @@ class Codrive(ChromiumTab):
     def _walk(self, A: Any, app: str, role: str) -> list[tuple[str, Any]]:
         return [
             (node.get_name() or "", node)
-            for node in self._nodes(A, self._app(A, app), role)
+            for node in showing_nodes(
+                A, self._app(A, app), lambda n: role_matches(role, n.get_role_name() or "")
+            )
             if on_screen(A, node)
         ]
 
@@ -170,10 +150,35 @@ class Codrive(ChromiumTab):
             self.started[app] = self._spawn(app)
         while time.monotonic() < deadline:
             try:
-                return {"started": True, "title": self.at.run(lambda: self._title(app), ATSPI_S)}
+                title = self.at.run(lambda: self._title(app), ATSPI_S)
             except OpError:
                 time.sleep(0.05)  # polling the tree for the new application, bounded
+                continue
+            return {"started": True, "title": title, "ready": self._ready(app, deadline)}
         raise OpError(f"{app} did not show a window within {APP_START_S:g} s")
+
+    def _ready(self, app: str, deadline: float) -> bool:
+        """Wait, bounded, until the new window shows an element a step can act on (a
+        window maps before its widgets reach the accessibility tree): False at the
+        deadline, and the first step then says what it could not find."""
+
+        def actable() -> bool:
+            A = self._mod()
+            return bool(
+                showing_nodes(
+                    A,
+                    self._app(A, app),
+                    lambda n: (n.get_role_name() or "") in ACTABLE_ROLES and on_screen(A, n),
+                    limit=1500,
+                )
+            )
+
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OpError):
+                if self.at.run(actable, ATSPI_S):
+                    return True
+            time.sleep(0.05)  # polling the tree for the window's widgets, bounded
+        return False
 
     def _spawn(self, app: str) -> subprocess.Popen[bytes]:
         argv = APPS[app][0]
@@ -203,20 +208,6 @@ class Codrive(ChromiumTab):
                 return str(frame.get_name() or "")
         raise OpError(f"{app} has no window showing")
 
-    def op_locate(self, req: dict[str, Any]) -> dict[str, Any]:
-        self.desktop._require()
-        app, role, name = str(req["app"]), str(req["role"]), str(req["name"])
-
-        def run() -> dict[str, Any]:
-            node, how = self._find(app, role, name)
-            if node is None:
-                return {"center": None, "how": how}
-            A = self.at._atspi()
-            box = node.get_extents(A.CoordType.SCREEN)
-            return {"center": [box.x + box.width // 2, box.y + box.height // 2], "how": how}
-
-        return self.at.run(run, ATSPI_S)
-
     def op_widget(self, req: dict[str, Any]) -> dict[str, Any]:
         """An AT-SPI Action on a named widget: `action` press or activate (whichever of
         press/activate/click the widget offers, in that order, when the named one is not)."""
@@ -242,23 +233,6 @@ class Codrive(ChromiumTab):
 
     def _any(self, app: str, name: str) -> tuple[Any | None, str]:
         return self._find(app, "", name)
-
-    def op_read(self, req: dict[str, Any]) -> dict[str, Any]:
-        """The text of the first showing element of `role` (and `name`, when given)."""
-        self.desktop._require()
-        app, role, name = str(req["app"]), str(req["role"]), req.get("name")
-
-        def run() -> dict[str, Any]:
-            A = self._mod()
-            for node in self._nodes(A, self._app(A, app), role):
-                if name is not None and (node.get_name() or "") != name:
-                    continue
-                text = node.get_text_iface()
-                value = text.get_text(0, -1) if text is not None else node.get_name()
-                return {"text": str(value or "")[:4000]}
-            raise OpError(f"no showing {role!r}" + (f" named {name!r}" if name else ""))
-
-        return self.at.run(run, ATSPI_S)
 
     # ------------------------------------------------------------------ effects
     def _window_box(self, app: str) -> tuple[int, int, int, int]:

@@ -10,6 +10,8 @@ from typing import Any
 from kiosk_agent.cdp import CDP
 from kiosk_agent.common import OpError
 
+from sandboxes.secret_fields import secret_by_attributes, text_security
+
 LOAD_S = 10.0  # a navigation's wait for the tab to stop loading
 UI_SCHEMES = ("chrome://", "chrome-untrusted://", "chrome-error://", "devtools://")
 
@@ -23,9 +25,14 @@ class ChromiumTab:
     cdp_session: str | None
 
     def page_url(self) -> str:
-        """The tab's URL ("" when Chromium was not started by codrive or cannot say)."""
+        """The tab's URL ("" when Chromium was not started by codrive or cannot say): its
+        navigation entry's, which is the page asked for also when Chromium shows an error
+        page in its place (whose own location is chrome-error://)."""
         if self.cdp is None or self.cdp.closed:
             return ""
+        with contextlib.suppress(OpError, KeyError, IndexError, TypeError):
+            history = self._page_call("Page.getNavigationHistory", {})
+            return str(history["entries"][int(history["currentIndex"])]["url"])
         with contextlib.suppress(OpError):
             return str(
                 self._page_call("Runtime.evaluate", {"expression": "location.href"})
@@ -33,6 +40,44 @@ class ChromiumTab:
                 .get("value", "")
             )
         return ""
+
+    def focused_secret(self) -> bool | None:
+        """Whether the tab's focused element is a secret field, by corral's one rule
+        (`sandboxes.secret_fields`: a password input, an autocomplete secret, CSS-masked
+        text). The focus is read from the accessibility tree, which sees into closed shadow
+        roots where `document.activeElement` stops at the host. None: cannot say."""
+        if self.cdp is None or self.cdp.closed:
+            return None
+        try:
+            tree = self._page_call("Accessibility.getFullAXTree", {})
+            focused = [
+                n
+                for n in tree.get("nodes", [])
+                if any(
+                    p.get("name") == "focused" and (p.get("value") or {}).get("value")
+                    for p in n.get("properties", [])
+                )
+                and n.get("backendDOMNodeId")
+                and (n.get("role") or {}).get("value") not in ("RootWebArea", "WebArea")
+            ]
+            if not focused:
+                return False  # nothing in the page has the focus
+            backend = int(focused[-1]["backendDOMNodeId"])
+            node = self._page_call("DOM.describeNode", {"backendNodeId": backend})["node"]
+            if secret_by_attributes(node):
+                return True
+            self._page_call("DOM.enable", {})
+            self._page_call("DOM.getDocument", {"depth": 0})
+            pushed = self._page_call(
+                "DOM.pushNodesByBackendIdsToFrontend", {"backendNodeIds": [backend]}
+            )
+            self._page_call("CSS.enable", {})
+            computed = self._page_call(
+                "CSS.getComputedStyleForNode", {"nodeId": pushed["nodeIds"][0]}
+            )
+            return text_security(computed.get("computedStyle", []))
+        except (OpError, KeyError, IndexError, TypeError, ValueError):
+            return None
 
     def _page_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         cdp = self.cdp

@@ -28,6 +28,7 @@ from typing import Any
 
 sys.path.insert(0, "/opt/corral")
 
+from codrive_match import showing_nodes
 from codrive_ops import Codrive
 from kiosk_agent.chromium import trust_ca
 from kiosk_agent.common import OpError, log
@@ -36,9 +37,10 @@ from kiosk_agent.vnc import Vnc
 from kiosk_agent.xinput import XInput
 from kiosk_agent.xserver import DISPLAY, start_dbus, start_xvfb
 from Xlib import X, Xatom
-from Xlib.ext import xtest
 
 START_DEADLINE_S = 30.0
+# Input ops that are the kiosk agent's XInput methods of the same name, as they are.
+INPUT_OPS = ("move", "click", "drag", "scroll", "key")
 FIRST_WINDOW_S = 3.0
 CLIPBOARD_S = 5.0
 FIRST_APP = ["mousepad"]
@@ -177,60 +179,21 @@ class Desktop:
         return {"title": title, "matches": len(matches)}
 
     # ------------------------------------------------------------------ input
-    def op_move(self, req: dict[str, Any]) -> dict[str, Any]:
-        self._require()
-        x, y = self.input._xy(req)
-        xtest.fake_input(self.d, X.MotionNotify, x=x, y=y)
-        self.d.flush()
-        return {}
+    def input_op(self, name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """The op `name` of INPUT_OPS: XInput's method of that name, once started."""
 
-    def op_click(self, req: dict[str, Any]) -> dict[str, Any]:
-        self._require()
-        self.input.click(req)
-        return {}
+        def op(req: dict[str, Any]) -> dict[str, Any]:
+            self._require()
+            getattr(self.input, name)(req)
+            return {}
 
-    def op_drag(self, req: dict[str, Any]) -> dict[str, Any]:
-        self._require()
-        x, y = self.input._xy(req)
-        to_x, to_y = self.input._xy({"x": req.get("to_x"), "y": req.get("to_y")})
-        xtest.fake_input(self.d, X.MotionNotify, x=x, y=y)
-        xtest.fake_input(self.d, X.ButtonPress, 1)
-        steps = 10
-        for i in range(1, steps + 1):
-            xtest.fake_input(
-                self.d,
-                X.MotionNotify,
-                x=x + (to_x - x) * i // steps,
-                y=y + (to_y - y) * i // steps,
-            )
-        xtest.fake_input(self.d, X.ButtonRelease, 1)
-        self.d.flush()
-        return {}
-
-    def op_scroll(self, req: dict[str, Any]) -> dict[str, Any]:
-        self._require()
-        x, y = self.input._xy(req)
-        button = {"up": 4, "down": 5, "left": 6, "right": 7}.get(str(req.get("direction")))
-        if button is None:
-            raise OpError("direction must be up, down, left or right")
-        amount = int(req.get("amount") or 3)
-        xtest.fake_input(self.d, X.MotionNotify, x=x, y=y)
-        for _ in range(max(1, min(amount, 20))):
-            xtest.fake_input(self.d, X.ButtonPress, button)
-            xtest.fake_input(self.d, X.ButtonRelease, button)
-        self.d.flush()
-        return {}
+        return op
 
     def op_type(self, req: dict[str, Any]) -> dict[str, Any]:
         self._require()
         rest = self.input.type_text(req)
         while rest:
             rest = self.input.type_text({"text": rest})
-        return {}
-
-    def op_key(self, req: dict[str, Any]) -> dict[str, Any]:
-        self._require()
-        self.input.key(req)
         return {}
 
     # ------------------------------------------------------------------ clipboard
@@ -301,26 +264,14 @@ class Desktop:
         rects: list[list[int]] = []
         try:
             desktop = Atspi.get_desktop(0)
-            stack = [desktop.get_child_at_index(i) for i in range(desktop.get_child_count())]
-            seen = 0
-            while stack and seen < 5000:
-                node = stack.pop()
-                seen += 1
-                if node is None:
-                    continue
-                states = node.get_state_set()
-                if (
-                    not states.contains(Atspi.StateType.SHOWING)
-                    and node.get_role_name() != "application"
-                ):
-                    continue
-                if node.get_role() == Atspi.Role.PASSWORD_TEXT:
+            apps = [desktop.get_child_at_index(i) for i in range(desktop.get_child_count())]
+            for app in filter(None, apps):
+                secret = showing_nodes(
+                    Atspi, app, lambda n: n.get_role() == Atspi.Role.PASSWORD_TEXT, limit=5000
+                )
+                for node in secret:
                     box = node.get_extents(Atspi.CoordType.SCREEN)
                     rects.append([box.x - 2, box.y - 2, box.width + 4, box.height + 4])
-                    continue
-                stack.extend(
-                    node.get_child_at_index(i) for i in range(min(node.get_child_count(), 500))
-                )
         except Exception as exc:
             return rects, f"AT-SPI failed: {exc}"
         return rects, None
@@ -355,6 +306,7 @@ def main() -> int:
         for name in dir(owner)
         if name.startswith("op_")
     }
+    ops.update({name: desktop.input_op(name) for name in INPUT_OPS})
     signal.signal(signal.SIGTERM, lambda *_: (desktop.shutdown(), os._exit(0)))
     log("desktop agent ready")
     try:

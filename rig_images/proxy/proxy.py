@@ -38,13 +38,9 @@ import signal
 import sys
 import time
 
-from proxy_request import (
-    UPSTREAM_PORT,
-    Refusal,
-    load_pins,
-    normalise_host,
-    parse_request,
-)
+from proxy_request import UPSTREAM_PORT, Refusal, load_pins, parse_request
+
+from sandboxes.hostnames import normalise_host
 
 LISTEN_HOST = "0.0.0.0"
 MAX_HEADER_BYTES = 8 * 1024

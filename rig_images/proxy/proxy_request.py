@@ -1,21 +1,22 @@
 """What a client of corral-proxy may ask for (proxy.py): host names and IP literals in
 canonical form, the pins (the only hosts and the only addresses), and the one request
 accepted, `CONNECT host:443`. Standard library only; copied into the proxy image beside
-proxy.py, which imports it."""
+proxy.py, which imports it. A host's canonical form is corral's own rule,
+`sandboxes/hostnames.py`, which the image's build context carries under its own path
+(SHARED_CONTEXT in orchestrator/backends/docker/images.py): one rule, applied again
+inside the proxy's trust boundary."""
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
 import re
 
+from sandboxes.hostnames import normalise_host
+
 UPSTREAM_PORT = 443
 MAX_ADDRS_PER_HOST = 16
 
-# A DNS name as it may appear in an allowlist: lower-case labels, no trailing dot.
-_LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
-NAME_RE = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
 TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
@@ -26,22 +27,6 @@ class Refusal(Exception):
         self.reason = reason
         self.host = host
         self.port = port
-
-
-def normalise_host(raw: str) -> str:
-    """A pin key or a requested host, canonical: lower-case; IP literals in their
-    canonical text form. Raises ValueError for anything that is neither a DNS name
-    nor an IP literal (trailing dots, empty labels, spaces, ...)."""
-    host = raw.strip().lower()
-    if host.startswith("[") and host.endswith("]"):
-        return str(ipaddress.IPv6Address(host[1:-1]))
-    with contextlib.suppress(ValueError):
-        return str(ipaddress.ip_address(host))
-    if len(host) > 253 or not NAME_RE.match(host):
-        raise ValueError(f"not a host name: {raw!r}")
-    if host.rsplit(".", 1)[-1].isdigit():  # "010.1.2.3": inet_aton would read it as 8.1.2.3
-        raise ValueError(f"not a host name nor an IP address: {raw!r}")
-    return host
 
 
 def load_pins(text: str) -> dict[str, tuple[str, ...]]:

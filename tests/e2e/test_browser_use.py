@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SITE = "site.corral.test"  # allowed
 OTHER = "other.corral.test"  # resolvable (mapped) but not allowed
+XSITE = "pay.elsewhere.test"  # another site: its frames run in a renderer of their own
 RED = (255, 0, 0)
 
 PAGE = """<!doctype html><html><head><title>{title}</title></head>
@@ -96,8 +97,71 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
         PAGE.format(title="fence", body=f"<pre>{FORGED}</pre>"),
     ),
 }
+# Secret fields every way a page can hold one (issue 22 item 6), each red on white with a
+# value the agent must never read: a password in a closed shadow root, an input and a
+# contenteditable masked by CSS only, a password in a frame of this origin and a card
+# number in a frame of another site (an out-of-process frame).
+SECRETS = {
+    "shadow": "shadow-pw-7731",
+    "css": "css-mask-5520",
+    "editable": "editable-mask-9034",
+    "frame": "frame-pw-4418",
+    "xsite": "4111-xsite-2299",
+}
+RED_BOX = "position:absolute;width:200px;height:40px;background:#f00;border:0;color:#000"
+SECRET_PAGE = (
+    "<div id='h'></div><script>document.getElementById('h').attachShadow({mode:'closed'})"
+    f".innerHTML='<input type=password value={SECRETS['shadow']} style=\"{RED_BOX};"
+    "left:100px;top:100px\">'</script>"
+    f'<input aria-label="Masked" value="{SECRETS["css"]}" style="{RED_BOX};left:100px;'
+    'top:200px;-webkit-text-security:disc">'
+    f'<div contenteditable style="{RED_BOX};left:100px;top:300px;-webkit-text-security:'
+    f'square">{SECRETS["editable"]}</div>'
+    '<input aria-label="Plain" value="plain-visible-1" style="position:absolute;left:100px;'
+    'top:400px">'
+    '<input type="password" aria-label="Pin" style="position:absolute;left:100px;top:450px">'
+    '<iframe src="/framepw" style="position:absolute;left:400px;top:100px;width:300px;'
+    'height:200px;border:0"></iframe>'
+    # under a CSS scale(2): the frame is drawn at 400,400, twice as big
+    '<div style="position:absolute;left:0;top:0;transform:scale(2);transform-origin:0 0">'
+    f'<iframe src="https://{XSITE}/card" style="position:absolute;left:200px;top:200px;'
+    'width:300px;height:200px;border:0"></iframe></div>'
+)
+ROUTES["/secrets"] = (
+    200,
+    {"Content-Type": "text/html"},
+    PAGE.format(title="secrets", body=SECRET_PAGE),
+)
+ROUTES["/framepw"] = (
+    200,
+    {"Content-Type": "text/html"},
+    PAGE.format(
+        title="framepw",
+        body=f'<input type="password" aria-label="Framed" value="{SECRETS["frame"]}" '
+        f'style="{RED_BOX};left:20px;top:20px">',
+    ),
+)
+# More fields than the probe reads (sandboxes.secret_fields.MAX_FIELDS is 500), a password
+# among them: the probe gives up, so nothing may be answered but a refusal or black.
+ROUTES["/many"] = (
+    200,
+    {"Content-Type": "text/html"},
+    PAGE.format(
+        title="many",
+        body="<input>" * 501 + '<input type="password" value="many-pw-1618">',
+    ),
+)
 OTHER_ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
     "*": (200, {"Content-Type": "text/html"}, PAGE.format(title="other", body="OTHER-CONTENT")),
+    "/card": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="card",
+            body=f'<input autocomplete="cc-number" aria-label="Card" value="{SECRETS["xsite"]}"'
+            f' style="{RED_BOX};left:20px;top:20px">',
+        ),
+    ),
 }
 
 
@@ -109,7 +173,7 @@ def rig_sites(docker_client: docker.DockerClient) -> Iterator[tuple[str, str, st
     certs = Path(tempfile.mkdtemp(prefix="corral-e2e-rig-certs-"))
     started: list[Any] = []
     try:
-        ca_pem = make_certs(certs, (SITE, OTHER))
+        ca_pem = make_certs(certs, (SITE, OTHER, XSITE))
         site_ip = start_site(docker_client, certs, ROUTES, 443, [], started)
         other_ip = start_site(docker_client, certs, OTHER_ROUTES, 443, [], started)
         (certs / "ca.pem").write_text(ca_pem)
@@ -144,7 +208,8 @@ async def gateway(
     ca_file, site_ip, other_ip = rig_sites
     config = (
         f'[container.kiosk]\nextra_ca_file = "{ca_file}"\n'
-        f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}" }}\n'
+        f'resolve_overrides = {{ "{SITE}" = "{site_ip}", "{OTHER}" = "{other_ip}", '
+        f'"{XSITE}" = "{other_ip}" }}\n'
     )
     write_rig_agent(corral_home, "alice", allowed_domains=[SITE], deny_list=["bank.corral.test"])
     async with running_gateway(corral_home, config) as (_, pid):
@@ -464,4 +529,67 @@ async def test_a_click_or_a_press_onto_a_covered_button_is_held(
         approved = await held(gateway, press, ["approve"], nothing_yet, agent="bea")
         assert not approved.is_error, text_of(approved)
         assert f"{paid}?amount=5" in await arrives(docker_client, site_ip, paid)
+        await mcp.client.call_tool("rig_close", {})
+
+
+def leaks(result: types.CallToolResult, values: list[str]) -> list[str]:
+    """The secret values found anywhere in a tool result (text and structured content)."""
+    whole = text_of(result) + repr(result.structured_content)
+    return [v for v in values if v in whole]
+
+
+async def test_secret_values_never_leave_by_extract_and_are_masked_in_screenshots(
+    gateway: CorralHome,
+) -> None:
+    """The attack (issue 22 item 6): a page holding secrets in a closed shadow root, in
+    fields masked by CSS only, in a frame of its origin and in a frame of another site, on
+    a real rig. What the agent gets from extract (a11y and text) never holds a value; the
+    screenshot is black on every field (its pixels), the same probe as the kiosk's."""
+    write_rig_agent(gateway, "alice", allowed_domains=[SITE, XSITE])
+    values = list(SECRETS.values())
+    async with connect(gateway, "stdio") as mcp:
+        opened = await use(mcp, "navigate", url=f"https://{SITE}/secrets")
+        assert not opened.is_error, text_of(opened)
+        snapshot = await use(mcp, "extract", mode="a11y")
+        assert not snapshot.is_error, text_of(snapshot)
+        assert "plain-visible-1" in fenced(snapshot)  # what is not secret is still read
+        pin = ref_of(fenced(snapshot), "textbox", "Pin")
+        # A value typed now, into a field the page left empty, is withheld as well.
+        filled = await use(mcp, "fill", ref=pin, text="typed-pin-8080")
+        assert not filled.is_error, text_of(filled)
+        values.append("typed-pin-8080")
+        for mode in ("a11y", "text"):
+            read = await use(mcp, "extract", mode=mode)
+            assert not read.is_error, text_of(read)
+            assert leaks(read, values) == [], (mode, fenced(read))
+        again = await use(mcp, "extract", mode="a11y")
+        assert "[secret field: value withheld]" in fenced(again)
+        assert "withheld" in text_of(again).split("\n")[0]
+
+        shot = await use(mcp, "screenshot")
+        assert not shot.is_error, text_of(shot)
+        image = image_of(shot).convert("RGB")
+        # a point of each field away from its text (which is drawn black, as the mask is):
+        # shadow, CSS, contenteditable, the framed one, the other site's (scaled: its field
+        # spans 440-840 x 440-520)
+        for x, y in ((290, 105), (290, 205), (290, 335), (610, 125), (830, 510)):
+            assert image.getpixel((x, y)) == (0, 0, 0), ((x, y), text_of(shot))
+        assert image.getpixel((50, 50)) == (255, 255, 255)  # the page itself is shown
+        await mcp.client.call_tool("rig_close", {})
+
+
+async def test_a_page_the_probe_cannot_read_gets_a_refusal_and_a_black_image(
+    gateway: CorralHome,
+) -> None:
+    """A page with more fields than the probe reads: extract answers an error without the
+    page's text (never unwithheld text), and the screenshot is black all over."""
+    async with connect(gateway, "stdio") as mcp:
+        assert not (await use(mcp, "navigate", url=f"https://{SITE}/many")).is_error
+        for mode in ("a11y", "text"):
+            read = await use(mcp, "extract", mode=mode)
+            assert read.is_error and "secret fields could not be checked" in text_of(read)
+            assert leaks(read, ["many-pw-1618"]) == [] and "UNTRUSTED-DATA" not in text_of(read)
+        shot = await use(mcp, "screenshot")
+        assert image_of(shot).getextrema() == ((0, 0), (0, 0), (0, 0)), text_of(shot)
+        assert "could not be checked" in text_of(shot)
         await mcp.client.call_tool("rig_close", {})

@@ -118,6 +118,8 @@ async def corral(home: CorralHome, *args: str) -> subprocess.CompletedProcess[st
 
 
 def audit_events(home: CorralHome, event: str) -> list[dict[str, Any]]:
+    if not home.audit_file.exists():  # nothing audited yet
+        return []
     lines = home.audit_file.read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["event"] == event]
 
@@ -251,8 +253,9 @@ async def decided(desk: Desk, mcp: McpHarness, verdict: list[str]) -> dict[str, 
             await wait_until(raised, limit=SAFETY)
             listed = json.loads((await corral(desk.home, "approvals", "list", "--json")).stdout)
             (approval,) = [a for a in listed if a["state"] == "pending"]
-            assert approval["tool"] == "codrive_run" and "click" in approval["step"]
-            assert approval["agent_words"] == "enter the seven"  # the AI's, shown apart
+            # What corral read of the step, the agent's own words beside it, labelled.
+            assert approval["tool"] == "codrive_run" and "button '7'" in approval["step"]
+            assert "(the agent says: “enter the seven”)" in approval["description"]
             assert approval["category"] == "submit"
             done = await corral(desk.home, "approvals", *verdict, approval["id"])
             assert done.returncode == 0, done.stderr

@@ -151,7 +151,7 @@ async def test_mobile_use_drives_the_fake_android_device_through_mcp(
         assert not tree.is_error, text_of(tree)
         inside = fenced(tree)
         assert INJECTION in inside and INJECTION not in text_of(tree).split("<<<")[0]
-        assert '"(secret)"' in inside and "••••" not in text_of(tree)
+        assert "[secret field: value withheld]" in inside and "••••" not in text_of(tree)
 
         assert not (await call(mcp, "mobile_use", "tap", ref="e3")).is_error
         assert not (await call(mcp, "mobile_use", "text", text="ann")).is_error

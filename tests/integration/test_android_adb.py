@@ -30,6 +30,7 @@ from orchestrator.surfaces.android.adb import AdbServer, AndroidDevice
 from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.rigs import RigManager
 from sandboxes.mobile_params import MobileUseParams
+from sandboxes.secret_fields import WITHHELD
 from tests.simulators.fake_adbd import FakeAdbd
 from tests.simulators.fake_android import LAUNCHER, PASSWORD_BOX, PASSWORD_RGB, make_apk
 
@@ -148,7 +149,7 @@ async def test_every_android_verb_changes_the_fake_device(
 
     inspected = await rig.run(verb(verb="inspect"), "")
     text = inspected.content[0].text
-    assert "UNTRUSTED-DATA" in text and '"Sign in"' in text and "(secret)" in text
+    assert "UNTRUSTED-DATA" in text and '"Sign in"' in text and WITHHELD in text
     await rig.run(verb(verb="tap", ref="e5"), "")
     await rig.run(verb(verb="swipe", x=1, y=2, to_x=3, to_y=4), "")
     await rig.run(verb(verb="text", text="ann lee"), "")
@@ -191,6 +192,25 @@ async def test_the_screenshot_masks_the_password_field_found_in_the_ui_tree(
     assert image.getpixel((5, 5)) == (255, 255, 255)
     assert image.getpixel((x1 + 10, y1 - 20)) != PASSWORD_RGB
     assert shot.structured["masked_fields"] == 1
+
+
+async def test_inspect_never_shows_a_password_the_device_tree_gives_away(
+    devices: MobileDevices, fake: FakeAdbd
+) -> None:
+    """Against the fake adbd (a protocol-level simulator: real adb server, real smart
+    sockets): a device whose uiautomator dump holds the password as the field's text, in
+    a node inside the field and merged into the window's content-desc. inspect shows the
+    field and where the value was, never the value; the screenshot still masks it."""
+    fake.device.leaked_password = "droid-pw-3141"
+    rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    inspected = await rig.run(verb(verb="inspect"), "")
+    text = inspected.content[0].text
+    assert "droid-pw-3141" not in text and "droid-pw-3141" not in repr(inspected.structured)
+    assert f"- EditText {WITHHELD} id=password" in text
+    assert f'"Sign in, {WITHHELD}"' in text  # the merged description, the value taken out
+    shot = await rig.run(verb(verb="screenshot"), "")
+    x1, y1, x2, y2 = PASSWORD_BOX
+    assert png_image(shot.images[0].png).getpixel(((x1 + x2) // 2, (y1 + y2) // 2)) == (0, 0, 0)
 
 
 async def test_install_takes_only_files_inside_the_configured_apk_dir(

@@ -21,6 +21,7 @@ from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.ios import wda as corral_wda
 from orchestrator.surfaces.ios.rig import IosRig
 from sandboxes.mobile_params import IosUseParams
+from sandboxes.secret_fields import WITHHELD
 from tests.simulators import fake_wda
 from tests.simulators.fake_wda import SCALE, SECURE, SECURE_RGB, FakeWda
 from tests.simulators.wda_routes import WDA_SOURCE, matches, route_table
@@ -104,7 +105,7 @@ async def test_ios_verbs_reach_the_simulator(rig: IosRig, wda: FakeWda) -> None:
     assert (rig.width, rig.height) == (200, 400)
     assert len(wda.sessions) == 1
     text = (await rig.run(verb(verb="inspect"), "")).content[0].text
-    assert "UNTRUSTED-DATA" in text and '- SecureTextField "(secret)"' in text
+    assert "UNTRUSTED-DATA" in text and f"- SecureTextField {WITHHELD}" in text
     await rig.run(verb(verb="tap", ref="e5"), "")  # the Sign in button's centre
     await rig.run(verb(verb="tap", x=5, y=6), "")
     assert wda.taps == [(100.0, 300.0), (5.0, 6.0)]
@@ -134,6 +135,21 @@ async def test_the_screenshot_masks_the_secure_text_field_in_pixels(rig: IosRig)
         assert image.getpixel(point) == (0, 0, 0), point
     assert SECURE_RGB not in {c for _, c in image.getcolors(1_000_000) or []}
     assert image.getpixel((5, 5)) == (255, 255, 255)
+
+
+async def test_inspect_never_shows_a_password_the_wda_source_gives_away(
+    rig: IosRig, wda: FakeWda
+) -> None:
+    """Against the fake WebDriverAgent (a protocol-level simulator: W3C WebDriver over
+    HTTP, its routes checked against WDA's own source): a source whose secure text field
+    holds the password as its value, in an element inside it and in a preview label
+    beside it. inspect shows the field and the label, never the value."""
+    wda.leaked_password = "ios-pw-2718"
+    inspected = await rig.run(verb(verb="inspect"), "")
+    text = inspected.content[0].text
+    assert "ios-pw-2718" not in text and "ios-pw-2718" not in repr(inspected.structured)
+    assert f"- SecureTextField {WITHHELD}" in text
+    assert f'"Preview: {WITHHELD}"' in text
 
 
 async def test_install_uninstall_and_simctl_go_through_xcrun_argv(

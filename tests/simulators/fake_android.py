@@ -43,6 +43,10 @@ class DeviceState:
     files: dict[str, bytes] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)  # input, am, pm ... in order
     typed: str = ""
+    # A password the device's own tree gives away (some apps and UI toolkits do): as the
+    # password field's text, in a node inside the field, and merged into the window's
+    # content-desc, as Flutter's semantics merge their children's texts.
+    leaked_password: str = ""
     opened_urls: list[str] = field(default_factory=list)
     injected: list[str] = field(default_factory=list)
     commands: list[list[str]] = field(default_factory=list)
@@ -78,17 +82,24 @@ class DeviceState:
             node(
                 "EditText",
                 PASSWORD_BOX,
-                text="••••",
+                text=self.leaked_password or "••••",
                 resource_id=f"{self.foreground}:id/password",
                 clickable="true",
                 password="true",
-            ),
+            ).replace(" />", ">")
+            + (
+                node("TextView", PASSWORD_BOX, text=self.leaked_password)
+                if self.leaked_password
+                else ""
+            )
+            + "</node>",
             node("Button", BUTTON_BOX, text="Sign in", clickable="true"),
         ]
+        merged = f' content-desc="Sign in, {self.leaked_password}"' if self.leaked_password else ""
         return (
             "<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>"
             '<hierarchy rotation="0"><node class="android.widget.FrameLayout" '
-            f'bounds="[0,0][{WIDTH},{HEIGHT}]" text="" resource-id="">'
+            f'bounds="[0,0][{WIDTH},{HEIGHT}]" text="" resource-id=""{merged}>'
             + "".join(children)
             + "</node></hierarchy>"
         )

@@ -46,6 +46,9 @@ class FakeWda:
     taps: list[tuple[float, float]] = field(default_factory=list)
     drags: list[dict[str, Any]] = field(default_factory=list)
     typed: str = ""
+    # A password the source gives away: as the secure field's value, in an element inside
+    # it, and in a preview label beside it.
+    leaked_password: str = ""
     buttons: list[str] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
@@ -77,11 +80,28 @@ class FakeWda:
             f'value="{self.typed}" enabled="true" visible="true" '
             'x="20" y="140" width="160" height="30"/>'
             '<XCUIElementTypeSecureTextField type="XCUIElementTypeSecureTextField" '
-            'name="password" label="Password" value="••••••" enabled="true" visible="true" '
-            f'x="{x}" y="{y}" width="{sw}" height="{sh}"/>'
-            '<XCUIElementTypeButton type="XCUIElementTypeButton" name="Sign in" label="Sign in" '
+            f'name="password" label="Password" value="{self.leaked_password or "••••••"}" '
+            f'enabled="true" visible="true" x="{x}" y="{y}" width="{sw}" height="{sh}">'
+            + self._leaks()[0]
+            + "</XCUIElementTypeSecureTextField>"
+            + self._leaks()[1]
+            + '<XCUIElementTypeButton type="XCUIElementTypeButton" name="Sign in" label="Sign in" '
             'enabled="true" visible="true" x="20" y="280" width="160" height="40"/>'
             "</XCUIElementTypeWindow></XCUIElementTypeApplication>"
+        )
+
+    def _leaks(self) -> tuple[str, str]:
+        """What the source gives away inside the secure field, and beside it."""
+        if not self.leaked_password:
+            return "", ""
+        x, y, sw, sh = SECURE
+        return (
+            '<XCUIElementTypeStaticText type="XCUIElementTypeStaticText" '
+            f'value="{self.leaked_password}" enabled="true" visible="true" '
+            f'x="{x}" y="{y}" width="{sw}" height="{sh}"/>',
+            '<XCUIElementTypeStaticText type="XCUIElementTypeStaticText" '
+            f'label="Preview: {self.leaked_password}" enabled="true" visible="true" '
+            'x="20" y="240" width="160" height="30"/>',
         )
 
     def png(self) -> bytes:

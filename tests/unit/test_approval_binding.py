@@ -81,7 +81,6 @@ def _raise(q: ApprovalQueue) -> Approval:
         hold=hold,
         screenshot_png=None,
         binding=CLICK,
-        agent_words="pay the invoice",
     )
 
 
@@ -109,7 +108,7 @@ def test_an_approval_is_used_once_and_only_for_the_bound_action(tmp_path: Path) 
     assert used[1]["digest"] == CLICK.digest and used[1]["now"] == now.digest
 
 
-def test_the_console_and_the_cli_read_the_bound_action_and_the_agents_words_apart(
+def test_the_console_and_the_cli_read_the_bound_action(
     tmp_path: Path,
 ) -> None:
     q, _ = _queue(tmp_path)
@@ -120,7 +119,7 @@ def test_the_console_and_the_cli_read_the_bound_action_and_the_agents_words_apar
         "surface": "s1",
         "target": TARGET,
     }
-    assert shown["digest"] == CLICK.digest and shown["agent_words"] == "pay the invoice"
+    assert shown["digest"] == CLICK.digest
     assert "binding" not in shown
     json.dumps(shown)  # what the admin API sends
 

@@ -120,7 +120,8 @@ def test_network_is_orphan_decisions() -> None:
 
 
 def _load_proxy_module() -> ModuleType:
-    # proxy.py imports its sibling proxy_request.py, as it does in the image (/opt/corral).
+    # proxy.py imports its sibling proxy_request.py, as it does in the image (/opt/corral),
+    # and sandboxes.hostnames, which the image carries under its own path.
     folder = str(REPO / "rig_images/proxy")
     if folder not in sys.path:
         sys.path.insert(0, folder)

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "rig_images" / "kiosk"))
-from kiosk_agent.frames import carry, quad_box, unreachable_frames
+from kiosk_agent.frames import unreachable_frames
+
+from sandboxes.secret_fields import carry, quad_box
 
 pytestmark = pytest.mark.unit
 

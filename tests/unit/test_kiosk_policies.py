@@ -191,6 +191,9 @@ def test_a_png_of_the_wrong_size_or_not_a_png_is_decoded_not_passed_through() ->
         "http://shop.test/pay",
         "https://shop.test:8443/pay",
         "https://sub.shop.test/pay/x?y#z",
+        "https://shop.test/PAY",
+        "https://shop.test/Pay/Now",
+        "https://shop.test/%50ay",
     ],
 )
 def test_the_deny_list_matches_every_spelling_of_a_denied_page(url: str) -> None:

@@ -12,6 +12,7 @@ from orchestrator.errors import ConfigError, ParamError
 from sandboxes.catalogue import BY_NAME, PACKAGE_INSTALL, RIG_TOOLS
 from sandboxes.mobile_params import IosUseParams, MobileUseParams
 from sandboxes.mobile_ui import UiTreeError, parse_android, parse_ios, scale_rects
+from sandboxes.secret_fields import WITHHELD
 from sandboxes.visibility import decide
 from tests.simulators.fake_android import INJECTION, PASSWORD_BOX, DeviceState
 from tests.simulators.fake_wda import SECURE, FakeWda
@@ -139,7 +140,7 @@ def test_android_tree_has_refs_centres_and_hides_secret_text() -> None:
     tree = parse_android(DeviceState(typed="ann").ui_xml())
     text = tree.render()
     assert '- EditText "ann" id=user [ref=e3]' in text
-    assert '- EditText "(secret)" id=password [ref=e4]' in text and "••••" not in text
+    assert f"- EditText {WITHHELD} id=password [ref=e4]" in text and "••••" not in text
     assert INJECTION in text  # the device's text is shown (fenced later), not dropped
     x1, y1, x2, y2 = PASSWORD_BOX
     assert tree.secret_rects == ((x1, y1, x2 - x1, y2 - y1),)
@@ -150,7 +151,7 @@ def test_android_tree_has_refs_centres_and_hides_secret_text() -> None:
 
 def test_ios_tree_finds_the_secure_text_field_and_scales_it_to_pixels() -> None:
     tree = parse_ios(FakeWda().source())
-    assert '- SecureTextField "(secret)"' in tree.render()
+    assert "- SecureTextField [secret field: value withheld]" in tree.render()
     assert tree.secret_rects == (SECURE,)
     assert scale_rects(tree.secret_rects, 2.0) == ((40, 400, 320, 60),)
     assert scale_rects(((1, 1, 1, 1),), 1.5) == ((1, 1, 2, 2),)  # rounded outwards

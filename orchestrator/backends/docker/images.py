@@ -140,14 +140,17 @@ def _stream_build(client: docker.DockerClient, **kwargs: Any) -> Iterator[str]:
             yield text
 
 
-# Folders of another rig image a recipe's context also carries (under the same name),
-# so one image can reuse another's modules without a copy in the repository: the
-# desktop rig runs the kiosk agent's X, input and VNC modules.
-# What a rig's build context takes from another rig's folder (a folder keeps its name,
-# a file lands at the top of the context): one source, never a copy in the repository.
+# What a rig's build context takes from elsewhere in the repository, one source and never
+# a copy in it: a folder keeps its name, a file of another rig's folder lands at the top of
+# the context, and a module of corral's own packages (standard library only) keeps its
+# package path, so the image imports it as the gateway does (`from sandboxes.X import ...`,
+# /opt/corral on sys.path): the secret-field probe (kiosk, desktop) and the host-name rule
+# the proxy applies inside its trust boundary.
 SHARED_CONTEXT: dict[str, tuple[str, ...]] = {
-    "desktop": ("kiosk/kiosk_agent", "kiosk/policy.json"),
+    "kiosk": ("/sandboxes/secret_fields.py",),
+    "desktop": ("kiosk/kiosk_agent", "kiosk/policy.json", "/sandboxes/secret_fields.py"),
     "browser": ("kiosk/policy.json",),
+    "proxy": ("/sandboxes/hostnames.py",),
 }
 
 
@@ -169,6 +172,9 @@ def recipe_files(dockerfile: Path) -> dict[str, bytes]:
     folder = dockerfile.parent
     files = _folder_files(folder)
     for shared in SHARED_CONTEXT.get(folder.name, ()):
+        if shared.startswith("/"):  # a module of corral's packages, under its package path
+            files[shared[1:]] = (REPO_ROOT / shared[1:]).read_bytes()
+            continue
         source = folder.parent / shared
         if source.is_file():
             files[source.name] = source.read_bytes()

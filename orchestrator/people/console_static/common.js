@@ -44,7 +44,8 @@ function leftText(a) {
 
 // The exact action the approval is for (issue 22 item 1), as the gateway bound it: the
 // tool, its parameters (typed text as its length), the surface, the target as read and
-// their digest. The agent's own words, when there are any, stand apart, labelled.
+// their digest. The agent's own words, when there are any, are in the description,
+// labelled as the agent's (a codrive step's "(the agent says: …)").
 function boundAction(a) {
   const action = a.action || {};
   const row = (label, value) => el('div', {},
@@ -55,11 +56,6 @@ function boundAction(a) {
     row('parameters', JSON.stringify(action.params ?? null)),
     row('target as read', JSON.stringify(action.target ?? null)),
     row('digest', a.digest ? `sha256 ${a.digest}` : '- (not bound to one input)'));
-  if (a.agent_words) {
-    box.append(el('div', { class: 'agent-words' },
-      el('span', { class: 'label', text: "the agent's own words (not checked): " }),
-      el('q', { text: a.agent_words })));
-  }
   return box;
 }
 

@@ -4,9 +4,10 @@ driven by Playwright over the CDP channel of `orchestrator.surfaces.browser.cdp`
 Elements are found by `ref` (Playwright's `aria-ref=` engine, from the last
 `extract a11y` snapshot) or by ARIA role + exact accessible name; the model never
 writes a selector. Every piece of text read from the page comes back fenced as
-untrusted data (`sandboxes.fence`). Screenshots are masked by `sandboxes.masking`, as
-the kiosk's are: secret fields found from outside the page's JavaScript world
-(Playwright's utility world and the browser's box model), denied pages whole.
+untrusted data (`sandboxes.fence`). Secret fields are found by the kiosk's own probe
+(`sandboxes.secret_fields`, through `browser/secrets.py`): screenshots mask them with
+`sandboxes.masking`, as the kiosk's are (denied pages whole), and `extract` withholds
+their values.
 """
 
 from __future__ import annotations
@@ -22,38 +23,19 @@ from orchestrator.errors import RigError, SessionRefused
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser.cdp import CdpBridge
+from orchestrator.surfaces.browser.secrets import page_secrets
 from sandboxes import rig_params as r
 from sandboxes.fence import fence
 from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
 from sandboxes.ports import AttachedContainer
+from sandboxes.secret_fields import WITHHELD, ProbeError, withhold
 from sandboxes.urls import check_url
 
 ACTION_MS = 10_000
 NAVIGATE_MS = 30_000
 TEXT_MAX_CHARS = 100_000
 CONSOLE_KEPT = 200
-MAX_SECRET_FIELDS = 200
 TABS_MAX = 20
-# What the mask covers: the kiosk probe's secret fields (docs/kiosk-internals.md §2),
-# as a CSS list that corral writes (never the model).
-SECRET_CSS = ", ".join(
-    (
-        "input[type=password i]",
-        *(
-            f"[autocomplete~={token} i]"
-            for token in (
-                "cc-number",
-                "cc-csc",
-                "cc-exp",
-                "cc-exp-month",
-                "cc-exp-year",
-                "one-time-code",
-                "current-password",
-                "new-password",
-            )
-        ),
-    )
-)
 # X keysym names (sandboxes.keys) -> Playwright key names.
 _PW_KEYS = {
     "Return": "Enter",
@@ -218,9 +200,9 @@ class BrowserRig(Surface):
         return answer(text_block(f"{done} {status}\n{about}"))
 
     async def _extract(self, page: Page, mode: str, status: str) -> Answer:
+        seen = await self._secret_values(page) if mode != "console" else []
         if mode == "a11y":
             text = await page.aria_snapshot(mode="ai", timeout=ACTION_MS)
-            self.last_snapshot = text  # what its refs were, for the approval rules
             note = "Elements carry [ref=ID]: pass ref to click, fill or select."
         elif mode == "text":
             text = await page.locator("body").inner_text(timeout=ACTION_MS)
@@ -228,12 +210,27 @@ class BrowserRig(Surface):
         else:
             text = "\n".join(self.console)
             note = f"The last {len(self.console)} console message(s) (at most {CONSOLE_KEPT})."
+        if mode != "console":  # values read before and after it: one changed meanwhile is caught
+            text, count = withhold(text, seen + await self._secret_values(page))
+            note += f" {count} secret value(s) withheld, shown as {WITHHELD}." if count else ""
+        if mode == "a11y":
+            self.last_snapshot = text  # what its refs were, for the approval rules
         cut = len(text) > TEXT_MAX_CHARS
         if cut:
             text = text[:TEXT_MAX_CHARS]
             note += f" Cut at {TEXT_MAX_CHARS} characters."
         fenced = fence(text, f"the page {page.url!r} ({mode})")
         return answer(text_block(f"{note} {status}\n{fenced}"), mode=mode, truncated=cut)
+
+    async def _secret_values(self, page: Page) -> list[str]:
+        """The live values of the page's secret fields; no text at all when they cannot
+        be told."""
+        try:
+            return (await page_secrets(self.context, page, values=True)).values
+        except ProbeError as exc:
+            raise RigError(
+                f"extract: the page's secret fields could not be checked ({exc})"
+            ) from exc
 
     async def _clipboard(self, page: Page, function: str, text: str | None) -> str:
         """Call the clipboard API in an isolated world: the page's own globals (which it
@@ -294,43 +291,21 @@ class BrowserRig(Surface):
         """The masked screenshot: never an unmasked image because a check failed."""
         size = (self.width, self.height)
         try:
-            before = await self._secret_rects(page)
+            before = (await page_secrets(self.context, page, values=False)).rects
             png = await page.screenshot(type="png", timeout=ACTION_MS)
-            after = await self._secret_rects(page)
+            after = (await page_secrets(self.context, page, values=False)).rects
             frames = tuple(f.url for f in page.frames[1:])
             probe = Probe(1, True, tuple(before | after), page.url, "", frame_urls=frames)
             plan = plan_mask(probe, self.deny_list, _png_size(png) or size)
             size = _png_size(png) or size
             masked = blank_png(*size) if plan.full else apply_mask(png, plan, size)
-        except (PlaywrightError, RigError, ValueError) as exc:
+        except (PlaywrightError, RigError, ProbeError, ValueError) as exc:
             why = f"the screenshot could not be checked ({str(exc).splitlines()[0][:200]})"
             plan = plan_mask(Probe(0, False, (), "", "", error=why), self.deny_list, size)
             masked = blank_png(*size)
         return image_answer(
             masked, plan, status, used=self.clock.used, max_actions=self.clock.max_actions
         )
-
-    async def _secret_rects(self, page: Page) -> set[tuple[int, int, int, int]]:
-        """Boxes of secret fields in every frame, in page pixels (Playwright finds them in
-        its utility world and measures them with the browser's box model)."""
-        rects: set[tuple[int, int, int, int]] = set()
-        for frame in page.frames:
-            found = frame.locator(SECRET_CSS)
-            count = await found.count()
-            if count > MAX_SECRET_FIELDS:
-                raise RigError(f"more than {MAX_SECRET_FIELDS} secret fields")
-            for index in range(count):
-                box = await found.nth(index).bounding_box(timeout=ACTION_MS)
-                if box is not None and box["width"] > 0 and box["height"] > 0:
-                    rects.add(
-                        (
-                            int(box["x"]),
-                            int(box["y"]),
-                            int(box["width"]) + 1,
-                            int(box["height"]) + 1,
-                        )
-                    )
-        return rects
 
 
 def _named(verb: Any) -> str:

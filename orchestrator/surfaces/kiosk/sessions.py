@@ -23,7 +23,7 @@ from orchestrator.surfaces.kiosk.driver import KioskDriver
 from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.kiosk.start import KioskStart, Started
 from orchestrator.surfaces.manager import SurfaceManager
-from orchestrator.surfaces.oversight import Oversight, step_of
+from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.pipeline import Action
 from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
@@ -37,6 +37,7 @@ from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.params import SessionStartParams, SessionStopParams, validate
 from sandboxes.ports import EgressFactory
 from sandboxes.session_rules import COUNTED
+from sandboxes.step_text import step_of
 from sandboxes.visibility import AgentView, decide
 
 if TYPE_CHECKING:

@@ -16,12 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandboxes.secret_fields import Quad, carry, quad_box
+
 from .cdp import CDP, CDPError
 from .common import PROBE_STEP_S, OpError
 
 PARENT_PENDING = "its parent frame is not read yet"
 Rect = list[float]  # x, y, width, height in CSS pixels
-Quad = tuple[float, float, float, float]  # left, top, right, bottom
 
 
 @dataclass
@@ -86,27 +87,6 @@ def unreachable_frames(tree: dict[str, Any], skip: set[str]) -> list[dict[str, A
         if foreign[fid]:
             out.append(frame)
     return out
-
-
-def quad_box(quad: list[float]) -> Quad:
-    xs, ys = quad[0::2], quad[1::2]
-    return min(xs), min(ys), max(xs), max(ys)
-
-
-def carry(rect: Rect, box: Quad, inner: tuple[float, float]) -> Rect | None:
-    """`rect`, in a frame's viewport of size `inner`, in the coordinates of the box that
-    shows the frame (scaled when the box is not the frame's size), clipped to the box."""
-    left, top, right, bottom = box
-    width, height = inner
-    if width <= 0 or height <= 0:
-        return None
-    sx, sy = (right - left) / width, (bottom - top) / height
-    x1, y1 = max(left, left + rect[0] * sx), max(top, top + rect[1] * sy)
-    x2 = min(right, left + (rect[0] + rect[2]) * sx)
-    y2 = min(bottom, top + (rect[1] + rect[3]) * sy)
-    if x2 <= x1 or y2 <= y1:
-        return None
-    return [x1, y1, x2 - x1, y2 - y1]
 
 
 class FrameReader:

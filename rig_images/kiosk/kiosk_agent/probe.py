@@ -5,11 +5,14 @@ reported in `error`."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from sandboxes.secret_fields import SECRET_AUTOCOMPLETE
 
 from .atspi import Atspi
 from .browser import Browser
@@ -19,10 +22,11 @@ from .frames import FrameReader
 from .screen import Screen
 from .shadow import closed_shadow_css
 
-# Secret fields (type=password, payment and one-time-code autocomplete, or masked with
-# -webkit-text-security) in a frame, its open shadow roots and the frames of its own
-# origin, clipped to the frame's viewport, in the frame's CSS pixels. It runs in an
-# isolated world of each frame it is given (frames.py), never in the page's own world.
+# Secret fields (type=password, a token of sandboxes.secret_fields.SECRET_AUTOCOMPLETE,
+# the one list, or masked with -webkit-text-security) in a frame, its open shadow roots
+# and the frames of its own origin, clipped to the frame's viewport, in the frame's CSS
+# pixels. It runs in an isolated world of each frame it is given (frames.py), never in the
+# page's own world.
 PROBE_JS = r"""
 (() => {
   const offX = window.screenX + Math.max(0, window.outerWidth - window.innerWidth);
@@ -30,8 +34,7 @@ PROBE_JS = r"""
   const vw = window.innerWidth, vh = window.innerHeight;
   const rects = [];
   let frames = 0, blocked = 0;
-  const SECRET_AUTOCOMPLETE = ['cc-number', 'cc-csc', 'cc-exp', 'cc-exp-month',
-    'cc-exp-year', 'one-time-code', 'current-password', 'new-password'];
+  const SECRET_AUTOCOMPLETE = __SECRET_AUTOCOMPLETE__;
   const isSecret = (el) => {
     if (el.tagName === 'INPUT' && (el.type || '').toLowerCase() === 'password') return true;
     const ac = (el.getAttribute('autocomplete') || '').toLowerCase().split(/\s+/);
@@ -75,7 +78,7 @@ PROBE_JS = r"""
   return {rects, frames, blocked, url: location.href, title: document.title,
           dpr: window.devicePixelRatio || 1, offX, offY, vw, vh};
 })()
-"""
+""".replace("__SECRET_AUTOCOMPLETE__", json.dumps(sorted(SECRET_AUTOCOMPLETE)))
 
 
 def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, Any]:

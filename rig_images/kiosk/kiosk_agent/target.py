@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandboxes.secret_fields import quad_box
+
 from .browser import Browser
 from .cdp import CDP, CDPError
 from .common import PROBE_STEP_S
-from .frames import FrameReader, quad_box
+from .frames import FrameReader
 
 # The roles a click lands on as one control: the nearest of these above the hit element
 # is the target.
@@ -92,16 +94,13 @@ def _main_viewport(browser: Browser, cdp: CDP, sid: str) -> dict[str, Any]:
 
 def _resolve(reader: FrameReader, sid: str, x: float, y: float, depth: int) -> dict[str, Any]:
     cdp = reader.cdp
-    hit = cdp.call(
+    hit = reader.call(
         "DOM.getNodeForLocation",
         {"x": int(x), "y": int(y), "includeUserAgentShadowDOM": False},
-        session=sid,
-        timeout=PROBE_STEP_S,
+        sid,
     )
     backend = int(hit["backendNodeId"])
-    node = cdp.call(
-        "DOM.describeNode", {"backendNodeId": backend}, session=sid, timeout=PROBE_STEP_S
-    )["node"]
+    node = reader.call("DOM.describeNode", {"backendNodeId": backend}, sid)["node"]
     frame_id = str(node.get("frameId") or "")
     is_owner = str(node.get("nodeName", "")).upper() in ("IFRAME", "FRAME")
     if is_owner and frame_id and frame_id in _iframe_targets(cdp):
@@ -127,16 +126,13 @@ def _into_frame(
 ) -> dict[str, Any]:
     """Follow a point into an out-of-process frame: into the owner's content box, scaled
     when the box is not the frame's size (a CSS transform)."""
-    cdp = reader.cdp
-    box = cdp.call(
-        "DOM.getBoxModel", {"backendNodeId": owner}, session=parent, timeout=PROBE_STEP_S
-    )
+    box = reader.call("DOM.getBoxModel", {"backendNodeId": owner}, parent)
     left, top, right, bottom = quad_box(box["model"]["content"])
     x, y = point
     if not (left <= x < right and top <= y < bottom):
         return _describe(reader, parent, owner, "")  # the frame's border: its owner element
     child = reader.attach(frame_id)
-    tree = cdp.call("Page.getFrameTree", session=child, timeout=PROBE_STEP_S)
+    tree = reader.call("Page.getFrameTree", {}, child)
     view = reader.evaluate(child, tree["frameTree"]["frame"])
     inner_w, inner_h = float(view.get("vw") or 0), float(view.get("vh") or 0)
     if inner_w <= 0 or inner_h <= 0:
@@ -150,11 +146,8 @@ def _describe(reader: FrameReader, sid: str, backend: int, frame_id: str) -> dic
     """The nearest interactive ancestor-or-self of a hit node (or the node itself), its
     accessible name, role, visible text and, inside a link, the link's URL."""
     cdp = reader.cdp
-    tree = cdp.call(
-        "Accessibility.getPartialAXTree",
-        {"backendNodeId": backend, "fetchRelatives": True},
-        session=sid,
-        timeout=PROBE_STEP_S,
+    tree = reader.call(
+        "Accessibility.getPartialAXTree", {"backendNodeId": backend, "fetchRelatives": True}, sid
     )
     nodes: dict[str, dict[str, Any]] = {str(n["nodeId"]): n for n in tree.get("nodes") or []}
     hit = next((n for n in nodes.values() if n.get("backendDOMNodeId") == backend), None)
@@ -252,28 +245,23 @@ HREF_JS = "function() { return typeof this.href === 'string' ? this.href : null;
 def _href(reader: FrameReader, sid: str, backend: int, frame_id: str) -> str | None:
     """The link's URL as the browser resolves it (`href` read in the isolated world of the
     link's frame, where the page cannot replace the getter)."""
-    cdp = reader.cdp
-    tree = cdp.call("Page.getFrameTree", session=sid, timeout=PROBE_STEP_S)
+    tree = reader.call("Page.getFrameTree", {}, sid)
     frame = _find_frame(tree["frameTree"], frame_id) if frame_id else tree["frameTree"]["frame"]
     if frame is None:
         frame = tree["frameTree"]["frame"]
     context = reader.world(sid, frame)
-    obj = cdp.call(
-        "DOM.resolveNode",
-        {"backendNodeId": backend, "executionContextId": context},
-        session=sid,
-        timeout=PROBE_STEP_S,
+    obj = reader.call(
+        "DOM.resolveNode", {"backendNodeId": backend, "executionContextId": context}, sid
     )["object"]
     try:
-        res = cdp.call(
+        res = reader.call(
             "Runtime.callFunctionOn",
             {"objectId": obj["objectId"], "functionDeclaration": HREF_JS, "returnByValue": True},
-            session=sid,
-            timeout=PROBE_STEP_S,
+            sid,
         )
     finally:
         release = {"objectId": obj["objectId"]}
-        cdp.call("Runtime.releaseObject", release, session=sid, timeout=PROBE_STEP_S)
+        reader.call("Runtime.releaseObject", release, sid)
     value = res.get("result", {}).get("value")
     return str(value) if isinstance(value, str) else None
 
@@ -326,19 +314,16 @@ def focused(browser: Browser) -> dict[str, Any]:
     sid = browser.page_session()
     _main_viewport(browser, cdp, sid)  # fresh isolated world for the document now shown
     reader = FrameReader(cdp, sid, browser.frame_state, VIEWPORT_JS, lambda _c, _s: [])
-    res = cdp.call(
+    res = reader.call(
         "Runtime.evaluate",
         {"expression": FOCUSED_JS, "contextId": browser.probe_world(PROBE_STEP_S)},
-        session=sid,
-        timeout=PROBE_STEP_S,
+        sid,
     )
     obj = res.get("result", {})
     if "objectId" not in obj:
         return unknown("no focused element could be read")
     try:
-        node = cdp.call(
-            "DOM.describeNode", {"objectId": obj["objectId"]}, session=sid, timeout=PROBE_STEP_S
-        )["node"]
+        node = reader.call("DOM.describeNode", {"objectId": obj["objectId"]}, sid)["node"]
         if str(node.get("nodeName", "")).upper() in ("IFRAME", "FRAME"):
             return unknown("the focus is inside a frame the kiosk cannot read")
         out = _describe(reader, sid, int(node["backendNodeId"]), str(node.get("frameId") or ""))
@@ -350,19 +335,14 @@ def focused(browser: Browser) -> dict[str, Any]:
 
 def _submit(reader: FrameReader, sid: str, object_id: str) -> dict[str, Any] | None:
     cdp = reader.cdp
-    res = cdp.call(
-        "Runtime.callFunctionOn",
-        {"objectId": object_id, "functionDeclaration": SUBMIT_JS},
-        session=sid,
-        timeout=PROBE_STEP_S,
+    res = reader.call(
+        "Runtime.callFunctionOn", {"objectId": object_id, "functionDeclaration": SUBMIT_JS}, sid
     )
     obj = res.get("result", {})
     if "objectId" not in obj:
         return None
     try:
-        node = cdp.call(
-            "DOM.describeNode", {"objectId": obj["objectId"]}, session=sid, timeout=PROBE_STEP_S
-        )["node"]
+        node = reader.call("DOM.describeNode", {"objectId": obj["objectId"]}, sid)["node"]
         return _describe(reader, sid, int(node["backendNodeId"]), str(node.get("frameId") or ""))
     finally:
         cdp.call("Runtime.releaseObject", {"objectId": obj["objectId"]}, session=sid)

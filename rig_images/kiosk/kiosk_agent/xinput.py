@@ -17,40 +17,9 @@ KEYSYM_RETURN: int = XK.XK_Return
 KEYSYM_TAB: int = XK.XK_Tab
 KEYSYM_SHIFT: int = XK.XK_Shift_L
 
-KEY_ALIASES: dict[str, str] = {
-    "enter": "Return",
-    "return": "Return",
-    "esc": "Escape",
-    "escape": "Escape",
-    "del": "Delete",
-    "delete": "Delete",
-    "backspace": "BackSpace",
-    "tab": "Tab",
-    "space": "space",
-    "pageup": "Prior",
-    "page_up": "Prior",
-    "pagedown": "Next",
-    "page_down": "Next",
-    "up": "Up",
-    "down": "Down",
-    "left": "Left",
-    "right": "Right",
-    "home": "Home",
-    "end": "End",
-    "insert": "Insert",
-    "plus": "plus",
-    "minus": "minus",
-}
-MODIFIERS: dict[str, int] = {
-    "ctrl": XK.XK_Control_L,
-    "control": XK.XK_Control_L,
-    "shift": XK.XK_Shift_L,
-    "alt": XK.XK_Alt_L,
-    "meta": XK.XK_Super_L,
-    "super": XK.XK_Super_L,
-    "win": XK.XK_Super_L,
-    "cmd": XK.XK_Super_L,
-}
+# The gateway sends keys as `sandboxes.keys.check_key` normalised them: X keysym names,
+# chords with ctrl or shift only. No alias table here (one list of spellings, there).
+MODIFIERS: dict[str, int] = {"ctrl": XK.XK_Control_L, "shift": XK.XK_Shift_L}
 
 
 def char_keysym(ch: str) -> int:
@@ -67,7 +36,7 @@ def char_keysym(ch: str) -> int:
 def key_keysym(name: str) -> int:
     if len(name) == 1:
         return char_keysym(name)
-    candidates = [KEY_ALIASES.get(name.lower(), name), name, name.capitalize()]
+    candidates = [name, name.capitalize()]
     for cand in candidates:
         keysym: int = XK.string_to_keysym(cand)
         if keysym:
@@ -100,31 +69,46 @@ class XInput:
             raise OpError(f"({x}, {y}) is outside the {self.width}x{self.height} screen")
         return x, y
 
-    def click(self, req: dict[str, Any]) -> None:
-        x, y = self._xy(req)
-        button = {"left": 1, "middle": 2, "right": 3}.get(str(req.get("button") or "left"))
-        if button is None:
-            raise OpError("button must be left or right")
-        double = req.get("double") in (True, "true", 1)
+    def _press_at(self, x: int, y: int, button: int, times: int) -> None:
         xtest.fake_input(self.d, X.MotionNotify, x=x, y=y)
-        for _ in range(2 if double else 1):
+        for _ in range(times):
             xtest.fake_input(self.d, X.ButtonPress, button)
             xtest.fake_input(self.d, X.ButtonRelease, button)
         self.d.flush()
 
+    def move(self, req: dict[str, Any]) -> None:
+        self._press_at(*self._xy(req), button=1, times=0)
+
+    def click(self, req: dict[str, Any]) -> None:
+        button = {"left": 1, "middle": 2, "right": 3}.get(str(req.get("button") or "left"))
+        if button is None:
+            raise OpError("button must be left or right")
+        double = req.get("double") in (True, "true", 1)
+        self._press_at(*self._xy(req), button=button, times=2 if double else 1)
+
     def scroll(self, req: dict[str, Any]) -> None:
-        x, y = self._xy(req)
+        """Wheel steps up, down, left or right (X buttons 4-7), 1-100 of them (the
+        gateway's parameter models bound them tighter)."""
         direction = str(req.get("direction") or "down")
-        if direction not in ("up", "down"):
-            raise OpError("direction must be up or down")
+        button = {"up": 4, "down": 5, "left": 6, "right": 7}.get(direction)
+        if button is None:
+            raise OpError("direction must be up, down, left or right")
         amount = int(req.get("amount") or 3)
         if not 1 <= amount <= 100:
             raise OpError("amount must be 1..100")
-        button = 4 if direction == "up" else 5
+        self._press_at(*self._xy(req), button=button, times=amount)
+
+    def drag(self, req: dict[str, Any]) -> None:
+        """Press the left button at (x, y), move in ten steps to (to_x, to_y), release."""
+        x, y = self._xy(req)
+        to_x, to_y = self._xy({"x": req.get("to_x"), "y": req.get("to_y")})
         xtest.fake_input(self.d, X.MotionNotify, x=x, y=y)
-        for _ in range(amount):
-            xtest.fake_input(self.d, X.ButtonPress, button)
-            xtest.fake_input(self.d, X.ButtonRelease, button)
+        xtest.fake_input(self.d, X.ButtonPress, 1)
+        steps = 10
+        for i in range(1, steps + 1):
+            step_x, step_y = x + (to_x - x) * i // steps, y + (to_y - y) * i // steps
+            xtest.fake_input(self.d, X.MotionNotify, x=step_x, y=step_y)
+        xtest.fake_input(self.d, X.ButtonRelease, 1)
         self.d.flush()
 
     def _keycode_for(self, keysym: int, new_map: dict[int, int]) -> tuple[int, bool] | None:

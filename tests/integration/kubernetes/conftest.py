@@ -26,8 +26,9 @@ KIOSK_IMAGE = DEFAULT_KIOSK_IMAGE
 PROXY_IMAGE = DEFAULT_PROXY_IMAGE
 REPO = Path(__file__).resolve().parents[3]
 # The fake node's images and their CMD. The proxy is the real one (rig_images/proxy),
-# on a free port of this host (its pod's port would be 3128). The rigs' images run for
-# real, in the Docker engine (tests/fake_kube/docker_node.py).
+# on a free port of this host (its pod's port would be 3128), with corral's host-name
+# rule importable beside it as its image has it (sandboxes/hostnames.py, SHARED_CONTEXT).
+# The rigs' images run for real, in the Docker engine (tests/fake_kube/docker_node.py).
 IMAGES: dict[str, list[str] | InDocker | None] = {
     DEFAULT_BROWSER_IMAGE: IN_DOCKER,
     DEFAULT_DESKTOP_IMAGE: IN_DOCKER,
@@ -36,7 +37,7 @@ IMAGES: dict[str, list[str] | InDocker | None] = {
     PROXY_IMAGE: [
         "sh",
         "-c",
-        f"CORRAL_LISTEN_PORT=0 exec python3 {REPO}/rig_images/proxy/proxy.py",
+        f"PYTHONPATH={REPO} CORRAL_LISTEN_PORT=0 exec python3 {REPO}/rig_images/proxy/proxy.py",
     ],
 }
 

@@ -1,0 +1,124 @@
+"""The browser rig's secret fields, found by the one probe (`sandboxes.secret_fields`,
+which the kiosk agent runs too) over Playwright CDP sessions: the page's own session
+(its documents, every shadow root, closed ones included, and the frames of its
+renderer) and one session per out-of-process frame (a frame of another site, in a
+renderer of its own). What is found is what a screenshot masks and what `extract`
+withholds. A probe that cannot finish raises `ProbeError`: the caller masks the whole
+image, or answers no text at all."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from playwright.async_api import BrowserContext, CDPSession, Frame, Page
+from playwright.async_api import Error as PlaywrightError
+
+from sandboxes import secret_fields as sf
+
+SHARED_SESSION = "does not have a separate CDP session"  # Playwright: an in-renderer frame
+Box = tuple[int, int, int, int]
+Up = Callable[[sf.Rect], sf.Rect | None]  # a session's rectangle in page pixels, or None
+
+
+def _unmoved(rect: sf.Rect) -> sf.Rect | None:
+    return rect
+
+
+@dataclass
+class PageSecrets:
+    """Secret fields of a page: boxes in page pixels, and (when asked) their values."""
+
+    rects: set[Box] = field(default_factory=set)
+    values: list[str] = field(default_factory=list)
+
+
+def _sender(session: CDPSession) -> Callable[[sf.Call], Awaitable[dict[str, Any]]]:
+    async def send(call: sf.Call) -> dict[str, Any]:
+        try:
+            answer: dict[str, Any] = await session.send(call.method, call.params)
+        except PlaywrightError as exc:
+            raise sf.CallFailed((exc.message or str(exc)).splitlines()[0][:200]) from exc
+        return answer
+
+    return send
+
+
+async def _root_frame_id(session: CDPSession) -> str:
+    tree = await session.send("Page.getFrameTree")
+    return str(tree["frameTree"]["frame"]["id"])
+
+
+async def _read(session: CDPSession, up: Up, values: bool, out: PageSecrets) -> None:
+    """One session's secret fields into `out`, its boxes carried into page pixels."""
+    send = _sender(session)
+    frame_id = await _root_frame_id(session)
+    found = await sf.run_async(sf.find_secret(frame_id, closed_only=False, css_ready=False), send)
+    for rect in await sf.run_async(sf.boxes(found.fields), send):
+        moved = up(rect)
+        if moved is not None and moved[2] > 0 and moved[3] > 0:
+            x, y, w, h = moved
+            left, top = math.floor(x), math.floor(y)
+            out.rects.add((left, top, math.ceil(x + w) - left + 1, math.ceil(y + h) - top + 1))
+    if values:
+        out.values += await sf.run_async(sf.values(found.fields), send)
+
+
+async def _carrier(parent: CDPSession, parent_up: Up, session: CDPSession) -> Up:
+    """How an out-of-process frame's rectangles reach page pixels: through the content
+    box of the element that shows it (in the parent session), scaled when that box is not
+    the frame's size (a CSS transform) and clipped to it, then as the parent's go."""
+    send = _sender(parent)
+    owner = await send(sf.Call("DOM.getFrameOwner", {"frameId": await _root_frame_id(session)}))
+    model = await send(sf.Call("DOM.getBoxModel", {"backendNodeId": owner["backendNodeId"]}))
+    box = sf.quad_box(model["model"]["content"])
+    viewport = (await session.send("Page.getLayoutMetrics"))["cssLayoutViewport"]
+    inner = (float(viewport["clientWidth"]), float(viewport["clientHeight"]))
+
+    def up(rect: sf.Rect) -> sf.Rect | None:
+        local = sf.carry(rect, box, inner)
+        return parent_up(local) if local is not None else None
+
+    return up
+
+
+def _depth(frame: Frame) -> int:
+    depth, parent = 0, frame.parent_frame
+    while parent is not None:
+        depth, parent = depth + 1, parent.parent_frame
+    return depth
+
+
+async def page_secrets(context: BrowserContext, page: Page, *, values: bool) -> PageSecrets:
+    """Every secret field of `page`, in every frame (see the module's docstring)."""
+    out = PageSecrets()
+    main = await context.new_cdp_session(page)
+    own: dict[Frame, tuple[CDPSession, Up]] = {page.main_frame: (main, _unmoved)}
+    try:
+        await _read(main, _unmoved, values, out)
+        for frame in sorted(page.frames[1:], key=_depth):  # parents first
+            try:
+                session = await context.new_cdp_session(frame)
+            except PlaywrightError as exc:
+                if SHARED_SESSION in (exc.message or str(exc)):
+                    continue  # in the page's renderer: its document is in a pierced tree
+                raise sf.ProbeError(f"a frame could not be read: {exc.message}") from exc
+            parent = frame.parent_frame
+            while parent is not None and parent not in own:
+                parent = parent.parent_frame
+            above, above_up = own[parent or page.main_frame]
+            own[frame] = (session, _unmoved)  # detached below, whatever happens next
+            own[frame] = (session, await _carrier(above, above_up, session))
+            await _read(session, own[frame][1], values, out)
+    except PlaywrightError as exc:
+        raise sf.ProbeError((exc.message or str(exc)).splitlines()[0][:200]) from exc
+    except (KeyError, TypeError, ValueError) as exc:  # an answer not of the shape CDP documents
+        raise sf.ProbeError(f"an unexpected CDP answer ({exc!r:.200})") from exc
+    finally:
+        for session, _ in own.values():
+            with contextlib.suppress(PlaywrightError):  # its frame is gone already
+                await session.detach()
+    return out
