@@ -155,14 +155,52 @@ def approvals_list(as_json: bool, show_all: bool, token_file: Path | None) -> No
     if not found:
         out.print("no pending approvals" if not show_all else "no approvals")
         return
-    table = Table("id", "agent", "category", "description", "state", "expires in")
+    table = Table("id", "agent", "category", "description", "digest", "state", "expires in")
     now = time.time()
     for a in found:
         left = f"{max(0, int(a['expires_at'] - now))} s" if a["state"] == "pending" else "-"
+        digest = (a.get("digest") or "-")[:12]
         table.add_row(
-            a["id"], a["agent"], a["category"], escape(a["description"]), a["state"], left
+            a["id"], a["agent"], a["category"], escape(a["description"]), digest, a["state"], left
         )
     out.print(table)
+
+
+@approvals.command("show")
+@click.argument("approval_id")
+@click.option("--json", "as_json", is_flag=True, help="The approval as JSON, for scripts.")
+@token_option
+def approvals_show(approval_id: str, as_json: bool, token_file: Path | None) -> None:
+    """The exact action APPROVAL_ID is for: tool, parameters (typed text as its length),
+    surface, the target as read and their digest."""
+    found: list[dict[str, Any]] = _admin(token_file, ADMIN_APPROVALS_PATH, {})["approvals"]
+    approval = next((a for a in found if a["id"] == approval_id), None)
+    if approval is None:
+        _fail(f"no approval {approval_id!r} (see `corral approvals list --all`)")
+    if as_json:
+        click.echo(json.dumps(approval, indent=2))
+        return
+    for line in shown_approval(approval):
+        out.print(escape(line), highlight=False)
+
+
+def shown_approval(a: dict[str, Any]) -> list[str]:
+    """An approval as `corral approvals show` prints it, one line each."""
+    action = a.get("action") or {}
+    lines = [
+        f"{a['id']}  {a['state']}  agent {a['agent']}, surface {a['session']}",
+        f"rule:          {a['rule']} ({a['category']})",
+        f"held:          {a['description']}",
+        f"tool:          {action.get('tool', a['tool'])}",
+        f"parameters:    {json.dumps(action.get('params'), ensure_ascii=False)}",
+        f"target:        {json.dumps(action.get('target'), ensure_ascii=False)}",
+        f"digest:        sha256 {a.get('digest') or '- (not bound to one input)'}",
+    ]
+    if a.get("decided_by"):
+        lines.append(
+            f"decided by:    {a['decided_by']}" + (f" ({a['reason']})" if a["reason"] else "")
+        )
+    return lines
 
 
 def _decide(approval_id: str, decision: str, reason: str, token_file: Path | None) -> None:

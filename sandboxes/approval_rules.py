@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sandboxes.masking import deny_matches
@@ -106,11 +106,18 @@ def word_in_name(word: str, name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Hold:
-    """Why an action must wait for an operator: the rule, its category, one line."""
+    """Why an action must wait for an operator: the rule, its category, one line, and
+    the target as read when the rule judged it (bound into the approval,
+    sandboxes.approval_binding)."""
 
     rule: str  # e.g. "confirm_words: pay"
     category: Category
     description: str
+    target: Mapping[str, Any] | None = None
+
+    def on(self, target: Mapping[str, Any] | None) -> Hold:
+        """This hold, with the target it judged."""
+        return replace(self, target=target)
 
 
 def _quote(name: str) -> str:

@@ -102,15 +102,23 @@ def make_certs(directory: Path, names: Sequence[str]) -> str:
 
 
 SITE_SERVER = r"""
-import http.server, json, ssl, sys
+import http.server, json, ssl, sys, threading
 routes, port = json.loads(sys.argv[1]), int(sys.argv[2])
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain("/certs/site.pem", "/certs/site.key")
+events = {}  # /hold/NAME answers once /release/NAME was asked for (a page's long poll)
+def event(name):
+    return events.setdefault(name, threading.Event())
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_GET(self):
         print("GET " + self.path, flush=True)  # the site's own request log
-        status, headers, body = routes.get(self.path.split("?")[0], routes.get("*", [404, {}, ""]))
+        path = self.path.split("?")[0]
+        if path.startswith("/release/"):
+            event(path[len("/release/"):]).set()
+        if path.startswith("/hold/"):
+            event(path[len("/hold/"):]).wait(120)
+        status, headers, body = routes.get(path, routes.get("*", [404, {}, ""]))
         body = body.encode()
         self.send_response(status)
         for name, value in headers.items():
@@ -163,6 +171,24 @@ def requests_seen(client: docker.DockerClient, address: str) -> list[str]:
         if networks.get(EGRESS_NETWORK, {}).get("IPAddress") == address:
             lines = container.logs(stdout=True, stderr=False).decode().splitlines()
             return [line[4:] for line in lines if line.startswith("GET ")]
+    raise AssertionError(f"no test site at {address}")
+
+
+def release(client: docker.DockerClient, address: str, name: str) -> None:
+    """Answer the test site's held `/hold/NAME` requests (a page's long poll): the site is
+    asked for `/release/NAME` from inside its own container, so nothing else is reached."""
+    ask = (
+        "import http.client, ssl; c = ssl.create_default_context(); "
+        "c.check_hostname = False; c.verify_mode = ssl.CERT_NONE; "
+        "h = http.client.HTTPSConnection('127.0.0.1', 443, context=c, timeout=10); "
+        f"h.request('GET', '/release/{name}'); h.getresponse().read()"
+    )  # any status: the site logs the request and sets the event before it answers
+    for container in client.containers.list(filters={"label": "corral.kind=test-site"}):
+        networks = container.attrs["NetworkSettings"]["Networks"]
+        if networks.get(EGRESS_NETWORK, {}).get("IPAddress") == address:
+            code, output = container.exec_run(["python3", "-c", ask], user="1000:1000")
+            assert code == 0, output
+            return
     raise AssertionError(f"no test site at {address}")
 
 

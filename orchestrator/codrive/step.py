@@ -14,7 +14,7 @@ codrive's `Driver` for a step of a run on the agent's desktop rig.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import DeniedPage
@@ -93,9 +93,10 @@ class StepDriver:
         self.held = step_hold(
             self.step, self.run.app, target, rules.confirm_words, rules.confirm_urls
         )
-        if self.held is not None:
-            self.run.state = "waiting_approval"
-        return self.held
+        if self.held is None:
+            return None
+        self.run.state = "waiting_approval"
+        return self.held.on(asdict(target))  # what an approval of it binds
 
     async def act(self, surface: Any, action: Action, status: str) -> Done:
         self.run.state, self.acting = "running", True

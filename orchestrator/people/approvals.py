@@ -6,6 +6,14 @@ console. Nobody answering means denied: at `[approvals] timeout_seconds` a pendi
 approval expires, also when no operator is connected; nothing is ever approved by
 default. Every decision, the expiry included, is one audit event with the operator's
 name (none for an expiry), the decision, the reason and the latency.
+
+An approval is for one exact action (issue 22 item 1): it holds the tool, the
+parameters, the surface and the target as read (`sandboxes.approval_binding.Binding`)
+with their digest, and that is what the console and the CLI show (`public`); the agent's
+own words, when it gave any, are in the description, labelled as its (a codrive step's
+"(the agent says: …)", `sandboxes.codrive_rules.step_hold`). It is used once
+(`use`): the approved action, judged again right before it runs, either is the bound one
+and runs, or is refused; no second use can release another action.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from typing import Any, Literal
 import anyio
 
 from orchestrator.audit import AuditLog
-from orchestrator.errors import ApprovalError
+from orchestrator.errors import ApprovalError, SessionRefused
+from sandboxes.approval_binding import Binding, changed, shown_params, target_changed_refusal
 from sandboxes.approval_rules import Category, Hold
 
 State = Literal["pending", "approved", "denied", "expired", "cancelled"]
@@ -41,19 +50,35 @@ class Approval:
     created_at: float  # wall clock, seconds
     expires_at: float
     screenshot_png: bytes | None = None
+    # The exact action (None: an approval no single input binds, a codrive step's).
+    binding: Binding | None = field(default=None, repr=False)
     state: State = "pending"
     decided_by: str | None = None
     reason: str | None = None
     decided_at: float | None = None
+    used_at: float | None = None  # when the approved action was judged again, once
     done: anyio.Event = field(default_factory=anyio.Event, repr=False)
 
+    @property
+    def digest(self) -> str | None:
+        return None if self.binding is None else self.binding.digest
+
     def public(self) -> dict[str, Any]:
-        """What the CLI and the console show (the screenshot is fetched on its own)."""
+        """What the CLI and the console show (the screenshot is fetched on its own): the
+        bound action as it is held, its parameters without typed text."""
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _UNSHOWN}
-        return shown | {"has_screenshot": self.screenshot_png is not None}
+        bound = self.binding
+        action = None
+        if bound is not None:
+            action = bound.as_json() | {"params": shown_params(bound.params)}
+        return shown | {
+            "has_screenshot": self.screenshot_png is not None,
+            "action": action,
+            "digest": self.digest,
+        }
 
 
-_UNSHOWN = ("screenshot_png", "done")  # what `Approval.public` leaves out
+_UNSHOWN = ("screenshot_png", "done", "binding")  # what `Approval.public` leaves out
 
 
 @dataclass(eq=False)
@@ -76,6 +101,7 @@ class ApprovalQueue:
         step: str,
         hold: Hold,
         screenshot_png: bytes | None,
+        binding: Binding | None = None,
     ) -> Approval:
         now = self.clock()
         approval = Approval(
@@ -90,6 +116,7 @@ class ApprovalQueue:
             created_at=now,
             expires_at=now + self.timeout_seconds,
             screenshot_png=screenshot_png,
+            binding=binding,
         )
         self._all[approval.id] = approval
         self._trim()
@@ -104,6 +131,7 @@ class ApprovalQueue:
                 "category": hold.category,
                 "rule": hold.rule,
                 "timeout_seconds": self.timeout_seconds,
+                "digest": approval.digest,
             },
         )
         return approval
@@ -139,6 +167,30 @@ class ApprovalQueue:
             raise ApprovalError(f"approval {approval_id} expired before the decision")
         self._settle(approval, "approved" if approve else "denied", operator, reason or None)
         return approval
+
+    def use(self, approval: Approval, now: Binding | None) -> None:
+        """Spend an approved approval on the action about to run, judged again now (None:
+        no rule holds it any more): once only, and only for the bound action. Raises
+        ApprovalError when it is not approved or was used; SessionRefused when the action
+        is not the one approved (the approval is spent then too). Audited either way."""
+        if approval.state != "approved" or approval.used_at is not None:
+            used = "was already used" if approval.used_at is not None else f"is {approval.state}"
+            raise ApprovalError(f"approval {approval.id} {used}; it releases no action")
+        approval.used_at = self.clock()
+        moved = changed(approval.digest or "", now)
+        self.audit.record(
+            "approval_used",
+            approval.agent,
+            {
+                "approval": approval.id,
+                "session": approval.session,
+                "digest": approval.digest,
+                "now": None if now is None else now.digest,
+                "target_changed": moved,
+            },
+        )
+        if moved:
+            raise SessionRefused(target_changed_refusal(approval.id))
 
     def cancel_session(self, session: str, why: str) -> None:
         """Deny what a session still waits for when it ends (its calls are gone)."""

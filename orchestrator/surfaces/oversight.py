@@ -19,8 +19,7 @@ from typing import Any
 import anyio
 
 from orchestrator.audit import AuditLog
-from orchestrator.config import ComputerUseConfig
-from orchestrator.errors import CorralError, KioskError, SeatError, SessionRefused
+from orchestrator.errors import CorralError, SeatError, SessionRefused
 from orchestrator.people.approvals import Approval, ApprovalQueue
 from orchestrator.people.timeline import (
     QUIET_SECONDS,
@@ -35,22 +34,13 @@ from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.pipeline import PERSON_HAS_IT
 from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
-from sandboxes.approval_rules import (
-    Hold,
-    click_hold,
-    focus_hold,
-    key_activates,
-    navigate_hold,
-    text_activates,
-)
+from sandboxes.approval_binding import Binding
+from sandboxes.approval_rules import Hold
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.params import ClickParams, KeyParams, NavigateParams, TypeParams
 from sandboxes.step_text import step_of
 
 logger = logging.getLogger("corral.oversight")
 
-TARGET_DEADLINE = 3.0
-DOCUMENT_ROLES = frozenset({"RootWebArea", "WebArea", "document"})
 PROGRESS_EVERY_SECONDS = 2.0
 
 
@@ -78,37 +68,6 @@ class Oversight:
         return self.surfaces.seats()
 
     # ------------------------------------------------------------------ the AI's calls
-    async def hold_for(
-        self, session: KioskSession, tool: str, params: Any, cfg: ComputerUseConfig
-    ) -> Hold | None:
-        """The rule that makes this call wait, if any."""
-        if isinstance(params, NavigateParams):
-            return navigate_hold(params.url, cfg.confirm_urls)
-        if isinstance(params, ClickParams) and (cfg.confirm_words or cfg.confirm_urls):
-            try:
-                target = await session.channel.request(
-                    "target", TARGET_DEADLINE, x=params.x, y=params.y
-                )
-            except KioskError as exc:
-                target = {"name": None, "error": f"the kiosk could not tell ({exc})"}
-            name = target.get("name")
-            if target.get("role") in DOCUMENT_ROLES:
-                name = ""  # the page itself: its name is the title, not a control's
-            return click_hold(
-                name,
-                target.get("role"),
-                cfg.confirm_words,
-                href=target.get("href"),
-                confirm_urls=cfg.confirm_urls,
-                unknown_reason=target.get("error"),
-                text=target.get("text"),
-            )
-        key = activating_key(params)
-        if key is not None and (cfg.confirm_words or cfg.confirm_urls):
-            focused = await read_focused(session)
-            return focus_hold(focused, cfg.confirm_words, key=key, confirm_urls=cfg.confirm_urls)
-        return None
-
     async def wait_for_operator(
         self,
         session: Seat,
@@ -117,13 +76,14 @@ class Oversight:
         hold: Hold,
         status: str,
         events: CallEvents = NO_EVENTS,
-    ) -> None:
-        """Raise the approval (with the masked screen as it is now) and wait for the
-        decision; return when approved, raise SessionRefused naming the rule otherwise.
-        `events` hears "waiting for an operator" with the time left, every few seconds."""
-        png = None
-        if isinstance(session, KioskSession | DesktopRig):  # a screen behind an agent channel
-            png = (await masked_screenshot(session, status)).png
+        binding: Binding | None = None,
+    ) -> Approval:
+        """Raise the approval for the exact action `binding` says (with the masked screen
+        as it is now) and wait for the decision; return it when approved, raise
+        SessionRefused naming the rule otherwise. The approval is the surface's `waiting`
+        from the moment it is raised (nothing is awaited before: the pipeline refuses other
+        input while it is set) until the pipeline has judged the approved action again, or
+        until it was refused. `events` hears "waiting for an operator" with the time left."""
         step = step_of(tool, params)
         approval = self.approvals.raise_(
             agent=session.agent,
@@ -131,32 +91,59 @@ class Oversight:
             tool=tool,
             step=step,
             hold=hold,
-            screenshot_png=png,
+            screenshot_png=None,
+            binding=binding,
         )
-        entry = self.record(session, tool, step, f"held for an operator ({hold.rule})", png=png)
         session.waiting = approval
+        try:
+            entry = await self._raised(session, approval, hold, status, events)
+            await self._decided(approval, hold, events)
+        except BaseException:
+            session.waiting = None
+            raise
+        finally:
+            if approval.state == "pending":  # the call itself was cancelled
+                self.approvals.cancel_session(session.id, "the held call was cancelled")
+        entry.outcome = f"{approval.state} ({hold.rule})"
+        await self._told(approval, events)
+        if approval.state == "approved" and session.controller != "human":
+            return approval  # the pipeline clears `waiting` once it judged the action again
+        session.waiting = None
+        if approval.state == "approved":
+            raise SessionRefused(f"Approved, but {PERSON_HAS_IT[0].lower()}{PERSON_HAS_IT[1:]}")
+        raise SessionRefused(self._not_done(approval, hold))
+
+    async def _raised(
+        self, session: Seat, approval: Approval, hold: Hold, status: str, events: CallEvents
+    ) -> TimelineEntry:
+        """The raised approval's screenshot (the masked screen now), timeline entry and
+        log event."""
+        if isinstance(session, KioskSession | DesktopRig):  # a screen behind an agent channel
+            approval.screenshot_png = (await masked_screenshot(session, status)).png
+        png = approval.screenshot_png
+        entry = self.record(
+            session, approval.tool, approval.step, f"held for an operator ({hold.rule})", png=png
+        )
         await events.log(
             "info",
             "approval_raised",
             {"approval": approval.id, "category": hold.category, "rule": hold.rule},
         )
-        try:
-            await self._decided(approval, hold, events)
-        finally:
-            session.waiting = None
-            if approval.state == "pending":  # the call itself was cancelled
-                self.approvals.cancel_session(session.id, "the held call was cancelled")
-        entry.outcome = f"{approval.state} ({hold.rule})"
+        return entry
+
+    async def _told(self, approval: Approval, events: CallEvents) -> None:
+        decided = {
+            "approval": approval.id,
+            "decision": approval.state,
+            "operator": approval.decided_by,
+        }
         await events.log(
-            "info" if approval.state == "approved" else "warning",
-            "approval_decided",
-            {"approval": approval.id, "decision": approval.state, "operator": approval.decided_by},
+            "info" if approval.state == "approved" else "warning", "approval_decided", decided
         )
-        if approval.state == "approved":
-            if session.controller == "human":
-                raise SessionRefused(f"Approved, but {PERSON_HAS_IT[0].lower()}{PERSON_HAS_IT[1:]}")
-            return
-        raise SessionRefused(self._not_done(approval, hold))
+
+    def use(self, approval: Approval, now: Binding | None) -> None:
+        """Spend the approval on the action judged again now (ApprovalQueue.use)."""
+        self.approvals.use(approval, now)
 
     async def _decided(self, approval: Approval, hold: Hold, events: CallEvents) -> None:
         """Wait for the decision, telling `events` the time left every few seconds."""
@@ -361,24 +348,3 @@ class Oversight:
                 }
             )
         return out
-
-
-def activating_key(params: Any) -> str | None:
-    """The key by which this input can activate the focused element (Return for a typed
-    newline), or None when it cannot."""
-    if isinstance(params, KeyParams) and key_activates(params.key):
-        return params.key
-    if isinstance(params, TypeParams) and text_activates(params.text):
-        return "Return (a typed newline)"
-    return None
-
-
-async def read_focused(session: KioskSession) -> dict[str, Any]:
-    """The kiosk's focused element as the kiosk reads it (an unknown on any failure)."""
-    try:
-        focused = await session.channel.request("focused", TARGET_DEADLINE)
-    except KioskError as exc:
-        return {"name": None, "error": f"the kiosk could not tell ({exc})"}
-    if focused.get("role") in DOCUMENT_ROLES:
-        focused["name"], focused["text"] = "", ""  # no element has the focus
-    return focused

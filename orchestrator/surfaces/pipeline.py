@@ -1,7 +1,8 @@
 """One action pipeline (issue 21): every input on every surface passes it, in this
 order, written once.
 
-    gate → parameters → budget → seat → rules → approval → driver → timeline → answer
+    gate → parameters → budget → seat → pending → rules → approval → bound → driver
+      → timeline → answer
     └─ the manager's handle ─┘ └──────────────────── Pipeline.run ───────────────────┘
 
 The surface manager (`kiosk.sessions.SessionManager`, `rigs.RigManager`) gates the call
@@ -12,6 +13,25 @@ rules (the URL policy), raises and waits for an approval when a rule holds the a
 then, under the surface's lock and after one last seat check, spends the action and runs
 the driver; it audits the outcome and writes the timeline. A surface kind supplies only
 its driver.
+
+An approval is for one exact action (issue 22 item 1), on every surface:
+
+1. The driver's `hold` returns the rule with the target it judged (`Hold.target`); the
+   pipeline binds the tool, the parameters, the surface's id and that target
+   (`bind`, `sandboxes.approval_binding.Binding`, with a sha256 digest) into the approval.
+2. From the moment the approval is raised until the approved action was judged again,
+   the approval is the surface's `waiting`: every other input on it (the inputs a
+   person's seat refuses; screenshots still work) is refused at once, "an approval is
+   pending" (`pending`; a rig's call does not queue behind the held call).
+3. Approved, under the lock, the driver's `hold` reads the target again; the approval is
+   spent on what it reads (`ApprovalQueue.use`): the same digest runs, anything else (a
+   different element, or one no rule holds any more) is refused, "the target changed
+   since it was approved", audited with both digests.
+4. An approval is used once: `use` refuses a second use, and a decided approval cannot
+   be decided again.
+
+What is left between the second read and the driver's input is the time the lock holds
+nothing else: a page script that swaps the element in those milliseconds is not seen.
 
 The seat at the moment of input (issue 22 item 4). Three things make "once a take over
 returns, no input of the AI's lands" true, on every surface:
@@ -37,14 +57,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel
 
 from orchestrator.audit import AuditLog
 from orchestrator.errors import CorralError, InputInterrupted, SessionRefused
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.base import Surface
+from sandboxes.approval_binding import PENDING, TARGET_CHANGED, Binding, pending_refusal
 from sandboxes.approval_rules import Hold
 from sandboxes.events import CallEvents
+
+if TYPE_CHECKING:
+    from orchestrator.people.approvals import Approval
 
 PERSON_HAS_IT = "A person has the desktop; wait for hand back (screenshots still work)."
 
@@ -95,10 +121,27 @@ class Approver(Protocol):
     """The approval stage and the timeline (orchestrator.surfaces.oversight.Oversight)."""
 
     async def wait_for_operator(
-        self, session: Any, tool: str, params: Any, hold: Hold, status: str, events: CallEvents
-    ) -> None: ...
+        self,
+        session: Any,
+        tool: str,
+        params: Any,
+        hold: Hold,
+        status: str,
+        events: CallEvents,
+        binding: Binding | None = None,
+    ) -> Approval: ...
+
+    def use(self, approval: Approval, now: Binding | None) -> None: ...
 
     def record(self, session: Surface, tool: str, step: str, outcome: str) -> Any: ...
+
+
+def bind(surface: Surface, action: Action, hold: Hold) -> Binding:
+    """The exact action a hold asks an operator about: tool, parameters, surface, and the
+    target the rule judged."""
+    params = action.params
+    dumped = params.model_dump(mode="json") if isinstance(params, BaseModel) else {}
+    return Binding(action.tool, dumped, surface.id, hold.target)
 
 
 class Pipeline:
@@ -115,40 +158,86 @@ class Pipeline:
     async def run(
         self, surface: Surface, action: Action, driver: Driver, events: CallEvents
     ) -> Answer:
-        base = action.details
         try:
             surface.clock.check_budget(
                 action.name, counted=action.counted, stop_with=driver.stop_with
             )
         except SessionRefused:
-            self.audit.record(driver.refused_event, surface.agent, {**base, "why": "budget"})
+            self.audit.record(
+                driver.refused_event, surface.agent, {**action.details, "why": "budget"}
+            )
             raise
         self.seat(surface, action, driver)
+        self.pending(surface, action, driver)
         await driver.rules(surface, action)
         hold = await driver.hold(surface, action)
+        approval = None
         if hold is not None:
-            assert self.approver is not None, "a rule held an action without an approval queue"
-            status = surface.status(self.clock())
-            await self.approver.wait_for_operator(
-                surface, action.tool, action.params, hold, status, events
-            )
-        async with surface.lock:
-            self.seat(surface, action, driver)
-            if action.counted:
-                surface.clock.spend(self.clock())
-            try:
-                done = await driver.act(surface, action, surface.status(self.clock()))
-            except InputInterrupted as exc:
-                why = {"why": "a person took the desktop mid-input", "typed": exc.typed}
-                self.audit.record(driver.refused_event, surface.agent, {**base, **why})
-                self._timeline(surface, action, driver, action.step, f"interrupted: {exc}"[:300])
-                raise
-            except CorralError as exc:
-                self._timeline(surface, action, driver, action.step, f"failed: {exc}"[:300])
-                raise
-        self.audit.record(driver.done_event, surface.agent, {**base, **done.details})
+            approval = await self._approved(surface, action, driver, hold, events)
+        try:
+            async with surface.lock:
+                if approval is not None:
+                    await self._still_bound(surface, action, driver, approval)
+                done = await self._act(surface, action, driver)
+        finally:
+            if approval is not None and surface.waiting is approval:
+                surface.waiting = None  # held until the approved action was judged again
+        self.audit.record(driver.done_event, surface.agent, {**action.details, **done.details})
         self._timeline(surface, action, driver, done.step or action.step, done.outcome[:300])
         return done.answer
+
+    async def _approved(
+        self, surface: Surface, action: Action, driver: Driver, hold: Hold, events: CallEvents
+    ) -> Approval:
+        """Raise the approval for exactly this action and wait for it: the surface takes
+        no other input meanwhile (checked again here: another call's approval may have been
+        raised while this one's target was read; nothing is awaited from here until the
+        approval is the surface's `waiting`)."""
+        assert self.approver is not None, "a rule held an action without an approval queue"
+        self.pending(surface, action, driver)
+        status = surface.status(self.clock())
+        binding = bind(surface, action, hold)
+        return await self.approver.wait_for_operator(
+            surface, action.tool, action.params, hold, status, events, binding
+        )
+
+    async def _still_bound(
+        self, surface: Surface, action: Action, driver: Driver, approval: Approval
+    ) -> None:
+        """After the approval, under the lock: read the target again (the driver's own
+        rule, `hold`), and refuse (audited) unless it is the action approved, exactly; the
+        approval is spent either way (used once)."""
+        assert self.approver is not None
+        again = await driver.hold(surface, action)
+        now = None if again is None else bind(surface, action, again)
+        try:
+            self.approver.use(approval, now)
+        except SessionRefused:
+            why = {
+                "why": TARGET_CHANGED,
+                "approval": approval.id,
+                "approved": approval.digest,
+                "now": None if now is None else now.digest,
+            }
+            self.audit.record(driver.refused_event, surface.agent, {**action.details, **why})
+            self._timeline(surface, action, driver, action.step, f"refused: {TARGET_CHANGED}")
+            raise
+
+    async def _act(self, surface: Surface, action: Action, driver: Driver) -> Done:
+        """Under the lock: the seat, the budget spent, the driver's input."""
+        self.seat(surface, action, driver)
+        if action.counted:
+            surface.clock.spend(self.clock())
+        try:
+            return await driver.act(surface, action, surface.status(self.clock()))
+        except InputInterrupted as exc:
+            why = {"why": "a person took the desktop mid-input", "typed": exc.typed}
+            self.audit.record(driver.refused_event, surface.agent, {**action.details, **why})
+            self._timeline(surface, action, driver, action.step, f"interrupted: {exc}"[:300])
+            raise
+        except CorralError as exc:
+            self._timeline(surface, action, driver, action.step, f"failed: {exc}"[:300])
+            raise
 
     def seat(self, surface: Surface, action: Action, driver: Driver) -> None:
         """Refuse the AI's input at once while a person holds the surface: the one seat
@@ -159,6 +248,21 @@ class Pipeline:
         self.audit.record(driver.refused_event, surface.agent, {**action.details, "why": why})
         self._timeline(surface, action, driver, action.step, "refused: a person has the desktop")
         raise SessionRefused(PERSON_HAS_IT)
+
+    def pending(self, surface: Surface, action: Action, driver: Driver) -> None:
+        """Refuse the AI's input at once while an approval is pending on the surface (the
+        same inputs a person's seat refuses; screenshots still work): what was approved
+        is what is there when the approved action runs. The one check, made before the
+        rules and again right before an approval is raised (a rig's call made while an
+        approval is pending runs the pipeline at once instead of queueing behind the held
+        call, `rigs.RigManager`)."""
+        waiting = surface.waiting
+        if not action.is_input or waiting is None:
+            return
+        why = {"why": PENDING, "approval": waiting.id}
+        self.audit.record(driver.refused_event, surface.agent, {**action.details, **why})
+        self._timeline(surface, action, driver, action.step, f"refused: {PENDING}")
+        raise SessionRefused(pending_refusal(waiting.step, waiting.id))
 
     def _timeline(
         self, surface: Surface, action: Action, driver: Driver, step: str, outcome: str

@@ -77,7 +77,7 @@ async def browser_hold(rig: BrowserRig, verb: Any, cfg: ComputerUseConfig) -> Ho
     if isinstance(verb, r.BrowserClick | r.BrowserFill | r.BrowserSelect):
         page = await rig.page()
         target = await read_target(rig, page, verb)
-        return click_hold(
+        hold = click_hold(
             target["name"],
             target["role"],
             cfg.confirm_words,
@@ -87,13 +87,16 @@ async def browser_hold(rig: BrowserRig, verb: Any, cfg: ComputerUseConfig) -> Ho
             text=target["text"],
             doing=DOINGS[verb.verb],
         )
+        return None if hold is None else hold.on(target | {"page": page.url})
     if isinstance(verb, r.BrowserPress) and key_activates(verb.verdict.key):
-        focused = await acts_on.focused(await rig.page())
+        page = await rig.page()
+        focused = await acts_on.focused(page)
         if focused.get("role") == "document":
             focused["name"], focused["text"] = "", ""
-        return focus_hold(
+        hold = focus_hold(
             focused, cfg.confirm_words, key=verb.verdict.key, confirm_urls=cfg.confirm_urls
         )
+        return None if hold is None else hold.on(focused | {"page": page.url})
     return None
 
 

@@ -158,21 +158,17 @@ class RigManager(SurfaceManager):
         events: CallEvents,
     ) -> Answer:
         verb = params.verb
+        driver = RigDriver(cfg)
+        running = self.rigs.get((agent, surface))
+        if running is not None and running.waiting is not None:
+            # An approval is pending: input is refused now and a screenshot taken now,
+            # neither queued behind the held call (the pipeline's pending stage).
+            return await self.pipeline.run(
+                running, action_of(running, surface, verb), driver, events
+            )
         async with self.holding(agent, surface, cfg, events) as rig:
             await self.follow(rig, cfg)
-            details: dict[str, Any] = {"rig": rig.id, "verb": verb.verb}
-            if verb.verb in ("fill", "clipboard_set", "type", "text"):
-                details["chars"] = len(verb.text)  # never the text
-            action = Action(
-                tool=TOOL_OF[surface],
-                name=f"{TOOL_OF[surface]} {verb.verb}",
-                params=verb,
-                counted=rig.counts(verb),
-                is_input=verb.verb not in FREE_VERBS,
-                step=verb.verb,
-                details=details,
-            )
-            return await self.pipeline.run(rig, action, RigDriver(cfg), events)
+            return await self.pipeline.run(rig, action_of(rig, surface, verb), driver, events)
 
     async def follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
         """The agent's current allowlist and deny list apply from the next call; a host
@@ -335,3 +331,19 @@ class RigManager(SurfaceManager):
 
 
 __all__ = ["RigError", "RigManager"]
+
+
+def action_of(rig: Rig, surface: str, verb: Any) -> Action:
+    """A rig verb as the pipeline sees it."""
+    details: dict[str, Any] = {"rig": rig.id, "verb": verb.verb}
+    if verb.verb in ("fill", "clipboard_set", "type", "text"):
+        details["chars"] = len(verb.text)  # never the text
+    return Action(
+        tool=TOOL_OF[surface],
+        name=f"{TOOL_OF[surface]} {verb.verb}",
+        params=verb,
+        counted=rig.counts(verb),
+        is_input=verb.verb not in FREE_VERBS,
+        step=verb.verb,
+        details=details,
+    )

@@ -66,6 +66,31 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
             "<button>Pay now</button></form>",
         ),
     ),
+    # An approval is for one exact action (tests/e2e/test_approval_binding_browser.py): a
+    # button held by "delete", another beside it, every key the page sees reported; and a
+    # held link whose URL the page changes once the site answers its long poll.
+    "/bound": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="bound",
+            body="<button onclick=\"fetch('/bound-deleted')\">Delete draft</button>"
+            "<button onclick=\"fetch('/bound-continued')\">Continue</button>"
+            '<input aria-label="Note">'
+            "<script>document.addEventListener('keydown', (e) => "
+            "fetch('/bound-key?' + encodeURIComponent(e.key)));</script>",
+        ),
+    ),
+    "/swaplink": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="swaplink",
+            body='<a id="l" href="/swap-draft">Delete draft</a>'
+            "<script>fetch('/hold/swaplink').then(() => { document.getElementById('l').href"
+            " = '/swap-everything'; fetch('/swapped-link'); });</script>",
+        ),
+    ),
     "/fence": (
         200,
         {"Content-Type": "text/html"},

@@ -202,6 +202,52 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
             "Pay now</button></form>",
         ),
     ),
+    # An approval is for one exact action (tests/e2e/test_approval_binding.py): a button
+    # held by "delete", another beside it, and every key the page sees reported.
+    "/bound": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="bound",
+            bg="#fff",
+            body='<button style="position:absolute;left:100px;top:100px;width:200px;'
+            'height:80px" onclick="fetch(\'/bound-deleted\')">Delete draft</button>'
+            '<button style="position:absolute;left:400px;top:100px;width:200px;height:80px" '
+            "onclick=\"fetch('/bound-continued')\">Continue</button>"
+            "<script>document.addEventListener('keydown', (e) => "
+            "fetch('/bound-key?' + encodeURIComponent(e.key)));</script>",
+        ),
+    ),
+    # The page swaps the held button for another in the same place once the site answers
+    # its long poll (/hold/swap, answered when the test asks for /release/swap).
+    "/swap": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="swap",
+            bg="#fff",
+            body='<button id="b" style="position:absolute;left:100px;top:100px;width:200px;'
+            'height:80px" onclick="fetch(\'/swap-draft\')">Delete draft</button>'
+            "<script>fetch('/hold/swap').then(() => { const old = document.getElementById('b');"
+            "const n = document.createElement('button'); n.style.cssText = old.style.cssText;"
+            "n.textContent = 'Delete everything'; n.onclick = () => fetch('/swap-everything');"
+            "old.replaceWith(n); fetch('/swapped'); });</script>",
+        ),
+    ),
+    # The same, but the button put in its place looks the same: only its action differs.
+    "/clone": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="clone",
+            bg="#fff",
+            body='<button id="b" style="position:absolute;left:100px;top:100px;width:200px;'
+            'height:80px" onclick="fetch(\'/clone-draft\')">Delete draft</button>'
+            "<script>fetch('/hold/clone').then(() => { const old = document.getElementById('b');"
+            "const n = old.cloneNode(true); n.onclick = () => fetch('/clone-everything');"
+            "old.replaceWith(n); fetch('/swapped-clone'); });</script>",
+        ),
+    ),
     "/mutating": (
         200,
         {"Content-Type": "text/html"},

@@ -85,7 +85,14 @@ async def held_click(mcp: McpHarness, page: Page, x: int, y: int, button: str) -
 
         await until(raised, "the held click's approval in the console")
         card = page.locator(f'#approvals .approval[data-approval="{fresh[0]}"]')
-        assert "Pay now" in await card.inner_text()
+        shown = await card.inner_text()
+        assert "Pay now" in shown
+        # The exact action it is for, as bound: tool, parameters, target as read, digest.
+        state = await page.evaluate("fetch('/console/api/state').then((r) => r.json())")
+        (bound,) = [a for a in state["approvals"] if a["id"] == fresh[0]]
+        assert f"sha256 {bound['digest']}" in shown and len(bound["digest"]) == 64
+        assert "computer_click" in shown and f'"x":{x}' in shown
+        assert "target as read" in shown and '"name":"Pay now"' in shown
         shot = card.locator("img.shot")
         await page.wait_for_function(
             "img => img.complete && img.naturalWidth > 0", arg=await shot.element_handle()

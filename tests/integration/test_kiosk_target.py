@@ -230,3 +230,39 @@ async def test_focused_names_the_focus_and_a_text_fields_submit_control(
     await wait_until(button_focused, 10)
     answer = await kiosk.request("focused", 10)
     assert answer["role"] == "button" and answer["error"] is None, answer
+
+
+CLONE = """<!doctype html><title>clone</title><body style="margin:0">
+<button id="b" style="position:absolute;left:10px;top:10px;width:200px;height:60px">Delete
+  draft</button>
+<div style="position:absolute;left:400px;top:10px;width:200px;height:60px" onclick="
+  const b = document.getElementById('b'); b.replaceWith(b.cloneNode(true));">swap</div>
+</body>"""
+
+
+async def test_the_same_element_reads_the_same_and_a_look_alike_put_in_its_place_does_not(
+    kiosk: KioskChannel,
+) -> None:
+    """What an approval binds of a kiosk click (issue 22 item 1): besides name, role, text
+    and link URL, the element's DOM node, frame and border box. Two reads of one element
+    are equal; an identical clone the page put in its place is another node."""
+    await kiosk.request("navigate", 30, url=data_url(CLONE))
+
+    async def read() -> dict[str, object]:
+        answer = await kiosk.request("target", 10, x=110, y=40)
+        return {k: v for k, v in answer.items() if k not in ("id", "ok", "ms")}
+
+    first = await read()
+    assert first == await read()
+    assert first["bounds"] == [10, 10, 200, 60] and first["frame"], first
+    assert isinstance(first["node"], int)
+    await kiosk.request("click", 10, x=500, y=40, button="left", double=False)
+
+    async def replaced() -> bool:
+        return (await read())["node"] != first["node"]
+
+    await wait_until(replaced, 10)
+    clone = await read()
+    assert {k: v for k, v in clone.items() if k != "node"} == {
+        k: v for k, v in first.items() if k != "node"
+    }

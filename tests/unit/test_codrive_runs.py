@@ -203,6 +203,10 @@ async def test_a_consequential_step_waits_for_the_operator_before_any_rung(tmp_p
 
     def approve(q: ApprovalQueue, a: Any) -> None:
         assert desk.acted == []  # nothing ran before the decision
+        # Bound to the step and what the desktop read it acts on (issue 22 item 1).
+        bound = a.public()["action"]
+        assert bound["tool"] == "codrive_run" and a.digest is not None
+        assert bound["target"]["element"]["name"] == "7", bound
         q.decide(a.id, "olga", True)
 
     run = await run_with(tmp_path, desk, params({**CLICK, "category": "send"}), approve)

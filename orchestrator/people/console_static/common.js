@@ -42,6 +42,23 @@ function leftText(a) {
   return `${a.category} · ${a.rule} · ${left} s left`;
 }
 
+// The exact action the approval is for (issue 22 item 1), as the gateway bound it: the
+// tool, its parameters (typed text as its length), the surface, the target as read and
+// their digest. The agent's own words, when there are any, are in the description,
+// labelled as the agent's (a codrive step's "(the agent says: …)").
+function boundAction(a) {
+  const action = a.action || {};
+  const row = (label, value) => el('div', {},
+    el('span', { class: 'label', text: `${label}: ` }), el('code', { text: value }));
+  const box = el('div', { class: 'bound' },
+    row('tool', action.tool || a.tool),
+    row('surface', action.surface || a.session),
+    row('parameters', JSON.stringify(action.params ?? null)),
+    row('target as read', JSON.stringify(action.target ?? null)),
+    row('digest', a.digest ? `sha256 ${a.digest}` : '- (not bound to one input)'));
+  return box;
+}
+
 export function approvalCard(a, onError) {
   const reason = el('input', { type: 'text', placeholder: 'reason (optional)', class: 'reason' });
   const decide = (what) => async () => {
@@ -55,6 +72,7 @@ export function approvalCard(a, onError) {
   const card = el('div', { class: 'approval', 'data-approval': a.id },
     el('b', { text: `${a.agent}: ${a.description}` }),
     el('div', { class: 'left', text: leftText(a) }),
+    boundAction(a),
     el('div', { class: 'decide' },
       el('button', { class: 'approve', text: 'Approve', onclick: decide('approve') }),
       el('button', { class: 'deny', text: 'Deny', onclick: decide('deny') }),

@@ -46,11 +46,15 @@ async def element(locator: Locator, role: str | None, name: str | None) -> dict[
         label = await locator.get_attribute("aria-label", timeout=READ_MS)
         value = await locator.get_attribute("value", timeout=READ_MS)
         href = await locator.get_attribute("href", timeout=READ_MS)
+        box = await locator.bounding_box(timeout=READ_MS)
     except PlaywrightError as exc:
         return unread(f"the element could not be read ({str(exc).splitlines()[0]})")
     shown = " ".join(p for p in (name, label, value) if p)
     text = " ".join(text.split())[:500]
-    return {"name": shown, "role": role, "text": text, "href": href, "error": None}
+    bounds = None if box is None else [round(box[k]) for k in ("x", "y", "width", "height")]
+    return {"name": shown, "role": role, "text": text, "href": href, "error": None} | {
+        "bounds": bounds  # where it is: bound into an approval, not judged by the rules
+    }
 
 
 async def focused(page: Page) -> dict[str, Any]:

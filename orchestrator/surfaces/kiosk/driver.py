@@ -4,21 +4,17 @@ policy) and its approval rule (confirm_urls, confirm_words)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from orchestrator.audit import AuditLog
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import SessionRefused
 from orchestrator.surfaces.answers import answer, text_block
 from orchestrator.surfaces.inputs import channel_input
+from orchestrator.surfaces.kiosk.holds import kiosk_hold
 from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.pipeline import Action, Done
 from sandboxes.approval_rules import Hold
 from sandboxes.params import KeyParams, NavigateParams, ScrollParams, TypeParams
 from sandboxes.urls import check_url
-
-if TYPE_CHECKING:
-    from orchestrator.surfaces.oversight import Oversight
 
 NAVIGATE_DEADLINE = 30.0
 
@@ -29,8 +25,7 @@ class KioskDriver:
     stop_with = ""
     keeps_timeline = True
 
-    def __init__(self, oversight: Oversight, audit: AuditLog, cfg: ComputerUseConfig) -> None:
-        self.oversight = oversight
+    def __init__(self, audit: AuditLog, cfg: ComputerUseConfig) -> None:
         self.audit = audit
         self.cfg = cfg
 
@@ -43,7 +38,7 @@ class KioskDriver:
                 raise SessionRefused(verdict.message)
 
     async def hold(self, session: KioskSession, action: Action) -> Hold | None:
-        return await self.oversight.hold_for(session, action.tool, action.params, self.cfg)
+        return await kiosk_hold(session, action.params, self.cfg)
 
     async def act(self, session: KioskSession, action: Action, status: str) -> Done:
         params = action.params

@@ -133,7 +133,7 @@ class SessionManager(SurfaceManager):
             step=step_of(tool, params),
             details={"session": session.id, "tool": tool},
         )
-        driver = KioskDriver(self.oversight, self.audit, cfg)
+        driver = KioskDriver(self.audit, cfg)
         return await self.pipeline.run(session, action, driver, events)
 
     def _status(self, session: KioskSession) -> str:

@@ -55,7 +55,8 @@ def unknown(error: str) -> dict[str, Any]:
 
 def target(browser: Browser, x: int, y: int) -> dict[str, Any]:
     """The element a click at screen pixel (x, y) would hit, as
-    `{"name", "role", "href", "error"}`; name None with `error` when it cannot be told."""
+    `{"name", "role", "text", "href", "error", "node", "frame", "bounds"}`; name None with
+    `error` when it cannot be told."""
     cdp = browser.live_cdp()
     sid = browser.page_session()
     view = _main_viewport(browser, cdp, sid)
@@ -169,7 +170,25 @@ def _describe(reader: FrameReader, sid: str, backend: int, frame_id: str) -> dic
         "text": "" if role == "RootWebArea" else _text(cdp, sid, element),
         "href": href,
         "error": None,
+        # Which element it is, beyond what the rules judge (an approval binds these, so a
+        # look-alike put in its place is another element): its DOM node, frame and box.
+        "node": element,
+        "frame": frame_id or None,
+        "bounds": _bounds(cdp, sid, element),
     }
+
+
+def _bounds(cdp: CDP, sid: str, backend: int) -> list[int] | None:
+    """The element's border box in its frame's CSS pixels, [left, top, width, height]
+    (None: it has no box of its own)."""
+    try:
+        box = cdp.call(
+            "DOM.getBoxModel", {"backendNodeId": backend}, session=sid, timeout=PROBE_STEP_S
+        )
+    except CDPError:
+        return None
+    left, top, right, bottom = quad_box(box["model"]["border"])
+    return [round(left), round(top), round(right - left), round(bottom - top)]
 
 
 def _ancestors(node: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
