@@ -37,6 +37,23 @@ def in_xdist_worker() -> bool:
     return "PYTEST_XDIST_WORKER" in os.environ
 
 
+def descends_from_me(pid: int) -> bool:
+    """Whether process `pid` is this process or one of its descendants (read from
+    /proc: a test tells its own children's containers from another suite's)."""
+    me = os.getpid()
+    for _ in range(64):
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return False
+
+
 def leaked_containers(client: docker.DockerClient) -> list[Any]:
     """corral containers this test process left: owned by it, and (outside xdist) those of
     any owner on this host that died. Containers of another live owner (a gateway, another

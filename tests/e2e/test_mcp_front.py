@@ -21,7 +21,7 @@ from tests.e2e.conftest import (
     tool_calls,
     wait_until,
 )
-from tests.helpers import COMPUTER_TOOLS, write_config
+from tests.helpers import COMPUTER_TOOLS, descends_from_me, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -202,16 +202,25 @@ async def test_execute_program_returns_text_and_structured_content(
 SLOW = "import time\nprint('started', flush=True)\ntime.sleep(120)\n"
 
 
-def _script_containers(client: docker.DockerClient) -> list[object]:
-    """The agent's script containers. Idle warm pool containers are labelled agent
+def _script_containers(client: docker.DockerClient) -> list[str]:
+    """The ids of the agent's script containers that this test's own processes (its
+    `corral mcp`, the gateway it started) own: another suite on the same engine may run
+    scripts for an agent of the same name. Idle warm pool containers are labelled agent
     `warm-pool` and would hide a claimed one, so the tests that count these run with the
     pool off (`_cold`); the warm path's cancel and owner death are proven in
     tests/integration (test_script_lifecycle [warm], test_script_pool)."""
-    return client.containers.list(
+    found = client.containers.list(
         ignore_removed=True,
         all=True,
-        filters={"label": ["corral.managed=true", f"corral.agent={AGENT}"]},
+        filters={"label": ["corral.managed=true", f"corral.agent={AGENT}", "corral.kind=script"]},
     )
+    return [c.id for c in found if descends_from_me(int(c.labels.get("corral.owner.pid", 0)))]
+
+
+def _gone(client: docker.DockerClient, ids: list[str]) -> bool:
+    """None of these containers is left (whoever owns them now)."""
+    left = client.containers.list(ignore_removed=True, all=True, filters={"id": ids})
+    return not [c for c in left if c.id in ids]
 
 
 def _cold(home: CorralHome) -> None:
@@ -226,9 +235,9 @@ async def test_client_cancel_removes_the_container(
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(mcp.client.call_tool, "execute_program", {"code": SLOW})
-                await wait_until(lambda: _script_containers(docker_client))
+                ids = await wait_until(lambda: _script_containers(docker_client))
                 scope.cancel()
-        await wait_until(lambda: not _script_containers(docker_client))
+        await wait_until(lambda: _gone(docker_client, ids))
         # The server is still usable after the cancellation.
         assert await mcp.tool_names() == {"execute_program"}
 
@@ -240,9 +249,9 @@ async def test_client_disconnect_mid_run_removes_the_container(
     with anyio.CancelScope() as scope:
         async with connect(agent_home, transport) as mcp, anyio.create_task_group() as tg:
             tg.start_soon(mcp.client.call_tool, "execute_program", {"code": SLOW})
-            await wait_until(lambda: _script_containers(docker_client))
+            ids = await wait_until(lambda: _script_containers(docker_client))
             scope.cancel()  # leaves the client (and, for stdio, ends the server process)
-    await wait_until(lambda: not _script_containers(docker_client))
+    await wait_until(lambda: _gone(docker_client, ids))
 
 
 SLEEPER = (
