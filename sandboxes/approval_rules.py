@@ -162,7 +162,13 @@ def click_hold(
 # The keys that activate the focused element (a button's or link's default action, a
 # form's submission from a text field), with or without modifiers (ctrl+Return ...).
 ACTIVATING_KEYS = frozenset({"return", "kp_enter", "enter", "space"})
-TEXT_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton", "TextField"})
+# Text fields, as each surface names them: CDP's roles (kiosk, browser), AT-SPI's role
+# names (desktop), Android's widget classes and iOS's element types (phones).
+TEXT_ROLES = frozenset(
+    {"textbox", "searchbox", "combobox", "spinbutton", "TextField"}
+    | {"entry", "text", "password text", "spin button", "combo box"}
+    | {"EditText", "AutoCompleteTextView", "MultiAutoCompleteTextView", "SecureTextField"}
+)
 
 
 def key_activates(key: str) -> bool:

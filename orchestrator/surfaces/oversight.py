@@ -20,7 +20,7 @@ import anyio
 
 from orchestrator.audit import AuditLog
 from orchestrator.config import ComputerUseConfig
-from orchestrator.errors import CorralError, KioskError, SeatError, SessionRefused
+from orchestrator.errors import CorralError, SeatError, SessionRefused
 from orchestrator.people.approvals import Approval, ApprovalQueue
 from orchestrator.people.timeline import (
     QUIET_SECONDS,
@@ -29,28 +29,20 @@ from orchestrator.people.timeline import (
     settle_superseded,
     thumbnail,
 )
+from orchestrator.surfaces.acts_on import input_hold
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.pipeline import PERSON_HAS_IT
 from orchestrator.surfaces.registry import Surfaces
 from orchestrator.surfaces.screenshots import masked_screenshot
-from sandboxes.approval_rules import (
-    Hold,
-    click_hold,
-    focus_hold,
-    key_activates,
-    navigate_hold,
-    text_activates,
-)
+from sandboxes.approval_rules import Hold, navigate_hold
 from sandboxes.events import NO_EVENTS, CallEvents
-from sandboxes.params import ClickParams, KeyParams, NavigateParams, TypeParams
+from sandboxes.params import NavigateParams
 from sandboxes.step_text import step_of
 
 logger = logging.getLogger("corral.oversight")
 
-TARGET_DEADLINE = 3.0
-DOCUMENT_ROLES = frozenset({"RootWebArea", "WebArea", "document"})
 PROGRESS_EVERY_SECONDS = 2.0
 
 
@@ -84,30 +76,7 @@ class Oversight:
         """The rule that makes this call wait, if any."""
         if isinstance(params, NavigateParams):
             return navigate_hold(params.url, cfg.confirm_urls)
-        if isinstance(params, ClickParams) and (cfg.confirm_words or cfg.confirm_urls):
-            try:
-                target = await session.channel.request(
-                    "target", TARGET_DEADLINE, x=params.x, y=params.y
-                )
-            except KioskError as exc:
-                target = {"name": None, "error": f"the kiosk could not tell ({exc})"}
-            name = target.get("name")
-            if target.get("role") in DOCUMENT_ROLES:
-                name = ""  # the page itself: its name is the title, not a control's
-            return click_hold(
-                name,
-                target.get("role"),
-                cfg.confirm_words,
-                href=target.get("href"),
-                confirm_urls=cfg.confirm_urls,
-                unknown_reason=target.get("error"),
-                text=target.get("text"),
-            )
-        key = activating_key(params)
-        if key is not None and (cfg.confirm_words or cfg.confirm_urls):
-            focused = await read_focused(session)
-            return focus_hold(focused, cfg.confirm_words, key=key, confirm_urls=cfg.confirm_urls)
-        return None
+        return await input_hold(session.channel, params, cfg)
 
     async def wait_for_operator(
         self,
@@ -361,24 +330,3 @@ class Oversight:
                 }
             )
         return out
-
-
-def activating_key(params: Any) -> str | None:
-    """The key by which this input can activate the focused element (Return for a typed
-    newline), or None when it cannot."""
-    if isinstance(params, KeyParams) and key_activates(params.key):
-        return params.key
-    if isinstance(params, TypeParams) and text_activates(params.text):
-        return "Return (a typed newline)"
-    return None
-
-
-async def read_focused(session: KioskSession) -> dict[str, Any]:
-    """The kiosk's focused element as the kiosk reads it (an unknown on any failure)."""
-    try:
-        focused = await session.channel.request("focused", TARGET_DEADLINE)
-    except KioskError as exc:
-        return {"name": None, "error": f"the kiosk could not tell ({exc})"}
-    if focused.get("role") in DOCUMENT_ROLES:
-        focused["name"], focused["text"] = "", ""  # no element has the focus
-    return focused
