@@ -222,7 +222,8 @@ def _describe(A: Any, node: Any) -> dict[str, Any]:
 
 def _text(A: Any, node: Any) -> str:
     """The names and text under an element (its label child, a web button's text),
-    whitespace collapsed, bounded: more text can only make a rule match more."""
+    whitespace collapsed, bounded: more text can only make a rule match more. Not the
+    contents of an editable field or a password field."""
     parts: list[str] = []
     pending, seen = [node], 0
     while pending and seen < 200 and sum(len(p) + 1 for p in parts) < MAX_TEXT:
@@ -230,7 +231,9 @@ def _text(A: Any, node: Any) -> str:
         seen += 1
         if current is None or (current.get_role_name() or "") == "password text":
             continue
-        iface = current.get_text_iface()
+        # What was typed into a field is no control's label (and is not for approvals).
+        editable = current.get_state_set().contains(A.StateType.EDITABLE)
+        iface = None if editable else current.get_text_iface()
         value = iface.get_text(0, MAX_TEXT) if iface is not None else ""
         for piece in (current.get_name() if current is not node else "", value):
             if piece and piece.strip():
