@@ -7,8 +7,10 @@ item 2): the desktop agent's `target` and `focused` ops, the kiosk agent's proto
   window), matched to its application in AT-SPI by process id and title; then the
   deepest accessible at the point (Component hit tests, else the showing child whose box
   holds it), and from there up the nearest element that acts (a button, link, menu item,
-  anything offering press/click/activate). A pop-up that is no managed window (a menu)
-  is not read: unknown, which the rules hold.
+  anything offering press/click/activate). A pop-up (a menu) is read the same way from
+  its application's one showing non-frame accessible that holds the point (by the
+  pop-up's process id); openbox's own windows (corral's launcher menu, window frames)
+  activate nothing the rules cover; any other pop-up is unknown, which the rules hold.
 - `focused`: the active window's focused element; for a text field, its form's first
   button (a web form), or the window's default button (GTK), as `submit`.
 
@@ -43,6 +45,7 @@ INTERACTIVE_ROLES = frozenset(
 ACTING = ("press", "click", "activate", "jump")
 TEXT_FIELDS = frozenset({"entry", "text", "password text", "spin button", "combo box"})
 BUTTONS = frozenset({"push button", "toggle button"})
+MENU_ITEMS = frozenset({"menu item", "check menu item", "radio menu item", "tearoff menu item"})
 
 
 def unknown(error: str) -> dict[str, Any]:
@@ -109,13 +112,55 @@ class Targets:
     def op_target(self, req: dict[str, Any]) -> dict[str, Any]:
         self.desktop._require()
         x, y = int(req["x"]), int(req["y"])
-        window = self._client_at(x, y)
-        if window is None:
-            root = self.desktop.d.screen().root
-            if root.translate_coords(root, x, y).child:
-                return unknown("a pop-up or a window's frame is at that point")
+        root = self.desktop.d.screen().root
+        top = root.translate_coords(root, x, y).child
+        if not top:
             return {"name": "", "role": "desktop", "text": "", "href": None, "error": None}
-        return self._read(lambda A: self._at_point(A, window, x, y))
+        window = self._client_at(x, y)
+        if window is not None:
+            return self._read(lambda A: self._at_point(A, window, x, y))
+        if self._wm_owns(top):  # openbox's root menu (corral's launchers) or a frame
+            return {"name": "", "role": "window manager", "text": "", "href": None, "error": None}
+        return self._read(lambda A: self._in_popup(A, top, x, y))
+
+    def _wm_owns(self, window: Any) -> bool:
+        """Whether openbox made this window: its X client (the id's high bits) is the one
+        that made the window manager's check window."""
+        d = self.desktop.d
+        prop = d.screen().root.get_full_property(d.intern_atom("_NET_SUPPORTING_WM_CHECK"), 0)
+        if prop is None or not len(prop.value):
+            return False
+        mask = d.display.info.resource_id_mask
+        return bool((window.id & ~mask) == (int(prop.value[0]) & ~mask))
+
+    def _in_popup(self, A: Any, popup: Any, x: int, y: int) -> dict[str, Any]:
+        """A pop-up (a menu, a list) of an application: its one showing top-level
+        accessible that is no frame and holds the point, read down from there."""
+        pid = self._pid(popup)
+        if pid is None:
+            return unknown("a pop-up window that names no process is at that point")
+        desktop = A.get_desktop(0)
+        apps = [desktop.get_child_at_index(i) for i in range(desktop.get_child_count())]
+        tops = [
+            node
+            for app in apps
+            if app is not None and app.get_process_id() == pid
+            for node in (app.get_child_at_index(j) for j in range(min(app.get_child_count(), 64)))
+            if node is not None and node.get_state_set().contains(A.StateType.SHOWING)
+        ]
+        popups = [n for n in tops if n.get_role() != A.Role.FRAME and _holds(A, n, x, y)]
+        if len(popups) == 1:  # a list or a menu of its own (a combo box's, a context menu)
+            return self._down(A, popups[0], x, y)
+        # A menu bar's menu: its items live under the menu, in the window's own tree.
+        items = [
+            n
+            for top in tops
+            for n in _walk(A, top)
+            if (n.get_role_name() or "") in MENU_ITEMS and _holds(A, n, x, y)
+        ]
+        if len(popups) == 0 and len(items) == 1:
+            return _describe(A, items[0])
+        return unknown(f"a pop-up is at that point ({len(popups)} pop-ups, {len(items)} items)")
 
     def op_focused(self, req: dict[str, Any]) -> dict[str, Any]:
         self.desktop._require()
@@ -138,7 +183,9 @@ class Targets:
             return unknown(str(exc))
 
     def _at_point(self, A: Any, window: Any, x: int, y: int) -> dict[str, Any]:
-        node = self._frame(A, window, (x, y))
+        return self._down(A, self._frame(A, window, (x, y)), x, y)
+
+    def _down(self, A: Any, node: Any, x: int, y: int) -> dict[str, Any]:
         for _ in range(MAX_DEPTH):
             deeper = _child_at(A, node, x, y)
             if deeper is None:
@@ -231,8 +278,11 @@ def _text(A: Any, node: Any) -> str:
         seen += 1
         if current is None or (current.get_role_name() or "") == "password text":
             continue
+        states = current.get_state_set()
+        if current is not node and not states.contains(A.StateType.SHOWING):
+            continue  # a closed menu's items are not what a click on its title shows
         # What was typed into a field is no control's label (and is not for approvals).
-        editable = current.get_state_set().contains(A.StateType.EDITABLE)
+        editable = states.contains(A.StateType.EDITABLE)
         iface = None if editable else current.get_text_iface()
         value = iface.get_text(0, MAX_TEXT) if iface is not None else ""
         for piece in (current.get_name() if current is not node else "", value):
