@@ -191,7 +191,7 @@ class Targets:
             if deeper is None:
                 break
             node = deeper
-        return _describe(A, _acting(A, node))
+        return _describe(A, _acting(A, node, x, y))
 
     def _focus(self, A: Any, window: Any) -> dict[str, Any]:
         frame = self._frame(A, window, None)
@@ -214,8 +214,10 @@ def _holds(A: Any, node: Any, x: int, y: int) -> bool:
 
 
 def _child_at(A: Any, node: Any, x: int, y: int) -> Any | None:
-    """The accessible one level down at (x, y): the toolkit's own hit test, else the
-    last showing child whose box holds the point (drawn last, on top)."""
+    """An accessible below `node` at (x, y): the toolkit's own hit test, else the last
+    showing descendant in tree order whose box holds the point (drawn last, on top; a
+    descendant, not only a child: a GTK notebook's page tab is boxed as its label while
+    its page lies elsewhere)."""
     try:
         hit = node.get_accessible_at_point(x, y, A.CoordType.SCREEN)
     except Exception:
@@ -223,12 +225,9 @@ def _child_at(A: Any, node: Any, x: int, y: int) -> Any | None:
     if hit is not None and hit != node and _holds(A, hit, x, y):
         return hit
     found = None
-    for i in range(min(node.get_child_count(), 500)):
-        child = node.get_child_at_index(i)
-        if child is None or not child.get_state_set().contains(A.StateType.SHOWING):
-            continue
-        if _holds(A, child, x, y):
-            found = child
+    for below in _walk(A, node, limit=2000)[1:]:
+        if _holds(A, below, x, y):
+            found = below
     return found
 
 
@@ -242,13 +241,14 @@ def _acts(node: Any) -> bool:
     return any(n in names for n in ACTING)
 
 
-def _acting(A: Any, node: Any) -> Any:
-    """The nearest ancestor-or-self that acts (up to the window), else the node itself."""
+def _acting(A: Any, node: Any, x: int, y: int) -> Any:
+    """The nearest ancestor-or-self that acts and whose box holds the point (a GTK page
+    tab acts, but only on its label), up to the window; else the node itself."""
     current = node
     for _ in range(MAX_DEPTH):
         if current is None or current.get_role() == A.Role.FRAME:
             break
-        if _acts(current):
+        if _acts(current) and _holds(A, current, x, y):
             return current
         current = current.get_parent()
     return node
