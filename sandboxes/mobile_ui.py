@@ -261,10 +261,10 @@ def tap_target(tree: UiTree, x: int, y: int) -> dict[str, Any]:
     """What a tap at (x, y) lands on: of the elements whose box holds the point, the
     deepest that acts (clickable, focusable, enabled), else the deepest (later ones are
     drawn on top, so they win a tie); nothing at all is a tap on no element. A tree cut
-    at MAX_ELEMENTS may have lost it: unread."""
-    hits = [i for i, e in enumerate(tree.elements) if _inside(e, x, y)]
-    if not hits and tree.truncated:
+    at MAX_ELEMENTS may have lost it: unread, whatever it holds at the point."""
+    if tree.truncated:  # what is on top may be among the elements left out
         return _unread(f"the UI tree was cut at {MAX_ELEMENTS} elements")
+    hits = [i for i, e in enumerate(tree.elements) if _inside(e, x, y)]
     if not hits:
         return {"name": "", "role": None, "text": "", "href": None, "error": None}
     acting = [i for i in hits if tree.elements[i].actionable] or hits

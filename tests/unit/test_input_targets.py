@@ -14,7 +14,13 @@ from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import KioskError
 from orchestrator.surfaces.acts_on import input_hold
 from sandboxes import rig_params as r
-from sandboxes.mobile_ui import focused_target, parse_android, parse_ios, tap_target
+from sandboxes.mobile_ui import (
+    MAX_ELEMENTS,
+    focused_target,
+    parse_android,
+    parse_ios,
+    tap_target,
+)
 from sandboxes.params import ClickParams, KeyParams, TypeParams
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
@@ -130,6 +136,17 @@ def test_a_tap_is_judged_by_the_deepest_acting_element_at_its_point_with_its_tex
         "href": None,
         "error": None,
     }
+
+
+def test_a_tree_cut_at_its_cap_is_unread_wherever_the_tap_is() -> None:
+    many = "".join(
+        f'<node class="android.widget.Button" text="b{i}" clickable="true" bounds="[0,0][10,10]"/>'
+        for i in range(MAX_ELEMENTS + 5)
+    )
+    tree = parse_android(
+        f'<hierarchy><node class="x" bounds="[0,0][9,9]">{many}</node></hierarchy>'
+    )
+    assert tree.truncated and tap_target(tree, 5, 5)["error"] is not None
 
 
 def test_the_focused_android_node_and_a_text_fields_next_button() -> None:
