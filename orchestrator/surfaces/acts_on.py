@@ -1,10 +1,11 @@
 """What an input acts on, read for the approval rules (issue 22 item 2), once for every
 surface behind an agent channel: the kiosk (its `target` and `focused` ops read the page
-over CDP, `rig_images/kiosk/kiosk_agent/target.py`) and the desktop rig (the same two ops
-read AT-SPI, `rig_images/desktop/desktop_target.py`). Both answer `{name, role, text,
-href, error}`, and `focused` adds `submit` (a text field's form's submit control, or the
-window's default button); the rules are `sandboxes.approval_rules`' `click_hold` and
-`focus_hold`, judged here and nowhere else for these surfaces.
+over CDP, `rig_images/kiosk/kiosk_agent/target.py`) and the desktop rig (its `target`
+and `focus_target` ops read AT-SPI, `rig_images/desktop/desktop_target.py`; the desktop
+agent's `focused` is codrive's). Both answer `{name, role, text, href, error}`, and the
+focus adds `submit` (a text field's form's submit control, or the window's default
+button); the rules are `sandboxes.approval_rules`' `click_hold` and `focus_hold`, judged
+here and nowhere else for these surfaces.
 
 A click (or the press and the release of a drag) is judged by the element at its point;
 a key that activates (Return, KP_Enter, space) and a typed newline by the focused
@@ -59,10 +60,10 @@ async def read_target(channel: KioskChannel, x: int, y: int) -> dict[str, Any]:
     return target
 
 
-async def read_focused(channel: KioskChannel) -> dict[str, Any]:
-    """The focused element as the agent reads it (an unknown on any failure)."""
+async def read_focused(channel: KioskChannel, op: str = "focused") -> dict[str, Any]:
+    """The focused element as the agent reads it with `op` (an unknown on any failure)."""
     try:
-        focused = await channel.request("focused", TARGET_DEADLINE)
+        focused = await channel.request(op, TARGET_DEADLINE)
     except KioskError as exc:
         return {"name": None, "error": f"the {channel.name} could not tell ({exc})"}
     if focused.get("role") in DOCUMENT_ROLES:
@@ -70,8 +71,11 @@ async def read_focused(channel: KioskChannel) -> dict[str, Any]:
     return focused
 
 
-async def input_hold(channel: KioskChannel, params: Any, cfg: ComputerUseConfig) -> Hold | None:
-    """The hold a pointer or keyboard input on a channel surface needs, if any."""
+async def input_hold(
+    channel: KioskChannel, params: Any, cfg: ComputerUseConfig, *, focus_op: str = "focused"
+) -> Hold | None:
+    """The hold a pointer or keyboard input on a channel surface needs, if any; the
+    agent's op that reads the focus is `focus_op` (the desktop's is `focus_target`)."""
     if not (cfg.confirm_words or cfg.confirm_urls):
         return None
     for x, y in points_of(params):
@@ -90,5 +94,5 @@ async def input_hold(channel: KioskChannel, params: Any, cfg: ComputerUseConfig)
     key = activating_key(params)
     if key is None:
         return None
-    focused = await read_focused(channel)
+    focused = await read_focused(channel, focus_op)
     return focus_hold(focused, cfg.confirm_words, key=key, confirm_urls=cfg.confirm_urls)

@@ -59,7 +59,7 @@ class RigDriver:
         if isinstance(rig, BrowserRig):
             return await browser_hold(rig, action.params, cfg)
         if isinstance(rig, DesktopRig):
-            return await input_hold(rig.channel, action.params, cfg)
+            return await input_hold(rig.channel, action.params, cfg, focus_op="focus_target")
         if isinstance(rig, MobileRig):
             return await phone_hold(rig, action.params, cfg)
         return None

@@ -1,6 +1,8 @@
 """What a click or a key on the desktop acts on, for corral's approval rules (issue 22
-item 2): the desktop agent's `target` and `focused` ops, the kiosk agent's protocol
-(`{name, role, text, href, error}`, and `submit` for the focus), read through AT-SPI.
+item 2): the desktop agent's `target` and `focus_target` ops, answered as the kiosk's
+`target` and `focused` are (`{name, role, text, href, error}`, and `submit` for the
+focus), read through AT-SPI. (codrive's `element_at` and `focused`, codrive_reads.py,
+read one application's tree for a step; these read the screen as a click meets it.)
 
 - `target` (x, y): the window there is X's own answer (XTranslateCoordinates from the
   root finds the topmost mapped window at the point; below an openbox frame, the client
@@ -11,7 +13,7 @@ item 2): the desktop agent's `target` and `focused` ops, the kiosk agent's proto
   its application's one showing non-frame accessible that holds the point (by the
   pop-up's process id); openbox's own windows (corral's launcher menu, window frames)
   activate nothing the rules cover; any other pop-up is unknown, which the rules hold.
-- `focused`: the active window's focused element; for a text field, its form's first
+- `focus_target`: the active window's focused element; for a text field, its form's first
   button (a web form), or the window's default button (GTK), as `submit`.
 
 Everything runs on the one AT-SPI thread (libatspi is not thread-safe), bounded below
@@ -162,7 +164,7 @@ class Targets:
             return _describe(A, items[0])
         return unknown(f"a pop-up is at that point ({len(popups)} pop-ups, {len(items)} items)")
 
-    def op_focused(self, req: dict[str, Any]) -> dict[str, Any]:
+    def op_focus_target(self, req: dict[str, Any]) -> dict[str, Any]:
         self.desktop._require()
         window = self._active()
         if window is None:

@@ -1,4 +1,4 @@
-"""The desktop agent's `target` and `focused` ops (rig_images/desktop/desktop_target.py),
+"""The desktop agent's `target` and `focus_target` ops (rig_images/desktop/desktop_target.py),
 which the approval rules read for computer_use (issue 22 item 2), on the real image with
 the rig's hardening, on its GTK apps: a button, an open menu's item, openbox's own root
 menu, the empty desktop, and the focused text view. (Chromium's page: the e2e attack test,
@@ -99,7 +99,7 @@ async def test_the_focused_text_view_is_read(desktop: KioskChannel) -> None:
     await desktop.request("click", 10, x=text[0], y=text[1], button="left", double=False)
 
     async def focused() -> dict[str, Any] | None:
-        hit = await desktop.request("focused", 3)
+        hit = await desktop.request("focus_target", 3)
         return hit if hit.get("role") == "text" else None
 
     hit = await wait_until(focused, limit=30)

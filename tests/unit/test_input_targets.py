@@ -29,7 +29,8 @@ CFG = ComputerUseConfig(confirm_words=["delete"], confirm_urls=[])
 
 
 class Channel:
-    """Answers `target` by point and `focused` with one answer; an Exception is raised."""
+    """Answers `target` by point and the focus op (the kiosk's `focused`, the desktop's
+    `focus_target`) with one answer; an Exception is raised."""
 
     name = "desktop"
 
@@ -91,8 +92,9 @@ async def test_an_activating_desktop_key_is_judged_by_the_focused_element(
     verb: dict[str, Any],
 ) -> None:
     on_button = Channel({}, {**BUTTON, "submit": None})
-    hold = await input_hold(on_button, desktop(verb), CFG)  # type: ignore[arg-type]
+    hold = await input_hold(on_button, desktop(verb), CFG, focus_op="focus_target")  # type: ignore[arg-type]
     assert hold is not None and "Delete everything" in hold.description, hold
+    assert on_button.ops == ["focus_target"]  # the desktop's op (its `focused` is codrive's)
     field = {"name": "Amount", "role": "entry", "text": "", "error": None, "submit": BUTTON}
     in_form = await input_hold(Channel({}, field), desktop(verb), CFG)  # type: ignore[arg-type]
     if verb.get("key") == "space":
