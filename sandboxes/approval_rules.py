@@ -1,4 +1,6 @@
-"""What makes a kiosk action wait for an operator (SPEC S6.1a), pure.
+"""What makes an action wait for an operator (SPEC S6.1a), pure: on the kiosk and on
+every rig (browser, desktop, Android, iOS), each of which reads what its input acts on
+and hands it to these functions.
 
 Rules raise approvals, never the model: a navigation to a page listed in `confirm_urls`
 (entries written like deny-list entries: a host, which covers its subdomains, or a
@@ -8,7 +10,8 @@ spaces between words (Latin, Cyrillic, ...) match whole words, case-insensitivel
 of scripts without spaces (Chinese, Thai, ...) match anywhere in the name. A key that
 activates the focused element (Return, KP_Enter, space, with any modifier) and a typed
 newline are judged as a click on what they act on (`focus_hold`): the focused element,
-and for a text field its form's submit control.
+and for a text field its form's submit control (a desktop window's default button, on
+Android the button after the field).
 """
 
 from __future__ import annotations
@@ -169,7 +172,13 @@ def click_hold(
 # The keys that activate the focused element (a button's or link's default action, a
 # form's submission from a text field), with or without modifiers (ctrl+Return ...).
 ACTIVATING_KEYS = frozenset({"return", "kp_enter", "enter", "space"})
-TEXT_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton", "TextField"})
+# Text fields, as each surface names them: CDP's roles (kiosk, browser), AT-SPI's role
+# names (desktop), Android's widget classes and iOS's element types (phones).
+TEXT_ROLES = frozenset(
+    {"textbox", "searchbox", "combobox", "spinbutton", "TextField"}
+    | {"entry", "text", "password text", "spin button", "combo box"}
+    | {"EditText", "AutoCompleteTextView", "MultiAutoCompleteTextView", "SecureTextField"}
+)
 
 
 def key_activates(key: str) -> bool:

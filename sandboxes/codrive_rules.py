@@ -14,22 +14,21 @@ labelled as the agent's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sandboxes.approval_rules import (
     Category,
     Hold,
     click_hold,
+    focus_hold,
     key_activates,
     navigate_hold,
     text_activates,
 )
 from sandboxes.codrive import Step
 
-# AT-SPI roles of a field that takes text on one line: Return there activates the
-# window's default button or the form's submit control, which AT-SPI does not name.
-SINGLE_LINE_ROLES = frozenset({"text", "entry", "password text", "spin button", "combo box"})
 PASTE_KEYS = frozenset({"ctrl+v", "shift+Insert"})
 CONSEQUENTIAL_CATEGORY: dict[str, Category] = {
     "send": "send",
@@ -41,24 +40,17 @@ CONSEQUENTIAL_CATEGORY: dict[str, Category] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Element:
-    """One element as the desktop's accessibility tree reads it."""
-
-    role: str
-    name: str
-    multi_line: bool = False  # a text role that takes several lines (Return is a newline)
-
-
-@dataclass(frozen=True, slots=True)
 class StepTarget:
-    """What a step acts on, read from the desktop just before it is judged.
+    """What a step acts on, read from the desktop just before it is judged, as every
+    channel surface reads it (`{name, role, text, href, error}`, the focus with `submit`:
+    the desktop agent's `target` and `focus_target` ops, or codrive's `locate`).
 
-    `element`: the element the pointer acts on (located, or under x/y); `focused`: the
-    focused element, for a key or typed text; None with `unread` saying why when it could
-    not be read. `url`: a URL the step opens (api_action open_url)."""
+    `element`: what the pointer acts on (located, or under x/y); `focused`: the focused
+    element, for a key or typed text; None with `unread` saying why when nothing could
+    be read. `url`: a URL the step opens (api_action open_url)."""
 
-    element: Element | None = None
-    focused: Element | None = None
+    element: Mapping[str, Any] | None = None
+    focused: Mapping[str, Any] | None = None
     unread: str = ""
     url: str | None = None
 
@@ -91,18 +83,24 @@ def _rule_hold(
         if opened is not None:
             return opened
     if points_at_element(step):
-        element = target.element
+        element = target.element or {}
         return click_hold(
-            element.name if element is not None else None,
-            element.role if element is not None else None,
+            element.get("name"),
+            element.get("role"),
             words,
-            unknown_reason=target.unread or None,
+            href=element.get("href"),
+            confirm_urls=confirm_urls,
+            unknown_reason=element.get("error") or target.unread or None,
+            text=element.get("text"),
             doing="Double-click" if step.action == "double_click" else "Click",
         )
     key = _activating_key(step)
     if key is None:
         return None
-    return focused_hold(target.focused, key, words, target.unread)
+    focused = dict(target.focused) if target.focused is not None else None
+    if focused is None:
+        focused = {"name": None, "error": target.unread or "the focus could not be read"}
+    return focus_hold(focused, words, key=key, confirm_urls=confirm_urls)
 
 
 def points_at_element(step: Step) -> bool:
@@ -126,35 +124,6 @@ def _activating_key(step: Step) -> str | None:
     return None
 
 
-def focused_hold(
-    focused: Element | None, key: str, words: Sequence[str], unread: str = ""
-) -> Hold | None:
-    """An activating key on the focused element, judged as a click on what it acts on;
-    in a one-line text field that is the default button or submit control, which the
-    accessibility tree does not name: held when a rule could match."""
-    if not words:
-        return None
-    if focused is None:
-        why = unread or "the focused element could not be read"
-        return Hold("confirm_words", "other", f"Press {key} on an unknown element ({why})")
-    if focused.role in SINGLE_LINE_ROLES and not focused.multi_line:
-        if key.casefold().endswith("space"):
-            return None  # a space in a text field types a space
-        return Hold(
-            "confirm_words",
-            "other",
-            f"Press {key} in the {focused.role} “{focused.name[:80]}”: what it submits "
-            "cannot be read",
-        )
-    if focused.multi_line:
-        return None  # Return in a multi-line text is a new line
-    hold = click_hold(focused.name, focused.role, words)
-    if hold is None:
-        return None
-    what = hold.description.removeprefix("Click ")
-    return Hold(hold.rule, hold.category, f"Press {key} on {what}")
-
-
 def types_text(step: Step) -> bool:
     """Whether the step writes text into the focused field: typed text, or a paste."""
     if step.action == "type" and step.text is not None:
@@ -166,8 +135,8 @@ def types_text(step: Step) -> bool:
 
 def _doing(step: Step, target: StepTarget) -> str:
     element = target.element
-    if element is not None:
-        return f"{step.action} the {element.role} “{element.name[:80]}”"
+    if element is not None and element.get("name"):
+        return f"{step.action} the {element.get('role')} “{str(element['name'])[:80]}”"
     if target.url is not None:
         return f"open {target.url[:200]}"
     if step.api_action is not None:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
+from typing import Any
 
+from sandboxes.approval_rules import TEXT_ROLES
 from sandboxes.masking import Rect
 from sandboxes.secret_fields import WITHHELD, withhold
 
@@ -42,6 +44,7 @@ class Element:
     secret: bool
     depth: int
     actionable: bool
+    focused: bool = False  # Android's focused="true" (WDA's source has no focus)
 
     @property
     def center(self) -> tuple[int, int]:
@@ -54,6 +57,7 @@ class UiTree:
     elements: tuple[Element, ...]
     truncated: bool = False
     withheld: int = 0  # secret values taken out of other elements' labels
+    focus_known: bool = False  # the dump says, for its nodes, whether each has the focus
 
     def by_ref(self, ref: str) -> Element | None:
         return next((e for e in self.elements if e.ref == ref), None)
@@ -92,7 +96,9 @@ def _root(xml: str | bytes) -> ET.Element:
         raise UiTreeError(f"the UI dump is not XML ({exc})") from None
 
 
-def _withheld(elements: list[Element], secrets: list[str], truncated: bool) -> UiTree:
+def _withheld(
+    elements: list[Element], secrets: list[str], truncated: bool, focus_known: bool = False
+) -> UiTree:
     """The tree with every secret value taken out of every label (labels are still raw
     here, so a value is found before a label is cut), then each label shortened."""
     out, count = [], 0
@@ -100,7 +106,7 @@ def _withheld(elements: list[Element], secrets: list[str], truncated: bool) -> U
         label, found = withhold(e.label, [s for s in secrets if s.strip()])
         out.append(replace(e, label="" if e.secret else _short(label)))
         count += found
-    return UiTree(tuple(out), truncated, count)
+    return UiTree(tuple(out), truncated, count, focus_known)
 
 
 def _short(text: str | None) -> str:
@@ -114,9 +120,10 @@ def parse_android(xml: str | bytes) -> UiTree:
     out: list[Element] = []
     secrets: list[str] = []
     truncated = False
+    focus_known = False
 
     def walk(node: ET.Element, depth: int, inside: bool) -> None:
-        nonlocal truncated
+        nonlocal truncated, focus_known
         for child in node:
             if child.tag != "node":
                 continue
@@ -134,7 +141,9 @@ def parse_android(xml: str | bytes) -> UiTree:
             actionable = any(
                 attrs.get(k) == "true" for k in ("clickable", "focusable", "scrollable")
             )
-            keep = bool(label.strip() or ident or actionable or secret)
+            focused = attrs.get("focused") == "true"
+            focus_known = focus_known or "focused" in attrs
+            keep = bool(label.strip() or ident or actionable or secret or focused)
             role = attrs.get("class", "node").rpartition(".")[2] or "node"
             if keep:
                 out.append(
@@ -147,12 +156,13 @@ def parse_android(xml: str | bytes) -> UiTree:
                         secret=secret,
                         depth=depth,
                         actionable=actionable,
+                        focused=focused,
                     )
                 )
             walk(child, depth + 1 if keep else depth, secret)
 
     walk(root, 0, False)
-    return _withheld(out, secrets, truncated)
+    return _withheld(out, secrets, truncated, focus_known)
 
 
 def parse_ios(xml: str | bytes) -> UiTree:
@@ -210,3 +220,71 @@ def scale_rects(rects: tuple[Rect, ...], factor: float) -> tuple[Rect, ...]:
         right, bottom = -int(-(x + w) * factor // 1), -int(-(y + h) * factor // 1)
         scaled.append((left, top, right - left, bottom - top))
     return tuple(scaled)
+
+
+# ------------------------------------------------------------------ what an input acts on
+# (issue 22 item 2): the element under a tap and the focused element, in the shape the
+# approval rules read (`sandboxes.approval_rules.click_hold` / `focus_hold`).
+
+
+def _unread(error: str) -> dict[str, Any]:
+    return {"name": None, "role": None, "text": None, "href": None, "error": error}
+
+
+def _inside(e: Element, x: int, y: int) -> bool:
+    ex, ey, w, h = e.rect
+    return ex <= x < ex + w and ey <= y < ey + h
+
+
+def _subtree(tree: UiTree, index: int) -> list[Element]:
+    """The element at `index` and the ones under it (tree order, deeper until back up)."""
+    top = tree.elements[index]
+    out = [top]
+    for e in tree.elements[index + 1 :]:
+        if e.depth <= top.depth:
+            break
+        out.append(e)
+    return out
+
+
+def _described(tree: UiTree, index: int) -> dict[str, Any]:
+    """One element as the rules judge it: its label (none for a secret field), its role,
+    and the labels under it as its text (a clickable row that says "Delete" in a child)."""
+    parts = _subtree(tree, index)
+    text = " ".join(e.label for e in parts if e.label and not e.secret)[:500]
+    top = parts[0]
+    name = "" if top.secret else top.label
+    return {"name": name, "role": top.role, "text": text, "href": None, "error": None}
+
+
+def tap_target(tree: UiTree, x: int, y: int) -> dict[str, Any]:
+    """What a tap at (x, y) lands on: of the elements whose box holds the point, the
+    deepest that acts (clickable, focusable, enabled), else the deepest (later ones are
+    drawn on top, so they win a tie); nothing at all is a tap on no element. A tree cut
+    at MAX_ELEMENTS may have lost it: unread, whatever it holds at the point."""
+    if tree.truncated:  # what is on top may be among the elements left out
+        return _unread(f"the UI tree was cut at {MAX_ELEMENTS} elements")
+    hits = [i for i, e in enumerate(tree.elements) if _inside(e, x, y)]
+    if not hits:
+        return {"name": "", "role": None, "text": "", "href": None, "error": None}
+    acting = [i for i in hits if tree.elements[i].actionable] or hits
+    best = max(acting, key=lambda i: (tree.elements[i].depth, i))
+    return _described(tree, best)
+
+
+def focused_target(tree: UiTree) -> dict[str, Any] | None:
+    """The element a key acts on (Android's focused node); for a text field, `submit` is
+    the first button after it in tree order (what its IME action most likely submits).
+    None when the dump does not tell the focus."""
+    if not tree.focus_known:
+        return None
+    index = next((i for i, e in enumerate(tree.elements) if e.focused), None)
+    if index is None:
+        return {"name": "", "role": None, "text": "", "href": None, "error": None}
+    out = _described(tree, index)
+    out["submit"] = None
+    if tree.elements[index].role in TEXT_ROLES:
+        after = range(index + 1, len(tree.elements))
+        button = next((i for i in after if "Button" in tree.elements[i].role), None)
+        out["submit"] = _described(tree, button) if button is not None else None
+    return out

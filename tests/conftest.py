@@ -59,7 +59,13 @@ E2E_UNITS = {
         "test_gateway_stop.py",
         "test_kiosk_pool_owner.py",
     ),
-    "rigs": ("test_browser_use.py", "test_codrive.py", "test_desktop_rig.py", "test_mobile_use.py"),
+    "rigs": (
+        "test_browser_use.py",
+        "test_codrive.py",
+        "test_desktop_rig.py",
+        "test_mobile_use.py",
+        "test_rules_everywhere.py",
+    ),
 }  # every other e2e file: the "mcp" unit
 
 

@@ -26,10 +26,11 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.errors import RigError, SeatError, SecretField
+from orchestrator.surfaces.acts_on import read_focused, read_target
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.screenshots import masked_screenshot
 from sandboxes.codrive import Step
-from sandboxes.codrive_rules import Element, StepTarget, points_at_element, types_text
+from sandboxes.codrive_rules import StepTarget, points_at_element, types_text
 from sandboxes.keys import check_key
 from sandboxes.ladder import ApiAction, DesktopProbes, Located, Registry
 from sandboxes.params import TYPE_MAX_CHARS
@@ -123,18 +124,14 @@ class RigDesktop:
         return StepTarget(url=url, unread="the step names no element")
 
     async def element_at(self, x: int, y: int, url: str | None = None) -> StepTarget:
-        found = await self._op("element_at", app=self.app, x=x, y=y)
-        if found.get("role") is None:
-            return StepTarget(url=url, unread=str(found.get("why") or "nothing at that point"))
-        return StepTarget(Element(str(found["role"]), str(found.get("name") or "")), url=url)
+        """The element a click at (x, y) meets, as the desktop's `computer_use` reads it
+        for its rules (the agent's `target` op: the topmost window there)."""
+        return StepTarget(await read_target(self.rig.channel, x, y), url=url)
 
-    async def focused(self) -> Element | None:
-        found = await self._op("focused", app=self.app)
-        if found.get("role") is None:
-            return None
-        return Element(
-            str(found["role"]), str(found.get("name") or ""), bool(found.get("multi_line"))
-        )
+    async def focused(self) -> dict[str, Any]:
+        """The focused element (and a text field's submit control), as the desktop's
+        `computer_use` reads it for its rules (the agent's `focus_target` op)."""
+        return await read_focused(self.rig.channel, "focus_target")
 
     async def _refuse_secret(self, step: Step) -> None:
         """Hand a step that would type or paste into a secret field to a person."""
@@ -235,7 +232,8 @@ class RigDesktop:
 def _located(found: Located, url: str | None) -> StepTarget:
     if found.center is None or found.role is None:
         return StepTarget(url=url, unread=f"the element was not found ({found.how})")
-    return StepTarget(Element(found.role, found.name or ""), url=url)
+    element = {"name": found.name or "", "role": found.role, "text": None, "href": None}
+    return StepTarget({**element, "error": None}, url=url)
 
 
 def registry_for(desk: RigDesktop) -> Registry:

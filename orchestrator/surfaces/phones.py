@@ -56,6 +56,10 @@ class MobileRig(Surface):
                 self.broken = str(exc)
             raise
 
+    async def dump(self) -> UiTree:
+        """The device's UI tree now (each phone reads its own)."""
+        raise NotImplementedError
+
     def point(self, verb: AndroidTap | IosTap) -> tuple[int, int, str]:
         """x, y of a tap: given, or the centre of a ref from the last inspect."""
         if verb.ref is None:

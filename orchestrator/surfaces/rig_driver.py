@@ -7,15 +7,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.config import ComputerUseConfig
-from orchestrator.errors import SessionRefused
+from orchestrator.errors import DeviceError, SessionRefused
+from orchestrator.surfaces.acts_on import input_hold
 from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser import acts_on
 from orchestrator.surfaces.browser.rig import BrowserRig
+from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.phones import MobileRig
 from orchestrator.surfaces.pipeline import Action, Done
+from sandboxes import mobile_params as m
 from sandboxes import rig_params as r
-from sandboxes.approval_rules import Hold, click_hold, focus_hold, key_activates, navigate_hold
+from sandboxes.approval_rules import (
+    Hold,
+    click_hold,
+    focus_hold,
+    key_activates,
+    navigate_hold,
+    text_activates,
+)
+from sandboxes.mobile_ui import UiTree, UiTreeError, focused_target, tap_target
 from sandboxes.urls import check_url
 
 
@@ -47,6 +58,10 @@ class RigDriver:
             return None
         if isinstance(rig, BrowserRig):
             return await browser_hold(rig, action.params, cfg)
+        if isinstance(rig, DesktopRig):
+            return await input_hold(rig.channel, action.params, cfg, focus_op="focus_target")
+        if isinstance(rig, MobileRig):
+            return await phone_hold(rig, action.params, cfg)
         return None
 
     async def act(self, rig: Any, action: Action, status: str) -> Done:
@@ -97,6 +112,52 @@ async def browser_hold(rig: BrowserRig, verb: Any, cfg: ComputerUseConfig) -> Ho
             focused, cfg.confirm_words, key=verb.verdict.key, confirm_urls=cfg.confirm_urls
         )
         return None if hold is None else hold.on(focused | {"page": page.url})
+    return None
+
+
+PHONE_KEYS = frozenset({"ENTER", "NUMPAD_ENTER", "DPAD_CENTER", "SPACE"})
+
+
+async def phone_tree(rig: MobileRig) -> UiTree | str:
+    """The phone's UI tree now, or why it could not be read."""
+    try:
+        return await rig.dump()
+    except (UiTreeError, DeviceError) as exc:
+        return f"the device's UI tree could not be read ({str(exc)[:200]})"
+
+
+async def phone_hold(rig: MobileRig, verb: Any, cfg: ComputerUseConfig) -> Hold | None:
+    """mobile_use / ios_use: a tap (or a swipe's press and release) by the element at its
+    point in the UI tree read now; an Android ENTER, DPAD_CENTER or SPACE by the focused
+    node (a text field by the button after it); an iOS text with a newline (Return) by the
+    focused element, which WDA's source does not tell: held."""
+    words, urls = cfg.confirm_words, cfg.confirm_urls
+    if isinstance(verb, m.AndroidTap | m.IosTap):
+        points = [rig.point(verb)[:2]]
+    elif isinstance(verb, m.AndroidSwipe | m.IosSwipe):
+        points = [(verb.x, verb.y), (verb.to_x, verb.to_y)]
+    elif isinstance(verb, m.AndroidKey) and verb.key in PHONE_KEYS:
+        tree = await phone_tree(rig)
+        read = focused_target(tree) if isinstance(tree, UiTree) else {"error": tree}
+        return focus_hold(read, words, key=f"KEYCODE_{verb.key}", confirm_urls=urls)
+    elif isinstance(verb, m.IosText) and text_activates(verb.text):
+        why = "WebDriverAgent does not say which element has the keyboard focus"
+        return focus_hold({"error": why}, words, key="Return (a typed newline)")
+    else:
+        return None
+    tree = await phone_tree(rig)
+    for x, y in points:
+        target = tap_target(tree, x, y) if isinstance(tree, UiTree) else {"error": tree}
+        hold = click_hold(
+            target.get("name"),
+            target.get("role"),
+            words,
+            unknown_reason=target.get("error"),
+            text=target.get("text"),
+            doing="Tap",
+        )
+        if hold is not None:
+            return hold
     return None
 
 

@@ -1,8 +1,9 @@
 """codrive's readings of an application's accessibility tree (mixed into Codrive): an
-element by role and name (`locate`), the element under a point (`element_at`), the
-focused element and whether it is a secret field (`focused`), a widget's text (`read`).
-The gateway judges its rules on these (sandboxes/codrive_rules.py), never on the model's
-words."""
+element by role and name (`locate`, with the element's own role and name, on which the
+gateway judges its rules, never the model's words), whether the focused element is a
+secret field (`focused`), a widget's text (`read`). What a click at x,y or a key meets is
+read as the desktop's `computer_use` reads it (`desktop_target.py`: `target`,
+`focus_target`)."""
 
 from __future__ import annotations
 
@@ -69,44 +70,6 @@ class ElementReads:
             web = self.focused_secret()
             found["secret"] = True if web else (found["secret"] if web is None else False)
         return found
-
-    def op_element_at(self, req: dict[str, Any]) -> dict[str, Any]:
-        """The element of `app` under the screen point (x, y), by AT-SPI's hit test from
-        the window that contains it, down to the deepest element; an unnamed one (a
-        button's inner label box) is named by its nearest named ancestor."""
-        self.desktop._require()
-        app, x, y = str(req["app"]), int(req["x"]), int(req["y"])
-
-        def run() -> dict[str, Any]:
-            A = self._mod()
-            node = self._window_at(A, app, x, y)
-            if node is None:
-                return {"role": None, "name": None, "why": f"no window of {app} at {x},{y}"}
-            for _ in range(64):
-                child = node.get_accessible_at_point(x, y, A.CoordType.SCREEN)
-                if child is None or child == node:
-                    break
-                node = child
-            named = node
-            for _ in range(6):
-                parent = named.get_parent()
-                if named.get_name() or parent is None:
-                    break
-                named = parent
-            return {"role": str(node.get_role_name() or ""), "name": str(named.get_name() or "")}
-
-        return self.at.run(run, ATSPI_S)
-
-    def _window_at(self, A: Any, app: str, x: int, y: int) -> Any | None:
-        root = self._app(A, app)
-        for i in range(root.get_child_count()):
-            frame = root.get_child_at_index(i)
-            if frame is None or not frame.get_state_set().contains(A.StateType.SHOWING):
-                continue
-            box = frame.get_extents(A.CoordType.SCREEN)
-            if box.x <= x < box.x + box.width and box.y <= y < box.y + box.height:
-                return frame
-        return None
 
     def op_read(self, req: dict[str, Any]) -> dict[str, Any]:
         """The text of the first showing element of `role` (and `name`, when given)."""

@@ -4,7 +4,8 @@ Protocol: the kiosk agent's (docs/kiosk-internals.md §2): one JSON request per 
 stdin (`{"id": 7, "op": "click", ...}`), one answer per line on stdout (`{"id": 7, "ok":
 true, ...}` or `{"ok": false, "error": ...}`); logs go to stderr. Ops (docs/rigs.md):
 start, screenshot, move, click, drag, scroll, type, key, resize, windows,
-clipboard_get, clipboard_set, vnc; and codrive's (codrive_ops.py): app, locate, widget,
+clipboard_get, clipboard_set, vnc; target and focused (desktop_target.py: what a click
+or a key acts on, for the approval rules); and codrive's (codrive_ops.py): app, locate, widget,
 read, fingerprint, settle, idle, where, browser.
 
 It owns Xvfb (:99), a session D-Bus (the accessibility bus is activated through it),
@@ -30,6 +31,7 @@ sys.path.insert(0, "/opt/corral")
 
 from codrive_match import showing_nodes
 from codrive_ops import Codrive
+from desktop_target import Targets
 from kiosk_agent.chromium import trust_ca
 from kiosk_agent.common import OpError, log
 from kiosk_agent.screen import Screen
@@ -300,9 +302,10 @@ def write(obj: dict[str, Any]) -> None:
 def main() -> int:
     desktop = Desktop()
     codrive = Codrive(desktop)
+    targets = Targets(desktop, codrive.at)  # one AT-SPI thread for both
     ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         name[3:]: getattr(owner, name)
-        for owner in (desktop, codrive)
+        for owner in (desktop, codrive, targets)
         for name in dir(owner)
         if name.startswith("op_")
     }

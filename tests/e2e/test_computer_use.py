@@ -248,6 +248,22 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
             "old.replaceWith(n); fetch('/swapped-clone'); });</script>",
         ),
     ),
+    # The desktop rig's Chromium (issue 22 item 2): a red "Delete everything" button and a
+    # blue field in one form; a click, Return on the button and a newline in the field all
+    # submit it (the site logs /deleted), so each waits for an operator.
+    "/deleteform": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="deleteform",
+            bg="#fff",
+            body='<form action="/deleted"><input name="amount" aria-label="Amount" '
+            'style="position:absolute;left:60px;top:330px;width:300px;height:40px;'
+            'background:#00f;border:0;color:#00f"><button style="position:absolute;'
+            'left:60px;top:60px;width:500px;height:200px;background:#f00;border:0;color:#f00">'
+            "Delete everything</button></form>",
+        ),
+    ),
     "/mutating": (
         200,
         {"Content-Type": "text/html"},

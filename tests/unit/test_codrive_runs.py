@@ -24,7 +24,7 @@ from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.pipeline import Pipeline
 from sandboxes.codrive import CodriveRunParams, Step
-from sandboxes.codrive_rules import Element, StepTarget
+from sandboxes.codrive_rules import StepTarget
 from sandboxes.ladder import Located
 from sandboxes.session_rules import SessionClock
 
@@ -108,7 +108,7 @@ class FakeDesktop:
 
     async def target(self, step: Step) -> StepTarget:
         if step.role is not None and step.name is not None:
-            return StepTarget(Element(step.role, step.name))
+            return StepTarget({"role": step.role, "name": step.name, "error": None})
         return StepTarget(unread="the fake reads only named elements")
 
     async def masked_png(self) -> bytes:
