@@ -18,25 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandboxes.approval_rules import (
-    Category,
-    Hold,
-    click_hold,
-    focus_hold,
-    key_activates,
-    navigate_hold,
-    text_activates,
-)
+from sandboxes import approval_rules as rules
+from sandboxes.approval_rules import Category, Hold
 from sandboxes.codrive import Step
 
 PASTE_KEYS = frozenset({"ctrl+v", "shift+Insert"})
-CONSEQUENTIAL_CATEGORY: dict[str, Category] = {
-    "send": "send",
-    "submit": "submit",
-    "delete": "delete",
-    "purchase": "purchase",
-    "other": "other",
-}
+CONSEQUENTIAL_CATEGORY: dict[str, Category] = {c: c for c in rules.CATEGORIES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +66,12 @@ def _rule_hold(
     step: Step, target: StepTarget, words: Sequence[str], confirm_urls: Sequence[str]
 ) -> Hold | None:
     if target.url is not None:
-        opened = navigate_hold(target.url, confirm_urls)
+        opened = rules.navigate_hold(target.url, confirm_urls)
         if opened is not None:
             return opened
     if points_at_element(step):
         element = target.element or {}
-        return click_hold(
+        return rules.click_hold(
             element.get("name"),
             element.get("role"),
             words,
@@ -100,7 +87,7 @@ def _rule_hold(
     focused = dict(target.focused) if target.focused is not None else None
     if focused is None:
         focused = {"name": None, "error": target.unread or "the focus could not be read"}
-    return focus_hold(focused, words, key=key, confirm_urls=confirm_urls)
+    return rules.focus_hold(focused, words, key=key, confirm_urls=confirm_urls)
 
 
 def points_at_element(step: Step) -> bool:
@@ -117,9 +104,9 @@ def _activating_key(step: Step) -> str | None:
     """The key a step presses that can activate the focused element, if any."""
     if step.api_action is not None:
         return None
-    if step.action == "key" and step.key_name is not None and key_activates(step.key_name):
+    if step.action == "key" and step.key_name is not None and rules.key_activates(step.key_name):
         return step.key_name
-    if step.action == "type" and step.text is not None and text_activates(step.text):
+    if step.action == "type" and step.text is not None and rules.text_activates(step.text):
         return "Return"
     return None
 
