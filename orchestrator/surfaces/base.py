@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from orchestrator.people.timeline import TimelineEntry
 
 Controller = Literal["ai", "human"]
+CLEAR_DEADLINE = 5.0  # the agent's clipboard_clear at hand back
 
 
 @dataclass(kw_only=True)
@@ -140,6 +141,12 @@ class ChannelSurface(Surface):
     @property
     def broken(self) -> str | None:
         return self.channel.broken
+
+    async def forget_clipboard(self) -> None:
+        """Both X selections (CLIPBOARD, PRIMARY) owned by nobody, at hand back: what a
+        person copied during a take over is theirs, never pasted or read by the AI after
+        it (the agent's `clipboard_clear`, the same op on the kiosk and the desktop)."""
+        await self.channel.request("clipboard_clear", CLEAR_DEADLINE)
 
 
 def fresh_clock(cfg: ComputerUseConfig, now: float) -> SessionClock:

@@ -75,13 +75,6 @@ class DesktopRig(ChannelSurface):
             raise RigError(f"computer_use has no handler for verb {verb.verb}")
         return answer(text_block(f"{done} {status}"))
 
-    async def forget_clipboard(self) -> None:
-        """Both selections set to nothing (the agent's clipboard_set with empty text)."""
-        for selection in ("clipboard", "primary"):
-            await self.channel.request(
-                "clipboard_set", ACTION_DEADLINE, text="", selection=selection
-            )
-
     async def windows(self) -> list[str]:
         result = await self.channel.request("windows", ACTION_DEADLINE)
         return [str(t) for t in result.get("windows", [])]

@@ -43,6 +43,8 @@ from Xlib import X, Xatom
 START_DEADLINE_S = 30.0
 # Input ops that are the kiosk agent's XInput methods of the same name, as they are.
 INPUT_OPS = ("move", "click", "drag", "scroll", "key")
+# Ops that are the kiosk agent's XInput methods taking no request (the hand back's).
+DISPLAY_OPS = {"clipboard_clear": "clear_selections"}
 FIRST_WINDOW_S = 3.0
 CLIPBOARD_S = 5.0
 FIRST_APP = ["mousepad"]
@@ -181,6 +183,16 @@ class Desktop:
         return {"title": title, "matches": len(matches)}
 
     # ------------------------------------------------------------------ input
+    def display_op(self, method: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """The op calling XInput's `method` with no request, once started."""
+
+        def op(req: dict[str, Any]) -> dict[str, Any]:
+            self._require()
+            getattr(self.input, method)()
+            return {}
+
+        return op
+
     def input_op(self, name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """The op `name` of INPUT_OPS: XInput's method of that name, once started."""
 
@@ -310,6 +322,7 @@ def main() -> int:
         if name.startswith("op_")
     }
     ops.update({name: desktop.input_op(name) for name in INPUT_OPS})
+    ops.update({op: desktop.display_op(method) for op, method in DISPLAY_OPS.items()})
     signal.signal(signal.SIGTERM, lambda *_: (desktop.shutdown(), os._exit(0)))
     log("desktop agent ready")
     try:

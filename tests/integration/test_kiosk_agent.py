@@ -278,6 +278,35 @@ def test_type_and_return(started: KioskAgent) -> None:
     )
 
 
+def test_clipboard_clear_leaves_nothing_a_person_copied_to_paste(started: KioskAgent) -> None:
+    """Issue 22 item 4: what a person copies during a take over (here an OTP, copied in
+    the kiosk's own Chromium with ctrl+c) is pasted back before `clipboard_clear` (the
+    control) and not after it: hand back runs this op before the AI has the seat."""
+    started.ok("navigate", url=data_url(FORM_PAGE))
+    x, y = centre(rect_of(started, "#t"))
+    started.ok("click", x=x, y=y, button="left", double=False)
+
+    def value() -> str:
+        return str(started.ok("eval", expression="document.getElementById('t').value")["value"])
+
+    poll(lambda: started.ok("eval", expression="document.activeElement.id")["value"] == "t")
+    started.ok("type", text="otp-314159")
+    poll(lambda: value() == "otp-314159", what="the typed OTP")
+    for key in ("ctrl+a", "ctrl+c", "BackSpace"):
+        started.ok("key", key=key)
+    poll(lambda: value() == "", what="the field cleared")
+    started.ok("key", key="ctrl+v")
+    poll(lambda: value() == "otp-314159", what="the control: the copy pastes back")
+    for key in ("ctrl+a", "BackSpace"):
+        started.ok("key", key=key)
+    poll(lambda: value() == "", what="the field cleared again")
+    started.ok("clipboard_clear")
+    started.ok("key", key="ctrl+v")
+    started.ok("type", text="x")  # typed after the paste: its arrival ends the wait
+    poll(lambda: value().endswith("x"), what="the marker typed after the paste")
+    assert value() == "x"  # nothing was pasted before it
+
+
 @pytest.mark.slow
 def test_scroll(started: KioskAgent) -> None:
     started.ok("navigate", url=data_url(TALL_PAGE))

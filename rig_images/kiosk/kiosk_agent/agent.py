@@ -255,6 +255,11 @@ class Kiosk:
         self._input().key(req)
         return {}
 
+    def op_clipboard_clear(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Both X selections owned by nobody (at hand back: a person's copy is theirs)."""
+        self._input().clear_selections()
+        return {}
+
     def op_target(self, req: dict[str, Any]) -> dict[str, Any]:
         """The accessible name and role of what a click at x, y would hit (target.py)."""
         self._require()
@@ -335,6 +340,7 @@ def main() -> int:
         "click": kiosk.op_click,
         "type": kiosk.op_type,
         "key": kiosk.op_key,
+        "clipboard_clear": kiosk.op_clipboard_clear,
         "scroll": kiosk.op_scroll,
         "navigate": kiosk.op_navigate,
         "page": kiosk.op_page,

@@ -10,6 +10,7 @@ from typing import Any
 
 from Xlib import XK, X
 from Xlib.ext import xtest
+from Xlib.protocol import request
 
 from .common import OpError
 
@@ -110,6 +111,18 @@ class XInput:
             xtest.fake_input(self.d, X.MotionNotify, x=step_x, y=step_y)
         xtest.fake_input(self.d, X.ButtonRelease, 1)
         self.d.flush()
+
+    def clear_selections(self) -> None:
+        """CLIPBOARD and PRIMARY owned by nobody: what a person copied during a take over
+        (an OTP, a password) is gone at hand back; its owner is told and drops it."""
+        for name in ("CLIPBOARD", "PRIMARY"):
+            request.SetSelectionOwner(
+                display=self.d.display,
+                window=X.NONE,
+                selection=self.d.intern_atom(name),
+                time=X.CurrentTime,
+            )
+        self.d.sync()
 
     def _keycode_for(self, keysym: int, new_map: dict[int, int]) -> tuple[int, bool] | None:
         """(keycode, needs shift) for keysym in the current map, or None."""
