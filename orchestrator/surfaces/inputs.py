@@ -9,7 +9,7 @@ person who takes the seat mid-type stops it within one chunk, and the rest is no
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from orchestrator.channel import KioskChannel
@@ -24,10 +24,12 @@ def _always() -> bool:
     return True
 
 
-async def type_chunks(
-    channel: KioskChannel, text: str, deadline: float, holds_seat: Callable[[], bool]
+async def in_chunks(
+    text: str, send: Callable[[str], Awaitable[Any]], holds_seat: Callable[[], bool]
 ) -> None:
-    """Type `text` a chunk at a time, while `holds_seat()` (the AI has the seat)."""
+    """Send `text` a chunk at a time with `send`, while `holds_seat()` (the AI has the
+    seat), asked right before each chunk: every surface's long type (the kiosk's and the
+    desktop's `type` op, Android's `input text`, WebDriverAgent's keys)."""
     for start in range(0, len(text), TYPE_CHUNK):
         if not holds_seat():
             raise InputInterrupted(
@@ -35,7 +37,18 @@ async def type_chunks(
                 "typed; the rest was not typed. Wait for hand back.",
                 typed=start,
             )
-        await channel.request("type", deadline, text=text[start : start + TYPE_CHUNK])
+        await send(text[start : start + TYPE_CHUNK])
+
+
+async def type_chunks(
+    channel: KioskChannel, text: str, deadline: float, holds_seat: Callable[[], bool]
+) -> None:
+    """Type `text` over an agent channel a chunk at a time, while the AI has the seat."""
+
+    async def send(part: str) -> None:
+        await channel.request("type", deadline, text=part)
+
+    await in_chunks(text, send, holds_seat)
 
 
 async def channel_input(

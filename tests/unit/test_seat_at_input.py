@@ -88,3 +88,24 @@ async def test_input_queued_behind_the_lock_at_a_take_over_is_refused_not_sent(
     refused = [a for a in answers if a.is_error]
     assert len(refused) == 2
     assert all("A person has the desktop" in text_of(a) for a in refused)
+
+
+async def test_every_surfaces_long_type_is_cut_into_chunks_checked_for_the_seat() -> None:
+    """`in_chunks` is what the kiosk's and desktop's `type` (above, through the real
+    pipeline), Android's `input text` and WebDriverAgent's keys send through: a seat
+    taken after the first chunk stops the rest, and the refusal says what landed."""
+    from orchestrator.errors import InputInterrupted
+    from orchestrator.surfaces.inputs import in_chunks
+
+    sent: list[str] = []
+    text = "a" * (TYPE_CHUNK * 3)
+
+    async def send(part: str) -> None:
+        sent.append(part)
+
+    await in_chunks(text, send, lambda: True)
+    assert "".join(sent) == text and len(sent) == 3
+    sent.clear()
+    with pytest.raises(InputInterrupted) as stopped:
+        await in_chunks(text, send, lambda: not sent)  # a person takes it after one chunk
+    assert sent == ["a" * TYPE_CHUNK] and stopped.value.typed == TYPE_CHUNK

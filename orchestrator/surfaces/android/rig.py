@@ -19,6 +19,7 @@ import anyio
 from orchestrator.errors import DeviceError
 from orchestrator.surfaces.android.adb import AndroidDevice
 from orchestrator.surfaces.answers import Answer
+from orchestrator.surfaces.inputs import in_chunks
 from orchestrator.surfaces.phones import MobileRig, device_output, done
 from sandboxes import mobile_params as m
 from sandboxes.masking import PNG_SIGNATURE, Rect
@@ -83,7 +84,9 @@ class AndroidRig(MobileRig):
             await shell(["input", "swipe", *map(str, coords)])
             return done(f"Swiped from {verb.x},{verb.y} to {verb.to_x},{verb.to_y}.", status)
         if isinstance(verb, m.AndroidText):
-            await shell(["input", "text", input_text(verb.text)])
+            await in_chunks(
+                verb.text, lambda part: shell(["input", "text", input_text(part)]), self.ai_holds
+            )
             return done(f"Typed {len(verb.text)} characters.", status)
         if isinstance(verb, m.AndroidKey):
             await shell(["input", "keyevent", f"KEYCODE_{verb.key}"])

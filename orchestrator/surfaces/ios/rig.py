@@ -17,6 +17,7 @@ import anyio
 from orchestrator.errors import DeviceError
 from orchestrator.surfaces.android.rig import resolve_app
 from orchestrator.surfaces.answers import Answer
+from orchestrator.surfaces.inputs import in_chunks
 from orchestrator.surfaces.ios.wda import WdaClient, simctl
 from orchestrator.surfaces.phones import MobileRig, device_output, done
 from sandboxes import mobile_params as m
@@ -78,7 +79,7 @@ class IosRig(MobileRig):
             await wda.drag(verb.x, verb.y, verb.to_x, verb.to_y, verb.duration_ms / 1000)
             return done(f"Swiped from {verb.x},{verb.y} to {verb.to_x},{verb.to_y}.", status)
         if isinstance(verb, m.IosText):
-            await wda.keys(verb.text)
+            await in_chunks(verb.text, wda.keys, self.ai_holds)
             return done(f"Typed {len(verb.text)} characters.", status)
         if isinstance(verb, m.IosPressButton):
             await wda.press_button(verb.button)
