@@ -76,6 +76,10 @@ class CorralMCP:
         self.audit = AuditLog(home.audit_file)
         self.bus = InMemorySubscriptionBus()
         self._sessions: set[ServerSession] = set()  # strong refs: notified from a task
+        # The visible tool names as a client last learnt them (a tools/list answer, or a
+        # list_changed sent); None until the first is known. The watch compares with this,
+        # so an edit made before the watch's own first read is still notified.
+        self._known: frozenset[str] | None = None
         self._runtime: Runtime | None = None
         self._http: httpx.AsyncClient | None = None  # one client for every forwarded call
         self.levels = LogLevels()
@@ -114,13 +118,14 @@ class CorralMCP:
                 self._http = None
 
     async def _watch(self) -> None:
-        last = visible_names(await view_of(self.home, self.agent))
         while True:
-            await anyio.sleep(WATCH_INTERVAL_SECONDS)
-            current = visible_names(await view_of(self.home, self.agent))
-            if current != last:
-                last = current
+            current = frozenset(visible_names(await view_of(self.home, self.agent)))
+            if self._known is None:
+                self._known = current
+            elif current != self._known:
+                self._known = current
                 await self._notify_list_changed()
+            await anyio.sleep(WATCH_INTERVAL_SECONDS)
 
     async def _notify_list_changed(self) -> None:
         for session in list(self._sessions):
@@ -146,6 +151,8 @@ class CorralMCP:
     ) -> types.ListToolsResult:
         self._remember(ctx)
         view = await view_of(self.home, self.agent)
+        if self._known is None:
+            self._known = frozenset(visible_names(view))  # what this client now knows
         return types.ListToolsResult(tools=[_tool(spec) for spec in visible_tools(view)])
 
     async def _call_tool(
