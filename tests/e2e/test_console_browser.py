@@ -154,6 +154,7 @@ async def test_an_operator_watches_approves_denies_and_takes_over(
         frozen = await call(mcp, "computer_click", x=500, y=140)
         assert frozen.is_error and "person has the desktop" in text_of(frozen)
         await page.click("#handback")
+        await page.locator('#state[data-state="ai"]').wait_for(timeout=5_000)
 
         # The timeline: newest first, thumbnails, never typed text.
         assert not (await call(mcp, "computer_type", text="s3cret-typed")).is_error

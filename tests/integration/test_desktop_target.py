@@ -6,6 +6,7 @@ tests/e2e/test_rules_everywhere.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -70,20 +71,32 @@ async def test_an_open_menus_item_is_read_through_its_pop_up(desktop: KioskChann
     assert item["name"].strip() == "Quit" and item["role"] == "menu item", item
     await desktop.request("key", 10, key="Escape")
 
+    async def closed_again() -> bool:  # the pop-up's pointer grab is gone for the next test
+        return (await target(desktop, qx, qy))["role"] != "menu item"
+
+    await wait_until(closed_again, limit=30)
+
 
 async def test_the_empty_desktop_and_openboxs_menu_hold_nothing(desktop: KioskChannel) -> None:
     corners = [(2, 2), (1277, 2), (2, 797), (1277, 797)]
     empty = [p for p in corners if (await target(desktop, *p))["role"] == "desktop"]
     assert empty, "some corner of the desktop is empty"
     x, y = empty[0]
-    await desktop.request("click", 10, x=x, y=y, button="right", double=False)
     inside = (x + 15 if x < 640 else x - 15, y + 8 if y < 400 else y - 8)
 
     async def menu_shown() -> dict[str, Any] | None:
         hit = await target(desktop, *inside)
         return hit if hit["role"] == "window manager" else None
 
-    hit = await wait_until(menu_shown, limit=30)
+    # A right click on the root opens openbox's menu; one that a pop-up's pointer grab
+    # took instead (it only closes the pop-up) is followed by another, at most three.
+    hit = None
+    for _ in range(3):
+        await desktop.request("click", 10, x=x, y=y, button="right", double=False)
+        with contextlib.suppress(TimeoutError):
+            hit = await wait_until(menu_shown, limit=10)
+            break
+    assert hit is not None, "openbox's menu did not open on a right click on the desktop"
     assert (hit["name"], hit["error"]) == ("", None)
     await desktop.request("key", 10, key="Escape")
 
