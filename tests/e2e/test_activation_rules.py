@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import anyio
 import docker
 import pytest
 
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import connect, wait_until
+from tests.e2e.held import while_held
 from tests.e2e.test_computer_use import SITE, World, call, text_of, write_agent
 from tests.e2e.test_computer_use import sites as sites
-from tests.e2e.test_operators import TIMEOUT, corral, kiosk_gateway, pending
+from tests.e2e.test_operators import TIMEOUT, corral, kiosk_gateway
 from tests.sites import requests_seen
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -37,27 +37,15 @@ async def held(
 ) -> Any:
     """Run `act` (MCP calls); once its approval is pending, call `on_pending`, then
     decide it with the CLI; the call's result."""
-    results: list[Any] = []
 
-    async def run() -> None:
-        results.append(await act())
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        found: list[dict[str, Any]] = []
-
-        async def raised() -> bool:
-            found[:] = [a for a in pending(home) if a["agent"] == agent]
-            return bool(found)
-
-        await wait_until(raised, limit=TIMEOUT)
-        (approval,) = found
+    async def during(approval: dict[str, Any]) -> None:
         assert "confirm_words: pay" in approval["rule"], approval
         assert "Pay now" in approval["description"], approval
         on_pending()
         done = corral(home, "approvals", *decide, approval["id"])
         assert done.returncode == 0, done.stderr
-    return results[0]
+
+    return await while_held(home, act, during, agent=agent, limit=TIMEOUT)
 
 
 async def arrives(client: docker.DockerClient, site_ip: str, path: str) -> list[str]:

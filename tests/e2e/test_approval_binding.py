@@ -15,21 +15,21 @@ test site's own request log (what the page did), not by corral's answers:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import docker
 import pytest
 
 from orchestrator.audit import AuditLog
 from orchestrator.home import CorralHome
 from sandboxes.approval_binding import PENDING, TARGET_CHANGED
-from tests.e2e.conftest import connect, wait_until
+from tests.e2e.conftest import connect
+from tests.e2e.held import while_held as shared_while_held
 from tests.e2e.test_activation_rules import arrives, count, open_page
 from tests.e2e.test_computer_use import SITE, World, call, text_of, write_agent
 from tests.e2e.test_computer_use import sites as sites
-from tests.e2e.test_operators import corral, kiosk_gateway, pending
+from tests.e2e.test_operators import corral, kiosk_gateway
 from tests.sites import release, requests_seen
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -45,27 +45,9 @@ async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIt
         yield running
 
 
-async def while_held(
-    home: CorralHome, act: Callable[[], Any], during: Callable[[dict[str, Any]], Any]
-) -> Any:
-    """Run `act` (an MCP call a rule holds); once its approval is pending (as `corral
-    approvals list` shows it), await `during(approval)`; the call's result."""
-    results: list[Any] = []
-
-    async def run() -> None:
-        results.append(await act())
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        found: list[dict[str, Any]] = []
-
-        async def raised() -> bool:
-            found[:] = [a for a in pending(home) if a["agent"] == "kai"]
-            return bool(found)
-
-        await wait_until(raised, limit=30)
-        await during(found[0])
-    return results[0]
+async def while_held(home: CorralHome, act: Any, during: Any) -> Any:
+    """`tests.e2e.held.while_held` for kai's approvals."""
+    return await shared_while_held(home, act, during, agent="kai")
 
 
 def decide(home: CorralHome, what: str, approval_id: str) -> None:

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import docker
 import pytest
 
@@ -33,8 +32,10 @@ from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import McpHarness, connect, wait_until
 from tests.e2e.gateways import running_gateway
+from tests.e2e.held import while_held
 from tests.e2e.test_codrive import GOING, SAFETY, answer_of, corral, status
-from tests.e2e.test_operators import pending
+from tests.e2e.test_codrive import anyio_backend as anyio_backend
+from tests.e2e.test_codrive import docker_module as docker_module
 from tests.images import ENV
 from tests.sites import make_certs, requests_seen, start_site
 
@@ -91,20 +92,15 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def site(docker_client_module: docker.DockerClient) -> Iterator[tuple[str, str]]:
+def site(docker_module: docker.DockerClient) -> Iterator[tuple[str, str]]:
     from orchestrator.backends.docker.networks import _ensure_egress_network_sync
 
-    _ensure_egress_network_sync(docker_client_module)
+    _ensure_egress_network_sync(docker_module)
     certs = Path(tempfile.mkdtemp(prefix="corral-e2e-rules-"))
     started: list[Any] = []
     try:
         (certs / "ca.pem").write_text(make_certs(certs, (SITE,)))
-        ip = start_site(docker_client_module, certs, ROUTES, 443, [], started)
+        ip = start_site(docker_module, certs, ROUTES, 443, [], started)
         yield str(certs / "ca.pem"), ip
     finally:
         for container in started:
@@ -113,19 +109,10 @@ def site(docker_client_module: docker.DockerClient) -> Iterator[tuple[str, str]]
 
 
 @pytest.fixture(scope="module")
-def docker_client_module() -> Iterator[docker.DockerClient]:
-    client = docker.from_env()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture(scope="module")
 async def world(
     tmp_path_factory: pytest.TempPathFactory,
     site: tuple[str, str],
-    docker_client_module: docker.DockerClient,
+    docker_module: docker.DockerClient,
 ) -> AsyncIterator[World]:
     home = CorralHome(root=tmp_path_factory.mktemp("codrive-rules") / "home", env=ENV)
     home.ensure()
@@ -149,7 +136,7 @@ async def world(
     async with running_gateway(home, config) as (_, pid):
         yield World(home, ip)
     owned = {"label": [f"corral.owner.pid={pid}"]}
-    assert docker_client_module.containers.list(all=True, ignore_removed=True, filters=owned) == []
+    assert docker_module.containers.list(all=True, ignore_removed=True, filters=owned) == []
 
 
 def open_url(path: str) -> dict[str, Any]:
@@ -174,17 +161,12 @@ async def ended(mcp: McpHarness, run_id: str) -> dict[str, Any]:
     return found
 
 
-def pending_for_alice(home: CorralHome) -> list[dict[str, Any]]:
-    return [a for a in pending(home) if a["agent"] == "alice"]
-
-
 async def test_a_click_filed_under_no_category_is_held_by_what_it_acts_on(
-    world: World, docker_client_module: docker.DockerClient
+    world: World, docker_module: docker.DockerClient
 ) -> None:
     async with connect(world.home, "stdio", agent="alice") as mcp:
-        out: dict[str, Any] = {}
 
-        async def go() -> None:
+        async def go() -> dict[str, Any]:
             first = await start(
                 mcp,
                 [
@@ -198,25 +180,18 @@ async def test_a_click_filed_under_no_category_is_held_by_what_it_acts_on(
                     },
                 ],
             )
-            out.update(first if first["state"] not in GOING else await ended(mcp, first["run_id"]))
+            return first if first["state"] not in GOING else await ended(mcp, first["run_id"])
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(go)
-            found: list[dict[str, Any]] = []
-
-            async def raised() -> bool:
-                found[:] = pending_for_alice(world.home)
-                return bool(found)
-
-            await wait_until(raised, limit=SAFETY)
-            (approval,) = found
+        async def during(approval: dict[str, Any]) -> None:
             assert approval["rule"] == "confirm_words: delete", approval
             assert "Delete everything" in approval["description"], approval
             assert "(the agent says: “tidy up the page”)" in approval["description"]
-            assert "/deleted" not in seen(world, docker_client_module)
+            assert "/deleted" not in seen(world, docker_module)
             await corral(world.home, "approvals", "deny", approval["id"])
+
+        out = await while_held(world.home, go, during, agent="alice", limit=SAFETY)
         assert out["state"] == "stopped", out
-        assert "/deleted" not in seen(world, docker_client_module)
+        assert "/deleted" not in seen(world, docker_module)
 
 
 async def handed_to_a_person(world: World, mcp: McpHarness, steps: list[dict[str, Any]]) -> Any:
@@ -243,7 +218,7 @@ async def handed_to_a_person(world: World, mcp: McpHarness, steps: list[dict[str
     [("/secret", "/typed-secret"), ("/masked", "/typed-masked"), ("/closed", "/typed-closed")],
 )
 async def test_no_rung_types_or_pastes_into_a_secret_field(
-    world: World, docker_client_module: docker.DockerClient, path: str, typed: str
+    world: World, docker_module: docker.DockerClient, path: str, typed: str
 ) -> None:
     async with connect(world.home, "stdio", agent="alice") as mcp:
         out = await handed_to_a_person(
@@ -259,11 +234,11 @@ async def test_no_rung_types_or_pastes_into_a_secret_field(
         out = await handed_to_a_person(world, mcp, paste)
         assert out["state"] == "finished", out
         assert out["steps"][2]["outcome"].startswith("a person did this step"), out
-    assert not [p for p in seen(world, docker_client_module) if p.startswith(typed)]
+    assert not [p for p in seen(world, docker_module) if p.startswith(typed)]
 
 
 async def test_a_redirect_to_a_denied_page_stops_the_run_there(
-    world: World, docker_client_module: docker.DockerClient
+    world: World, docker_module: docker.DockerClient
 ) -> None:
     async with connect(world.home, "stdio", agent="alice") as mcp:
         first = await start(
@@ -272,4 +247,4 @@ async def test_a_redirect_to_a_denied_page_stops_the_run_there(
         out = first if first["state"] not in GOING else await ended(mcp, first["run_id"])
     assert out["state"] == "failed", out["reason"]
     assert f"led to {DENIED!r} (deny list)" in out["reason"], out
-    assert "/continued" not in seen(world, docker_client_module)
+    assert "/continued" not in seen(world, docker_module)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-import anyio
 import docker
 import mcp_types as types
 import pytest
@@ -27,6 +26,7 @@ from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import connect, wait_until
 from tests.e2e.gateways import running_gateway
+from tests.e2e.held import while_held
 from tests.e2e.test_computer_use import SITE, image_of, kiosk_config, text_of
 from tests.e2e.test_computer_use import sites as sites
 from tests.e2e.test_desktop_rig import GATEWAY_PIDS, desktops
@@ -80,27 +80,15 @@ async def held(
     """Run `act` (an MCP call); once its approval is pending (`rule`, the description
     naming `shows`), call `on_pending`, then `corral approvals DECIDE` it; the call's
     result."""
-    results: list[Any] = []
 
-    async def run() -> None:
-        results.append(await act())
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        found: list[dict[str, Any]] = []
-
-        async def raised() -> bool:
-            found[:] = pending(home)
-            return bool(found)
-
-        await wait_until(raised, limit=TIMEOUT)
-        (approval,) = found
+    async def during(approval: dict[str, Any]) -> None:
         assert approval["rule"] == rule, approval
         assert shows in approval["description"], approval
         on_pending()
         done = corral(home, "approvals", decide, approval["id"])
         assert done.returncode == 0, done.stderr
-    result: types.CallToolResult = results[0]
+
+    result: types.CallToolResult = await while_held(home, act, during, limit=TIMEOUT)
     if decide == "deny":
         assert result.is_error and "denied this action" in text_of(result), text_of(result)
     else:
