@@ -700,3 +700,43 @@ def test_the_kiosk_paints_secret_fields_black_before_the_png_leaves_it(
     assert image.getpixel((220, 176)) == (0, 0, 0)  # inside #p (100,160 240x32)
     assert image.getpixel((220, 114)) != (0, 0, 0)  # inside #u, not secret
     assert shot["painted"] and all(len(rect) == 4 for rect in shot["painted"])
+
+
+@pytest.mark.slow
+def test_a_field_that_just_moved_is_masked_where_it_was_too(started: KioskAgent) -> None:
+    """The screen lags the DOM: right after the field moves, a frame that still shows it
+    where it was can be on the screen. The tracker started with the document (no probe ran
+    in it before the moves), so the screenshot masks every place the field just held (it
+    moves twice, two frames apart: AT-SPI's lagging extents can hold one old place, not
+    both); the page's own world sees nothing of the tracker."""
+    started.ok("navigate", url=data_url(PASSWORD_PAGE))
+    moves = (
+        "new Promise((done) => { const p = document.getElementById('p');"
+        "const frame = (f) => requestAnimationFrame(f); p.style.top = '400px';"
+        "frame(() => frame(() => { p.style.top = '250px'; done(typeof window.__corralSecrets); })); })"
+    )
+    assert started.ok("eval", expression=moves)["value"] == "undefined"
+
+    shot = started.ok("screenshot")
+
+    tops = sorted(round(rect[1]) for rect in shot["probe"]["password_rects"])
+    for want in (160, 250, 400):
+        assert any(abs(top - want) <= 3 for top in tops), tops
+
+
+@pytest.mark.slow
+def test_a_field_that_slides_is_masked_along_its_way(started: KioskAgent) -> None:
+    """A CSS transition moves the field without any DOM change while it runs: every frame
+    of it is followed, so the mask covers the way it went, not only its two ends."""
+    started.ok("navigate", url=data_url(PASSWORD_PAGE))
+    slide = (
+        "new Promise((done) => { const p = document.getElementById('p');"
+        "p.style.transition = 'top 300ms linear'; p.addEventListener('transitionend', done);"
+        "requestAnimationFrame(() => { p.style.top = '400px'; }); }).then(() => 1)"
+    )
+    started.ok("eval", expression=slide)
+
+    rects = started.ok("probe")["password_rects"]
+
+    tops = {round(rect[1]) for rect in rects}
+    assert min(tops) <= 163 and max(tops) >= 397 and len(tops) >= 4, sorted(tops)

@@ -18,6 +18,7 @@ from .cdp import CDP, CDPError
 from .chromium import KIOSK_FLAGS, chromium_binary, is_browser_ui, is_ui_frame, spawn_with_pipe
 from .common import PROBE_STEP_S, OpError, log
 from .frames import FrameState
+from .probe_js import track_secrets
 
 LOAD_TIMEOUT_S = 20.0
 
@@ -150,6 +151,7 @@ class Browser:
         ]
         cdp.call("Page.enable", session=sid)
         cdp.call("Page.setLifecycleEventsEnabled", {"enabled": True}, session=sid)
+        track_secrets(cdp, sid)
         self.session, self.target_id = sid, target
         return sid
 

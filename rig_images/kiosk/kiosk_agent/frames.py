@@ -20,6 +20,7 @@ from sandboxes.secret_fields import Quad, carry, quad_box
 
 from .cdp import CDP, CDPError
 from .common import PROBE_STEP_S, OpError
+from .probe_js import track_secrets
 
 PARENT_PENDING = "its parent frame is not read yet"
 Rect = list[float]  # x, y, width, height in CSS pixels
@@ -124,6 +125,7 @@ class FrameReader:
             timeout=PROBE_STEP_S,
         )
         sid = str(answer["sessionId"])
+        track_secrets(self.cdp, sid)
         self.state.sessions[target_id] = sid
         return sid
 

@@ -5,80 +5,20 @@ reported in `error`."""
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sandboxes.secret_fields import SECRET_AUTOCOMPLETE
-
 from .atspi import Atspi
 from .browser import Browser
 from .cdp import CDP, CDPError
 from .common import PROBE_STEP_S, OpError
 from .frames import FrameReader
+from .probe_js import PROBE_JS
 from .screen import Screen
 from .shadow import closed_shadow_css
-
-# Secret fields (type=password, a token of sandboxes.secret_fields.SECRET_AUTOCOMPLETE,
-# the one list, or masked with -webkit-text-security) in a frame, its open shadow roots
-# and the frames of its own origin, clipped to the frame's viewport, in the frame's CSS
-# pixels. It runs in an isolated world of each frame it is given (frames.py), never in the
-# page's own world.
-PROBE_JS = r"""
-(() => {
-  const offX = window.screenX + Math.max(0, window.outerWidth - window.innerWidth);
-  const offY = window.screenY + Math.max(0, window.outerHeight - window.innerHeight);
-  const vw = window.innerWidth, vh = window.innerHeight;
-  const rects = [];
-  let frames = 0, blocked = 0;
-  const SECRET_AUTOCOMPLETE = __SECRET_AUTOCOMPLETE__;
-  const isSecret = (el) => {
-    if (el.tagName === 'INPUT' && (el.type || '').toLowerCase() === 'password') return true;
-    const ac = (el.getAttribute('autocomplete') || '').toLowerCase().split(/\s+/);
-    if (ac.some((token) => SECRET_AUTOCOMPLETE.includes(token))) return true;
-    try {
-      const s = getComputedStyle(el);
-      const t = s.webkitTextSecurity || s.getPropertyValue('-webkit-text-security');
-      return !!t && t !== 'none';
-    } catch (e) { return false; }
-  };
-  const visit = (root, ox, oy, depth) => {
-    if (depth > 8) return;
-    const walker = document.createTreeWalker(root, NodeFilter.SHOW_ELEMENT);
-    let el = root.nodeType === 1 ? root : walker.nextNode();
-    while (el) {
-      if (el.shadowRoot) visit(el.shadowRoot, ox, oy, depth + 1);
-      if ((el.tagName === 'INPUT' || el.isContentEditable) && isSecret(el)) {
-        const r = el.getBoundingClientRect();
-        const s = getComputedStyle(el);
-        if (r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none') {
-          const x1 = Math.max(0, ox + r.left), y1 = Math.max(0, oy + r.top);
-          const x2 = Math.min(vw, ox + r.right), y2 = Math.min(vh, oy + r.bottom);
-          if (x2 > x1 && y2 > y1) rects.push([x1, y1, x2 - x1, y2 - y1]);
-        }
-      }
-      if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
-        frames++;
-        try {
-          const doc = el.contentDocument;
-          if (doc && doc.documentElement) {
-            const r = el.getBoundingClientRect();
-            const fx = ox + r.left + el.clientLeft, fy = oy + r.top + el.clientTop;
-            visit(doc.documentElement, fx, fy, depth + 1);
-          } else { blocked++; }
-        } catch (e) { blocked++; }
-      }
-      el = walker.nextNode();
-    }
-  };
-  if (document.documentElement) visit(document.documentElement, 0, 0, 0);
-  return {rects, frames, blocked, url: location.href, title: document.title,
-          dpr: window.devicePixelRatio || 1, offX, offY, vw, vh};
-})()
-""".replace("__SECRET_AUTOCOMPLETE__", json.dumps(sorted(SECRET_AUTOCOMPLETE)))
 
 
 def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, Any]:
