@@ -713,7 +713,8 @@ def test_a_field_that_just_moved_is_masked_where_it_was_too(started: KioskAgent)
     moves = (
         "new Promise((done) => { const p = document.getElementById('p');"
         "const frame = (f) => requestAnimationFrame(f); p.style.top = '400px';"
-        "frame(() => frame(() => { p.style.top = '250px'; done(typeof window.__corralSecrets); })); })"
+        "frame(() => frame(() => { p.style.top = '250px';"
+        "done(typeof window.__corralSecrets); })); })"
     )
     assert started.ok("eval", expression=moves)["value"] == "undefined"
 
