@@ -32,6 +32,8 @@
     ├── SeatError                  orchestrator.errors take over / hand back not possible now
     ├── AdminError                 orchestrator.errors the gateway refused an operator's CLI
     │                                                  request, or is not running
+    ├── SurfaceGone                orchestrator.errors a surface's channel failed: nothing
+    │                                                  done, the surface is ended
     ├── RigError                   orchestrator.errors a rig did not start or answer as it
     │   │                                              should (its page, its channel)
     │   ├── DeviceError            orchestrator.errors a phone or simulator failed a call
@@ -197,6 +199,11 @@ class InputInterrupted(SessionRefused):
 class SeatError(CorralError):
     """Take over, hand back or stop cannot be done now (no such session, another person
     holds the desktop, ...)."""
+
+
+class SurfaceGone(CorralError):
+    """The surface's channel failed (its container died, its agent stopped answering):
+    nothing was done, and the surface's manager ends it and says why."""
 
 
 class RigError(CorralError):

@@ -1,4 +1,4 @@
-"""Shared fixtures. Markers follow the folder: unit / docker (integration) / e2e."""
+"""Shared fixtures. Markers follow the folder: unit / integration / e2e / faults."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ os.environ["TESTCONTAINERS_RYUK_DISABLED"] = "true"
 testcontainers_config.ryuk_disabled = True
 
 TESTS = Path(__file__).resolve().parent
-FOLDERS = ("unit", "integration", "e2e")  # each folder's marker is its name
+FOLDERS = ("unit", "integration", "e2e", "faults")  # each folder's marker is its name
 
 
 def folder_marker(path: Path) -> str | None:

@@ -1,8 +1,8 @@
 """One action pipeline (issue 21): every input on every surface passes it, in this
 order, written once.
 
-    gate → parameters → budget → seat → pending → rules → approval → bound → driver
-      → timeline → answer
+    gate → parameters → budget → alive → seat → pending → rules → approval → bound
+      → driver → timeline → answer
     └─ the manager's handle ─┘ └──────────────────── Pipeline.run ───────────────────┘
 
 The surface manager (`kiosk.sessions.SessionManager`, `rigs.RigManager`) gates the call
@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from orchestrator.audit import AuditLog
-from orchestrator.errors import CorralError, InputInterrupted, SessionRefused
+from orchestrator.errors import CorralError, InputInterrupted, SessionRefused, SurfaceGone
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.base import Surface
 from sandboxes.approval_binding import PENDING, TARGET_CHANGED, Binding, pending_refusal
@@ -167,10 +167,12 @@ class Pipeline:
                 driver.refused_event, surface.agent, {**action.details, "why": "budget"}
             )
             raise
+        self.alive(surface)
         self.seat(surface, action, driver)
         self.pending(surface, action, driver)
         await driver.rules(surface, action)
         hold = await driver.hold(surface, action)
+        self.alive(surface)  # a target that could not be read because the surface died
         approval = None
         if hold is not None:
             approval = await self._approved(surface, action, driver, hold, events)
@@ -209,6 +211,7 @@ class Pipeline:
         approval is spent either way (used once)."""
         assert self.approver is not None
         again = await driver.hold(surface, action)
+        self.alive(surface)
         now = None if again is None else bind(surface, action, again)
         try:
             self.approver.use(approval, now)
@@ -238,6 +241,16 @@ class Pipeline:
         except CorralError as exc:
             self._timeline(surface, action, driver, action.step, f"failed: {exc}"[:300])
             raise
+
+    @staticmethod
+    def alive(surface: Surface) -> None:
+        """A surface whose channel failed (its container died, its agent stopped
+        answering) is not a question for an operator: the call answers at once, before
+        any rule reads it or approval waits on it, and the surface's manager ends it and
+        says why (`SurfaceGone` is a CorralError: `_end_if_broken`). Checked at the start
+        and after each read of the target (the read is what finds a dead channel)."""
+        if surface.broken:
+            raise SurfaceGone(f"Nothing was done: the {surface.kind} stopped answering.")
 
     def seat(self, surface: Surface, action: Action, driver: Driver) -> None:
         """Refuse the AI's input at once while a person holds the surface: the one seat

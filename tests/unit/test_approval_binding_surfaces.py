@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from orchestrator.audit import AuditLog
-from orchestrator.errors import SessionRefused
+from orchestrator.errors import SessionRefused, SurfaceGone
 from orchestrator.people.approvals import ApprovalQueue
 from orchestrator.surfaces.answers import answer, text_block
 from orchestrator.surfaces.base import Surface
@@ -139,3 +139,46 @@ async def test_every_surface_kind_refuses_other_input_while_pending_and_binds_th
     assert surface.waiting is None and surface.clock.used == 1  # the refused tap is not counted
     why = [e["details"].get("why") for e in audit.read() if e["event"] == "rig_action_refused"]
     assert why == [PENDING] * 3 + [TARGET_CHANGED]
+
+
+@dataclass
+class DyingDriver(FakeDriver):
+    """Its target read finds the surface dead (as a kiosk's read finds its channel closed)
+    and answers an unknown, which the rules would hold."""
+
+    surface: Any = None
+    reads: int = 0
+
+    async def hold(self, surface: Any, action: Action) -> Hold | None:
+        self.reads += 1
+        surface.gone = "the channel closed (end of stream)"
+        return Hold("unknown", "cannot be read", "Tap (unknown)").on({"name": None})
+
+
+def dying_surface() -> Surface:
+    class Dying(Surface):
+        kind = "kiosk"
+        gone: str | None = None
+
+        @property
+        def broken(self) -> str | None:
+            return self.gone
+
+    return Dying(id="k-1", agent="alice", clock=SessionClock(9, 60, 600, 0.0, 0.0))
+
+
+async def test_a_surface_that_dies_is_answered_at_once_never_held_for_an_operator(
+    tmp_path: Path,
+) -> None:
+    pipeline, queue, _ = world(tmp_path)
+    surface, driver = dying_surface(), DyingDriver(target={})
+
+    # Held, it would wait for an operator: the bound makes that a failure, not a hang.
+    with pytest.raises(SurfaceGone, match="the kiosk stopped answering"), anyio.fail_after(5):
+        await pipeline.run(surface, action("tap"), driver, NO_EVENTS)
+    assert queue.pending() == [] and driver.done == [] and driver.reads == 1
+
+    # Already dead: not even read.
+    with pytest.raises(SurfaceGone):
+        await pipeline.run(surface, action("tap"), driver, NO_EVENTS)
+    assert driver.reads == 1 and surface.used == 0

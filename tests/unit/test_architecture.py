@@ -17,6 +17,7 @@ import pytest
 
 import orchestrator.errors
 from sandboxes.errors import CorralError
+from tests.conftest import FOLDERS
 
 pytestmark = pytest.mark.unit
 
@@ -314,7 +315,9 @@ import pytest
 
 def pytest_collection_finish(session):
     for item in session.items:
-        marks = sorted(m for m in ("unit", "integration", "e2e") if item.get_closest_marker(m))
+        marks = sorted(
+            m for m in ("unit", "integration", "e2e", "faults") if item.get_closest_marker(m)
+        )
         print("MARKS\t" + item.nodeid + "\t" + ",".join(marks))
 """
 
@@ -348,7 +351,7 @@ def test_each_marker_selects_exactly_its_folder(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = [line.split("\t")[1:] for line in done.stdout.splitlines() if line.startswith("MARKS\t")]
-    seen = {folder: 0 for folder in ("unit", "integration", "e2e")}
+    seen = {folder: 0 for folder in FOLDERS}
     for node, marks in rows:
         folder = node.split("/")[1]
         assert marks == folder, f"{node} carries {marks!r}, not {folder!r}"
