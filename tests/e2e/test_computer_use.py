@@ -264,6 +264,17 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
             "Delete everything</button></form>",
         ),
     ),
+    # A page whose own script blocks its main thread 4 s at a time (a frozen page).
+    "/busy": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="busy",
+            bg="#f00",
+            body="<script>setInterval(() => { const t = performance.now();"
+            " while (performance.now() - t < 4000) {} }, 20);</script>",
+        ),
+    ),
     "/mutating": (
         200,
         {"Content-Type": "text/html"},

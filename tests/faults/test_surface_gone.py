@@ -1,9 +1,8 @@
 """A kiosk's container killed, or its agent hung (SIGSTOP), under a live session: the
 next call answers that the session ended and why, never waits for an operator (a target
 a dead kiosk cannot read is not a question for one), the dead container is removed, and
-a new start works. The kiosk's agent is the container's main process, so a SIGSTOP sent
-from the host stops it as a hang would (signals from outside the container's PID
-namespace reach its PID 1)."""
+a new start works. The hang is a SIGSTOP of the agent's own process (the container's
+init would not pass one on)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,15 @@ import docker
 import pytest
 
 from tests.e2e.conftest import connect
-from tests.e2e.test_computer_use import SITE, World, call, kiosks, text_of, write_agent
+from tests.e2e.test_computer_use import (
+    SITE,
+    World,
+    call,
+    image_of,
+    kiosks,
+    text_of,
+    write_agent,
+)
 from tests.e2e.test_computer_use import sites as sites
 from tests.e2e.test_computer_use import world as world
 
@@ -42,7 +49,11 @@ async def test_a_dead_kiosk_ends_its_session_at_the_next_call(
     async with connect(world.home, "stdio", agent=agent) as mcp:
         assert not (await call(mcp, "computer_session_start")).is_error
         (kiosk,) = kiosks(docker_client, agent)
-        kiosk.kill(signal="SIGKILL" if fault == "killed" else "SIGSTOP")
+        if fault == "killed":
+            kiosk.kill()
+        else:  # the agent itself, not the container's init (which would not pass it on)
+            stopped = kiosk.exec_run(["pkill", "-STOP", "-f", "kiosk_agent"], user="1000:1000")
+            assert stopped.exit_code == 0, stopped.output
 
         with anyio.fail_after(CAP_S):
             click = await call(mcp, "computer_click", x=10, y=10)
@@ -62,3 +73,24 @@ async def test_a_dead_kiosk_ends_its_session_at_the_next_call(
         assert not shot.is_error, text_of(shot)
         await call(mcp, "computer_session_stop")
     assert kiosks(docker_client, agent) == []
+
+
+async def test_a_frozen_page_gets_a_black_screenshot_in_time_and_keeps_its_session(
+    world: World,
+) -> None:
+    """The page's own script blocks its main thread 4 s at a time, so nothing the probe
+    asks the page is answered: each probe stops at its budget, the image is masked whole
+    with the reason, and the answer comes inside the gateway's deadline, which a missed
+    one would turn into the end of the session. Twice: the session is still there."""
+    write_agent(world.home, "fk-frozen", allowed_domains=[SITE])
+    async with connect(world.home, "stdio", agent="fk-frozen") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+        await call(mcp, "computer_navigate", url=f"https://{SITE}/busy")
+        for _ in range(2):
+            with anyio.fail_after(CAP_S):
+                shot = await call(mcp, "computer_screenshot")
+            text = text_of(shot)
+            assert "session ended" not in text, text
+            assert not shot.is_error and "detection failed" in text, text
+            assert image_of(shot).getextrema() == ((0, 0), (0, 0), (0, 0))
+        await call(mcp, "computer_session_stop")

@@ -23,13 +23,19 @@ from .atspi import Atspi
 from .browser import LOAD_TIMEOUT_S, Browser
 from .cdp import CDP_TIMEOUT_S
 from .chromium import trust_ca
-from .common import OpError, log
+from .common import OpError, log, within
 from .screen import Screen
 from .vnc import READY_TIMEOUT_S, Vnc
 from .xinput import XInput
 from .xserver import DISPLAY, start_dbus, start_xvfb
 
 START_DEADLINE_S = 30.0
+# Each probe in all, and a target or focus read, well inside the gateway's deadlines for
+# the op (a screenshot's 5 s holds two probes, the grab and the PNG; a read's 3 s): a busy
+# page gets a probe error (a black image) or an unknown target (held), never a missed
+# deadline, which would end the session.
+PROBE_BUDGET_S = 1.8
+READ_BUDGET_S = 2.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,16 +208,19 @@ class Kiosk:
     # ---------------------------------------------------------------- screen
 
     def op_probe(self, req: dict[str, Any]) -> dict[str, Any]:
-        return probes.probe(self._screen(), self.browser, self.atspi)
+        with within(PROBE_BUDGET_S):
+            return probes.probe(self._screen(), self.browser, self.atspi)
 
     def op_screenshot(self, req: dict[str, Any]) -> dict[str, Any]:
         screen = self._screen()
         t0 = time.perf_counter()
-        before = probes.probe(screen, self.browser, self.atspi)
+        with within(PROBE_BUDGET_S):
+            before = probes.probe(screen, self.browser, self.atspi)
         t1 = time.perf_counter()
         image = screen.grab()
         t2 = time.perf_counter()
-        after = probes.probe(screen, self.browser, self.atspi)
+        with within(PROBE_BUDGET_S):
+            after = probes.probe(screen, self.browser, self.atspi)
         t3 = time.perf_counter()
         # The image lies between the two probes: mask whatever either saw. The fields are
         # painted black here, before encoding; the gateway checks they are the ones its
@@ -272,7 +281,8 @@ class Kiosk:
             raise OpError(f"{x},{y} is outside the {self.width}x{self.height} screen")
         t0 = time.perf_counter()
         try:
-            out = targets.target(self.browser, x, y)
+            with within(READ_BUDGET_S):
+                out = targets.target(self.browser, x, y)
         except Exception as exc:  # unknown, not a failure: the caller treats it conservatively
             out = targets.unknown(f"the target could not be read: {exc}")
         out["ms"] = round((time.perf_counter() - t0) * 1000, 2)
@@ -284,7 +294,8 @@ class Kiosk:
         self._require()
         t0 = time.perf_counter()
         try:
-            out = targets.focused(self.browser)
+            with within(READ_BUDGET_S):
+                out = targets.focused(self.browser)
         except Exception as exc:  # unknown, not a failure: the caller holds it
             out = targets.unknown(f"the focused element could not be read: {exc}")
         out["ms"] = round((time.perf_counter() - t0) * 1000, 2)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 PROBE_STEP_S = 1.5  # bound on each probe sub-step
+_budget = threading.local()  # the monotonic time the current op's probe must end by
 
 
 def log(*parts: Any) -> None:
@@ -16,3 +20,29 @@ def log(*parts: Any) -> None:
 
 class OpError(Exception):
     """An error reported to the caller as {"ok": false, "error": message}."""
+
+
+@contextlib.contextmanager
+def within(seconds: float) -> Iterator[None]:
+    """Bound everything `step_s` times on this thread to `seconds` in all: a probe's
+    sub-steps are bounded one by one, and a busy page could make their sum outlast the
+    gateway's deadline for the op (which would end the session)."""
+    before = getattr(_budget, "end", None)
+    _budget.end = time.monotonic() + seconds
+    try:
+        yield
+    finally:
+        _budget.end = before
+
+
+def step_s() -> float:
+    """The bound for the next probe sub-step: PROBE_STEP_S, or less when the current
+    `within` budget has less left; OpError when it has none (the caller reports the
+    step failed, and a failed probe masks the whole image)."""
+    end: float | None = getattr(_budget, "end", None)
+    if end is None:
+        return PROBE_STEP_S
+    left = end - time.monotonic()
+    if left <= 0.01:
+        raise OpError("the probe ran out of time (the page did not answer)")
+    return min(PROBE_STEP_S, left)

@@ -19,7 +19,7 @@ from typing import Any
 from sandboxes.secret_fields import Quad, carry, quad_box
 
 from .cdp import CDP, CDPError
-from .common import PROBE_STEP_S, OpError
+from .common import OpError, step_s
 from .probe_js import track_secrets
 
 PARENT_PENDING = "its parent frame is not read yet"
@@ -110,7 +110,7 @@ class FrameReader:
         self._to_main: dict[str, Callable[[Rect], Rect | None]] = {}
 
     def call(self, method: str, params: dict[str, Any], session: str) -> dict[str, Any]:
-        return self.cdp.call(method, params, session=session, timeout=PROBE_STEP_S)
+        return self.cdp.call(method, params, session=session, timeout=step_s())
 
     # ------------------------------------------------------------------ sessions
 
@@ -122,7 +122,7 @@ class FrameReader:
         answer = self.cdp.call(
             "Target.attachToTarget",
             {"targetId": target_id, "flatten": True},
-            timeout=PROBE_STEP_S,
+            timeout=step_s(),
         )
         sid = str(answer["sessionId"])
         track_secrets(self.cdp, sid)

@@ -14,7 +14,7 @@ from typing import Any
 from .atspi import Atspi
 from .browser import Browser
 from .cdp import CDP, CDPError
-from .common import PROBE_STEP_S, OpError
+from .common import OpError, step_s
 from .frames import FrameReader
 from .probe_js import PROBE_JS
 from .screen import Screen
@@ -64,7 +64,7 @@ def probe(screen: Screen, browser: Browser, atspi: Atspi | None) -> dict[str, An
     lap("atspi")
     if out["url"] is None:
         try:
-            info = browser.page_info(PROBE_STEP_S)
+            info = browser.page_info(step_s())
             out["url"], out["title"] = info["url"], info["title"]
         except Exception as exc:
             errors.append(f"page: {exc}")
@@ -81,10 +81,10 @@ def _read_targets(
     tree: dict[str, Any] | None = None
     iframes: list[dict[str, Any]] | None = None
     try:
-        targets = browser.targets(PROBE_STEP_S)
+        targets = browser.targets(step_s())
         out["pages"] = sum(1 for t in targets if t.get("type") == "page")
         iframes = [t for t in targets if t.get("type") == "iframe"]
-        tree = browser.frame_tree(PROBE_STEP_S)  # read once: frame URLs and the world's key
+        tree = browser.frame_tree(step_s())  # read once: frame URLs and the world's key
         out["frame_urls"] = browser.frame_urls(tree)
         out["frame_urls"] += [str(t["url"]) for t in iframes if t.get("url")]
     except Exception as exc:
@@ -111,7 +111,7 @@ def _add_atspi_rects(
     try:
         if isinstance(atspi_rects, Exception):
             raise atspi_rects
-        rects = atspi_rects(PROBE_STEP_S)
+        rects = atspi_rects(step_s())
         known = out["password_rects"]
         out["password_rects"] = known + [r for r in rects if r not in known]
     except Exception as exc:
@@ -172,10 +172,10 @@ def _main_frame(
                 "returnByValue": True,
                 "timeout": 1000,
                 # Our own world: the page's scripts cannot replace the DOM APIs it calls.
-                "contextId": browser.probe_world(PROBE_STEP_S, frames),
+                "contextId": browser.probe_world(step_s(), frames),
             },
             session=sid,
-            timeout=PROBE_STEP_S,
+            timeout=step_s(),
         )
         return result
 

@@ -17,7 +17,7 @@ import json
 from sandboxes.secret_fields import SECRET_AUTOCOMPLETE
 
 from .cdp import CDP
-from .common import PROBE_STEP_S
+from .common import step_s
 
 LINGER_MS = 1000
 LINGER_FRAMES = 10
@@ -178,5 +178,5 @@ def track_secrets(cdp: CDP, sid: str) -> None:
         "Page.addScriptToEvaluateOnNewDocument",
         {"source": TRACKER_JS, "worldName": "corral-probe", "runImmediately": True},
         session=sid,
-        timeout=PROBE_STEP_S,
+        timeout=step_s(),
     )

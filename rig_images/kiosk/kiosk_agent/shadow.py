@@ -12,7 +12,7 @@ from typing import Any
 from sandboxes import secret_fields as sf
 
 from .cdp import CDP, CDPError
-from .common import PROBE_STEP_S
+from .common import step_s
 
 _CSS_ON: set[str] = set()  # sessions whose CSS domain is enabled
 
@@ -20,7 +20,7 @@ _CSS_ON: set[str] = set()  # sessions whose CSS domain is enabled
 def _sender(cdp: CDP, sid: str) -> Any:
     def send(call: sf.Call) -> dict[str, Any]:
         try:
-            return cdp.call(call.method, call.params, session=sid, timeout=PROBE_STEP_S)
+            return cdp.call(call.method, call.params, session=sid, timeout=step_s())
         except CDPError as exc:
             raise sf.CallFailed(str(exc)) from exc
 

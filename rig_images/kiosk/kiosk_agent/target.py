@@ -17,7 +17,7 @@ from sandboxes.secret_fields import quad_box
 
 from .browser import Browser
 from .cdp import CDP, CDPError
-from .common import PROBE_STEP_S
+from .common import step_s
 from .frames import FrameReader
 
 # The roles a click lands on as one control: the nearest of these above the hit element
@@ -78,10 +78,10 @@ def _main_viewport(browser: Browser, cdp: CDP, sid: str) -> dict[str, Any]:
                 {
                     "expression": VIEWPORT_JS,
                     "returnByValue": True,
-                    "contextId": browser.probe_world(PROBE_STEP_S),
+                    "contextId": browser.probe_world(step_s()),
                 },
                 session=sid,
-                timeout=PROBE_STEP_S,
+                timeout=step_s(),
             )
             break
         except CDPError:
@@ -112,7 +112,7 @@ def _resolve(reader: FrameReader, sid: str, x: float, y: float, depth: int) -> d
 
 
 def _iframe_targets(cdp: CDP) -> set[str]:
-    infos = cdp.call("Target.getTargets", timeout=PROBE_STEP_S).get("targetInfos", [])
+    infos = cdp.call("Target.getTargets", timeout=step_s()).get("targetInfos", [])
     return {str(t["targetId"]) for t in infos if t.get("type") == "iframe"}
 
 
@@ -182,9 +182,7 @@ def _bounds(cdp: CDP, sid: str, backend: int) -> list[int] | None:
     """The element's border box in its frame's CSS pixels, [left, top, width, height]
     (None: it has no box of its own)."""
     try:
-        box = cdp.call(
-            "DOM.getBoxModel", {"backendNodeId": backend}, session=sid, timeout=PROBE_STEP_S
-        )
+        box = cdp.call("DOM.getBoxModel", {"backendNodeId": backend}, session=sid, timeout=step_s())
     except CDPError:
         return None
     left, top, right, bottom = quad_box(box["model"]["border"])
@@ -220,7 +218,7 @@ def _text(cdp: CDP, sid: str, backend: int) -> str:
         "DOM.describeNode",
         {"backendNodeId": backend, "depth": -1, "pierce": True},
         session=sid,
-        timeout=PROBE_STEP_S,
+        timeout=step_s(),
     )["node"]
     parts: list[str] = []
     size = 0
@@ -316,7 +314,7 @@ def focused(browser: Browser) -> dict[str, Any]:
     reader = FrameReader(cdp, sid, browser.frame_state, VIEWPORT_JS, lambda _c, _s: [])
     res = reader.call(
         "Runtime.evaluate",
-        {"expression": FOCUSED_JS, "contextId": browser.probe_world(PROBE_STEP_S)},
+        {"expression": FOCUSED_JS, "contextId": browser.probe_world(step_s())},
         sid,
     )
     obj = res.get("result", {})
