@@ -602,49 +602,89 @@ async def test_reap_networks_removes_only_orphans(
     backend: DockerBackend, sites: Sites, docker_client: docker.DockerClient
 ) -> None:
     """A dead owner's session network and its rule go; a rule with no network goes; a
-    live session's network and rule stay."""
+    live session's network and rule stay.
+
+    The dead owner's network and the stray rule are orphans to every reaper on this
+    machine, and the other test worker's gateways reap at their start: when one of them
+    took ours first (gone, but not in our answer), the orphans are made again and the
+    reap asked again. Anything still there after our reap is a failure at once."""
+    async with session(backend, sites) as live:
+        for _ in range(5):
+            made = await _orphans(docker_client)
+            try:
+                assert {made.bridge, made.stray, live.bridge} <= await input_drop_bridges()
+                reaped = await reap_networks(
+                    backend,
+                    stale_after=None,
+                    label_filters={"corral.instance": made.owner},
+                    sweep_rules={made.bridge, made.stray, live.bridge},
+                )
+                bridges = await input_drop_bridges()
+                taken_by_another = (
+                    reaped.networks != (made.network,) or set(reaped.rules) != made.rules
+                ) and not (network_exists(docker_client, made.network) or made.rules & bridges)
+            finally:
+                await made.remove(docker_client)
+            if not taken_by_another:
+                break
+        assert reaped.networks == (made.network,)
+        assert set(reaped.rules) == made.rules
+        assert made.bridge not in bridges and made.stray not in bridges
+        assert live.bridge in bridges
+        assert live.network_name is not None
+        assert network_exists(docker_client, live.network_name)
+
+        # The live owner's own network (proxy attached) is kept even when "stale".
+        reaped = await reap_networks(
+            backend,
+            stale_after=0.0,
+            label_filters={"corral.session": live.session_id},
+            sweep_rules={live.bridge},
+        )
+        assert reaped.networks == () and reaped.rules == ()
+        assert network_exists(docker_client, live.network_name)
+
+
+@dataclass
+class Orphans:
+    owner: str  # the dead owner's instance id
+    network: str
+    network_id: str
+    bridge: str  # the network's bridge, with an INPUT drop rule
+    stray: str  # a bridge with a rule and no network
+
+    @property
+    def rules(self) -> set[str]:
+        return {self.bridge, self.stray}
+
+    async def remove(self, client: docker.DockerClient) -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            client.api.remove_network(self.network_id)
+        await remove_input_drop(self.bridge)
+        await remove_input_drop(self.stray)
+
+
+async def _orphans(client: docker.DockerClient) -> Orphans:
+    """A session network of a dead owner (a pid that cannot run here) with its rule, and a
+    rule whose network is already gone."""
     dead_owner = Owner(secrets.token_hex(8), 4_000_000, 1, read_boot_id(), socket.gethostname())
     orphan_id, stray_id = new_session_id(), new_session_id()
     labels = {**dead_owner.labels(kind="proxy", agent="t", session=orphan_id)}
     labels[LABEL_KIND] = KIND_SESSION_NETWORK
-    created = docker_client.api.create_network(
+    created = client.api.create_network(
         f"corral-s-{orphan_id}",
         driver="bridge",
         internal=True,
         options={"com.docker.network.bridge.name": f"crl{orphan_id}"},
         labels=labels,
     )
-    try:
-        await add_input_drop(f"crl{orphan_id}")
-        await add_input_drop(f"crl{stray_id}")  # a rule whose network is already gone
-        async with session(backend, sites) as live:
-            assert {f"crl{orphan_id}", f"crl{stray_id}", live.bridge} <= await input_drop_bridges()
-            reaped = await reap_networks(
-                backend,
-                stale_after=None,
-                label_filters={"corral.instance": dead_owner.instance_id},
-                sweep_rules={f"crl{orphan_id}", f"crl{stray_id}", live.bridge},
-            )
-            assert reaped.networks == (f"corral-s-{orphan_id}",)
-            assert set(reaped.rules) == {f"crl{orphan_id}", f"crl{stray_id}"}
-            assert not network_exists(docker_client, f"corral-s-{orphan_id}")
-            bridges = await input_drop_bridges()
-            assert f"crl{orphan_id}" not in bridges and f"crl{stray_id}" not in bridges
-            assert live.bridge in bridges
-            assert live.network_name is not None
-            assert network_exists(docker_client, live.network_name)
-
-            # The live owner's own network (proxy attached) is kept even when "stale".
-            reaped = await reap_networks(
-                backend,
-                stale_after=0.0,
-                label_filters={"corral.session": live.session_id},
-                sweep_rules={live.bridge},
-            )
-            assert reaped.networks == () and reaped.rules == ()
-            assert network_exists(docker_client, live.network_name)
-    finally:
-        with contextlib.suppress(docker.errors.NotFound):
-            docker_client.api.remove_network(created["Id"])
-        await remove_input_drop(f"crl{orphan_id}")
-        await remove_input_drop(f"crl{stray_id}")
+    made = Orphans(
+        dead_owner.instance_id,
+        f"corral-s-{orphan_id}",
+        created["Id"],
+        f"crl{orphan_id}",
+        f"crl{stray_id}",
+    )
+    await add_input_drop(made.bridge)
+    await add_input_drop(made.stray)
+    return made
