@@ -6,13 +6,13 @@ init would not pass one on)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio
 import docker
 import pytest
 
+from orchestrator.audit import AuditLog
 from tests.e2e.conftest import connect
 from tests.e2e.test_computer_use import (
     SITE,
@@ -34,8 +34,7 @@ CAP_S = 60
 
 
 def audit_events(world: World, agent: str) -> list[dict[str, Any]]:
-    lines = world.home.audit_file.read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e.get("agent") == agent]
+    return [e for e in AuditLog(world.home.audit_file).read() if e.get("agent") == agent]
 
 
 @pytest.mark.parametrize("fault", ["killed", "hung"])

@@ -23,19 +23,13 @@ from .atspi import Atspi
 from .browser import LOAD_TIMEOUT_S, Browser
 from .cdp import CDP_TIMEOUT_S
 from .chromium import trust_ca
-from .common import OpError, log, within
+from .common import PROBE_BUDGET_S, READ_BUDGET_S, OpError, log, within
 from .screen import Screen
 from .vnc import READY_TIMEOUT_S, Vnc
 from .xinput import XInput
 from .xserver import DISPLAY, start_dbus, start_xvfb
 
 START_DEADLINE_S = 30.0
-# Each probe in all, and a target or focus read, well inside the gateway's deadlines for
-# the op (a screenshot's 5 s holds two probes, the grab and the PNG; a read's 3 s): a busy
-# page gets a probe error (a black image) or an unknown target (held), never a missed
-# deadline, which would end the session.
-PROBE_BUDGET_S = 1.8
-READ_BUDGET_S = 2.2
 
 
 @dataclass(frozen=True, slots=True)

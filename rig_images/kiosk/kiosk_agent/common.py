@@ -10,6 +10,13 @@ from collections.abc import Iterator
 from typing import Any
 
 PROBE_STEP_S = 1.5  # bound on each probe sub-step
+# Each probe in all, and a target or focus read, well inside the gateway's deadlines for
+# the op (orchestrator.surfaces: a screenshot's 5 s holds two probes, the grab and the PNG;
+# a read's 3 s; tests/unit/test_kiosk_budgets.py checks they fit): a busy page gets a probe
+# error (a black image) or an unknown target (held), never a missed deadline, which would
+# end the session.
+PROBE_BUDGET_S = 1.8
+READ_BUDGET_S = 2.2
 _budget = threading.local()  # the monotonic time the current op's probe must end by
 
 
