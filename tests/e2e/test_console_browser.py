@@ -101,12 +101,8 @@ async def held_click(mcp: McpHarness, page: Page, x: int, y: int, button: str) -
     return results[0]
 
 
-async def test_an_operator_watches_approves_denies_and_takes_over(
-    world: World, browser: Browser
-) -> None:
-    home = world.home
-    token = add_operator(home, "olga")
-    write_agent(home, "ada", allowed_domains=[SITE])  # the default confirm words apply
+async def logged_in(browser: Browser, home: CorralHome, token: str) -> Page:
+    """A console page logged in as olga, on the list of sessions."""
     base = f"http://127.0.0.1:{gateway_port(home)}"
     page = await browser.new_page(viewport={"width": 1600, "height": 1000})
     await page.goto(f"{base}/console/login")
@@ -114,6 +110,50 @@ async def test_an_operator_watches_approves_denies_and_takes_over(
     await page.click("#login")
     await page.wait_for_url(f"{base}/console/")
     assert await page.inner_text("#operator") == "olga"
+    return page
+
+
+async def test_a_card_shown_before_its_screenshot_came_gets_it(
+    world: World, browser: Browser
+) -> None:
+    """The masked screenshot is taken after the approval is raised; on a page whose script
+    blocks its main thread, the probes use their whole budget, so the card is on the
+    console seconds before its screenshot. The card, kept in place, gets it then (a CI run
+    under load showed a card that never did)."""
+    home = world.home
+    page = await logged_in(browser, home, add_operator(home, "olga"))
+    write_agent(home, "ben", allowed_domains=[SITE])  # the default confirm words apply
+    async with connect(home, "stdio", agent="ben") as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+        assert not (await call(mcp, "computer_navigate", url=f"https://{SITE}/busy")).is_error
+        results: list[Any] = []
+
+        async def click() -> None:  # a target the frozen page cannot name: held
+            results.append(await call(mcp, "computer_click", x=10, y=10))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(click)
+            card = page.locator("#approvals .approval")
+            await card.wait_for(timeout=30_000)
+            assert await card.locator("img.shot").count() == 0  # before its screenshot
+            shot = card.locator("img.shot")
+            await shot.wait_for(timeout=30_000)
+            await page.wait_for_function(
+                "img => img.complete && img.naturalWidth > 0", arg=await shot.element_handle()
+            )
+            await card.locator("button.deny").click()
+        assert results[0].is_error and "denied this action" in text_of(results[0])
+        await call(mcp, "computer_session_stop")
+    await page.close()
+
+
+async def test_an_operator_watches_approves_denies_and_takes_over(
+    world: World, browser: Browser
+) -> None:
+    home = world.home
+    token = add_operator(home, "olga")
+    write_agent(home, "ada", allowed_domains=[SITE])  # the default confirm words apply
+    page = await logged_in(browser, home, token)
 
     async with connect(home, "stdio", agent="ada") as mcp:
         assert not (await call(mcp, "computer_session_start")).is_error

@@ -77,21 +77,31 @@ export function approvalCard(a, onError) {
       el('button', { class: 'approve', text: 'Approve', onclick: decide('approve') }),
       el('button', { class: 'deny', text: 'Deny', onclick: decide('deny') }),
       reason));
-  if (a.has_screenshot) {
+  addShot(card, a);
+  return card;
+}
+
+// The masked screenshot is taken just after the approval is raised: a card shown before
+// it came gets it at a later refresh, below the buttons (nothing moves under the pointer).
+function addShot(card, a) {
+  if (a.has_screenshot && !card.querySelector('img.shot')) {
     card.append(el('img', { src: `/console/approvals/${encodeURIComponent(a.id)}/screenshot.png`, alt: 'masked screen when it was raised', class: 'shot' }));
   }
-  return card;
 }
 
 // Keep the cards of still-pending approvals in place (a card rebuilt under the mouse
 // would swallow a click, and a reason being typed would be lost); add new ones, drop
-// decided ones, refresh the countdown.
+// decided ones, refresh the countdown, add a screenshot that came since.
 export function renderApprovals(container, pending, onError) {
   const wanted = new Map(pending.map((a) => [a.id, a]));
   for (const card of [...container.querySelectorAll('.approval')]) {
     const a = wanted.get(card.dataset.approval);
     if (!a) card.remove();
-    else { card.querySelector('.left').textContent = leftText(a); wanted.delete(a.id); }
+    else {
+      card.querySelector('.left').textContent = leftText(a);
+      addShot(card, a);
+      wanted.delete(a.id);
+    }
   }
   for (const a of wanted.values()) container.append(approvalCard(a, onError));
   const none = container.querySelector('.none');
