@@ -5,7 +5,10 @@ attaches to its stdin and stdout once, at start (`ContainerBackend.open_attached
 and speaks JSON lines over that stream (docs/kiosk-internals.md): no network,
 no process spawned per action. One request at a time per channel; every
 request has a deadline, and a channel that missed one is broken (the session
-is then ended).
+is then ended). An agent's channel has a heartbeat too: while a request waits, a ping goes
+every half second, which the agent answers from a thread of its own even while an op runs
+(rig_images/kiosk/kiosk_agent/serve.py); no sign of life for `SILENCE_S` means the agent
+hung, and the channel is broken then, not at the request's deadline.
 """
 
 from __future__ import annotations
@@ -16,17 +19,26 @@ from typing import Any
 
 import anyio
 
-from orchestrator.errors import KioskError
+from orchestrator.errors import CorralError, KioskError
 from sandboxes.ports import AttachedContainer, ContainerBackend, ContainerSpec
 
 SECCOMP_FILE = Path(__file__).resolve().parents[1] / "rig_images" / "kiosk" / "seccomp.json"
 # The largest answer line the kiosk may send (a 1920x1200 PNG in base64 is well under 16
 # MiB). More without a line end is a flood: the channel breaks and the session ends.
 MAX_LINE_BYTES = 32 * 1024 * 1024
+HEARTBEAT_S = 0.5  # while a request waits, a ping this often
+EXIT_READ_S = 2.0  # how long a closed channel waits for the engine to say how it ended
+SILENCE_S = 2.5  # no byte at all for this long: the agent hung. A loaded machine's
+# scheduling gaps are far under it; under the 3 s of a target read, so a hung agent is
+# named as hung; a hung agent is seen within 3 s of the call whatever its deadline.
 
 
 class ChannelFlood(Exception):
     """The kiosk sent more than the channel takes in one line (internal to this module)."""
+
+
+class Silent(Exception):
+    """The agent answered nothing, not even a ping, for SILENCE_S (internal)."""
 
 
 class KioskChannel:
@@ -40,8 +52,11 @@ class KioskChannel:
         max_line_bytes: int = MAX_LINE_BYTES,
         *,
         name: str = "kiosk",
+        heartbeat: bool = False,
     ) -> None:
         self.name = name
+        self._heartbeat = heartbeat
+        self._seen = 0.0  # when the last line came in (anyio clock)
         self._container = container
         self._max_line = max_line_bytes
         self._buffer = bytearray()
@@ -53,7 +68,8 @@ class KioskChannel:
 
     @classmethod
     async def open(cls, backend: ContainerBackend, spec: ContainerSpec) -> KioskChannel:
-        return cls(await backend.open_attached(spec))
+        """An agent's channel (with the heartbeat)."""
+        return cls(await backend.open_attached(spec), heartbeat=True)
 
     async def request(self, op: str, deadline: float, **fields: Any) -> dict[str, Any]:
         """Send one request and wait for its answer, at most `deadline` seconds in all
@@ -73,18 +89,21 @@ class KioskChannel:
             try:
                 with anyio.fail_after(deadline):
                     await self._container.send(line)
-                    while True:
-                        answer = await self._read_line()
-                        if answer.get("id") == ident:
-                            break
+                    answer = await self._answer_to(ident)
             except TimeoutError as exc:
                 self.broken = f"no answer to {op} within {deadline} s"
+                raise KioskError(self.broken) from exc
+            except Silent as exc:
+                self.broken = (
+                    f"the {self.name} stopped answering: no sign of life for {SILENCE_S} s "
+                    f"while it ran {op}"
+                )
                 raise KioskError(self.broken) from exc
             except ChannelFlood as exc:
                 self.broken = str(exc)
                 raise KioskError(self.broken) from exc
             except OSError as exc:
-                self.broken = f"the {self.name} channel closed ({exc})"
+                self.broken = f"the {self.name} channel closed ({exc}{await self._exit_note()})"
                 raise KioskError(self.broken) from exc
         finally:
             self._lock.release()
@@ -93,6 +112,62 @@ class KioskChannel:
                 f"the {self.name} could not {op}: {answer.get('error', 'unknown error')}"
             )
         return answer
+
+    async def _exit_note(self) -> str:
+        """How the container ended, when the engine says so within EXIT_READ_S: an OOM
+        kill is named (it answers like any killed kiosk, and the operator learns why)."""
+        with anyio.move_on_after(EXIT_READ_S):
+            try:
+                ended = await self._container.wait()
+            except CorralError:  # removed already, or the engine did not say
+                return ""
+            if ended.oom_killed:
+                return "; the engine killed it for lack of memory (OOM), inside its memory limit"
+            return f"; its container exited with code {ended.exit_code}"
+        return ""
+
+    async def _answer_to(self, ident: int) -> dict[str, Any]:
+        self._seen = anyio.current_time()
+        if not self._heartbeat:
+            return await self._read_until(ident)
+        answer: dict[str, Any] | None = None
+        failed: OSError | ChannelFlood | None = None
+        async with anyio.create_task_group() as beats:
+            beats.start_soon(self._beat, beats.cancel_scope)
+            try:
+                answer = await self._read_until(ident)
+            except (OSError, ChannelFlood) as exc:  # raised as itself, not in a group
+                failed = exc
+            beats.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        if answer is None:
+            raise Silent
+        return answer
+
+    async def _beat(self, reading: anyio.CancelScope) -> None:
+        """Ping while the answer is awaited; cancel the read once the agent is silent."""
+        while True:
+            await anyio.sleep(HEARTBEAT_S)
+            silent = anyio.current_time() - self._seen >= SILENCE_S
+            if not silent:
+                self._next_id += 1
+                ping = json.dumps({"id": self._next_id, "op": "ping"}).encode() + b"\n"
+                with anyio.move_on_after(SILENCE_S) as sending:  # a stdin nobody reads
+                    try:
+                        await self._container.send(ping)
+                    except OSError:  # closed under us: the read sees the end, or nothing
+                        silent = True
+                silent = silent or sending.cancelled_caught
+            if silent:
+                reading.cancel()
+                return
+
+    async def _read_until(self, ident: int) -> dict[str, Any]:
+        while True:
+            answer = await self._read_line()
+            if answer.get("id") == ident and not answer.get("pong"):
+                return answer
 
     async def _read_line(self) -> dict[str, Any]:
         while (end := self._buffer.find(b"\n", self._scanned)) < 0:
@@ -107,6 +182,7 @@ class KioskChannel:
             data = await self._container.receive()
             if data is None:
                 raise OSError("end of stream")
+            self._seen = anyio.current_time()  # any byte is a sign of life
             self._buffer += data
         line = bytes(self._buffer[:end])
         del self._buffer[: end + 1]

@@ -112,6 +112,10 @@ class AttachedContainer(Protocol):
     async def receive(self) -> bytes | None:
         """The next chunk of its stdout (stderr is logged, not returned); None at the end."""
 
+    async def wait(self) -> ExitInfo:
+        """How its main process ended (the exit code; whether the engine killed it for
+        memory), once it has; callers bound the wait."""
+
     async def close(self) -> None:
         """Close the streams and remove the container (idempotent, shielded)."""
 

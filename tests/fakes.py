@@ -25,7 +25,7 @@ import anyio.lowlevel
 from PIL import Image
 
 from sandboxes.errors import EngineError
-from sandboxes.ports import ContainerSpec, ManagedContainer
+from sandboxes.ports import ContainerSpec, ExitInfo, ManagedContainer
 from sandboxes.scoped import Scoped
 
 
@@ -78,6 +78,10 @@ class FakeKiosk:
             raise OSError("the kiosk's stdin is closed")
         for line in data.splitlines():
             request = json.loads(line)
+            if request["op"] == "ping":  # the heartbeat: answered at once, held op or not
+                pong = {"id": request["id"], "ok": True, "pong": True}
+                self._answers.append(json.dumps(pong).encode() + b"\n")
+                continue
             self.requests.append(request)
             if request["op"] in self.flood_on:
                 self._flooding = True
@@ -138,6 +142,10 @@ class FakeKiosk:
             self._ready = anyio.Event()
             await self._ready.wait()
         return self._answers.pop(0)
+
+    async def wait(self) -> ExitInfo:
+        """How the fake ended: as a killed kiosk (no engine to ask)."""
+        return ExitInfo(exit_code=137, oom_killed=False)
 
     async def close(self) -> None:
         self._ended = True

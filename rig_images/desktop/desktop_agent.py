@@ -17,7 +17,6 @@ imported, not copied.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -35,6 +34,7 @@ from desktop_target import Targets
 from kiosk_agent.chromium import trust_ca
 from kiosk_agent.common import OpError, log
 from kiosk_agent.screen import Screen
+from kiosk_agent.serve import serve
 from kiosk_agent.vnc import Vnc
 from kiosk_agent.xinput import XInput
 from kiosk_agent.xserver import DISPLAY, start_dbus, start_xvfb
@@ -306,11 +306,6 @@ def _ms(t0: float) -> float:
     return round((time.monotonic() - t0) * 1000, 1)
 
 
-def write(obj: dict[str, Any]) -> None:
-    sys.stdout.buffer.write(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
-    sys.stdout.buffer.flush()
-
-
 def main() -> int:
     desktop = Desktop()
     codrive = Codrive(desktop)
@@ -326,22 +321,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: (desktop.shutdown(), os._exit(0)))
     log("desktop agent ready")
     try:
-        for raw in sys.stdin.buffer:
-            if not raw.strip():
-                continue
-            req_id: Any = None
-            try:
-                req = json.loads(raw)
-                req_id = req.get("id")
-                handler = ops.get(str(req.get("op")))
-                if handler is None:
-                    raise OpError(f"unknown op {req.get('op')!r}")
-                write({"id": req_id, "ok": True, **handler(req)})
-            except OpError as exc:
-                write({"id": req_id, "ok": False, "error": str(exc)})
-            except Exception as exc:
-                log("op failed:", repr(exc))
-                write({"id": req_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        serve(ops)
     finally:
         desktop.shutdown()
     return 0

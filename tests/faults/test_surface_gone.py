@@ -1,8 +1,10 @@
 """A kiosk's container killed, or its agent hung (SIGSTOP), under a live session: the
 next call answers that the session ended and why, never waits for an operator (a target
 a dead kiosk cannot read is not a question for one), the dead container is removed, and
-a new start works. The hang is a SIGSTOP of the agent's own process (the container's
-init would not pass one on)."""
+a new start works. A hang is seen by the channel's heartbeat within seconds, whatever the
+deadline of the request in flight; a kiosk the kernel killed for memory is answered like a
+killed one, and the reason names the OOM kill. The hang is a SIGSTOP of the agent's own
+process (the container's init would not pass one on)."""
 
 from __future__ import annotations
 
@@ -37,7 +39,20 @@ def audit_events(world: World, agent: str) -> list[dict[str, Any]]:
     return [e for e in AuditLog(world.home.audit_file).read() if e.get("agent") == agent]
 
 
-@pytest.mark.parametrize("fault", ["killed", "hung"])
+# The agent made the OOM killer's first choice (a process may raise its own score), then
+# memory taken inside the kiosk until its limit: the kernel kills the agent, as it would
+# the biggest process of a kiosk short of memory.
+OOM = (
+    "echo 1000 > /proc/$(pgrep -o -f '^python3 /opt/corral/kiosk_agent')/oom_score_adj"
+    " && exec python3 -c 'b = []\nwhile True: b.append(bytearray(64 << 20))'"
+)
+WHY = {
+    "killed": ["channel closed", "exited with code 137"],
+    "oom": ["channel closed", "killed it for lack of memory (OOM)"],
+}
+
+
+@pytest.mark.parametrize("fault", ["killed", "hung", "oom"])
 @pytest.mark.parametrize("rules", [True, False], ids=["with-rules", "no-rules"])
 async def test_a_dead_kiosk_ends_its_session_at_the_next_call(
     world: World, docker_client: docker.DockerClient, fault: str, rules: bool
@@ -50,6 +65,8 @@ async def test_a_dead_kiosk_ends_its_session_at_the_next_call(
         (kiosk,) = kiosks(docker_client, agent)
         if fault == "killed":
             kiosk.kill()
+        elif fault == "oom":
+            kiosk.exec_run(["sh", "-c", OOM], user="1000:1000")  # ends as the kiosk does
         else:  # the agent itself, not the container's init (which would not pass it on)
             stopped = kiosk.exec_run(["pkill", "-STOP", "-f", "kiosk_agent"], user="1000:1000")
             assert stopped.exit_code == 0, stopped.output
@@ -60,6 +77,14 @@ async def test_a_dead_kiosk_ends_its_session_at_the_next_call(
         text = text_of(click)
         assert click.is_error and "Your session ended: its kiosk failed" in text, text
         assert "start a new one with computer_session_start" in text, text
+        # A hung agent is seen by the channel's heartbeat (2.5 s of silence), not at the
+        # click's 10 s deadline; with rules the 3 s target read may miss its deadline
+        # first on a loaded machine. A killed one is seen by its stream's end.
+        if fault == "hung":
+            whys = ["no sign of life for 2.5 s"] + (["no answer to target within"] * rules)
+            assert any(why in text for why in whys), text
+        else:  # how the container ended, as the engine says
+            assert all(why in text for why in WHY[fault]), text
         events = audit_events(world, agent)
         assert not [e for e in events if e["event"].startswith("approval")], events
         ended = [e for e in events if e["event"] == "computer_session_ended"]

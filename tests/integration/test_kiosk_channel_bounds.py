@@ -69,3 +69,51 @@ async def test_a_kiosk_that_never_reads_cannot_hold_a_request_past_its_deadline(
     finally:
         await channel.close()
     assert gone(docker_client, container_id)
+
+
+# A stand-in agent that answers pings at once and answers a request only after it has
+# seen `n` pings (the heartbeat, not a clock, paces it): a busy agent.
+BUSY_AGENT = """
+import json, sys
+pings = 0
+for raw in sys.stdin:
+    req = json.loads(raw)
+    if req["op"] == "ping":
+        pings += 1
+        print(json.dumps({"id": req["id"], "ok": True, "pong": True}), flush=True)
+        if pings == WANT:
+            print(json.dumps({"id": FIRST, "ok": True, "pings": pings}), flush=True)
+"""
+
+
+async def test_an_agent_that_answers_nothing_breaks_its_channel_long_before_the_deadline(
+    backend: DockerBackend, docker_client: docker.DockerClient
+) -> None:
+    """It reads its stdin (so a send never blocks) and answers nothing, pings included: a
+    hung agent, seen by the heartbeat, not by the request's 60 s deadline."""
+    channel = await channel_running(backend, "exec cat > /dev/null")
+    container_id = channel.id
+    try:
+        with anyio.fail_after(30), pytest.raises(KioskError, match=r"no sign of life for 2\.5 s"):
+            await channel.request("click", 60, x=1, y=1)
+        assert channel.broken is not None and "while it ran click" in channel.broken
+    finally:
+        await channel.close()
+    assert gone(docker_client, container_id)
+
+
+async def test_a_busy_agent_that_answers_its_pings_keeps_its_channel(
+    backend: DockerBackend, docker_client: docker.DockerClient
+) -> None:
+    """Its answer comes after eight pings (4 s), that is after more than the silence that breaks a
+    channel: the pongs are signs of life, and the request gets its answer."""
+    script = BUSY_AGENT.replace("WANT", "8").replace("FIRST", "1")
+    channel = await channel_running(backend, f"exec python3 -c '{script}'")
+    container_id = channel.id
+    try:
+        with anyio.fail_after(30):
+            answer = await channel.request("navigate", 60, url="about:blank")
+        assert answer["pings"] == 8 and channel.broken is None
+    finally:
+        await channel.close()
+    assert gone(docker_client, container_id)

@@ -20,7 +20,7 @@ from docker.utils.socket import frames_iter
 
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.backends.docker.spec import create_container, create_kwargs
-from orchestrator.errors import CorralError
+from orchestrator.errors import CorralError, EngineNotFound
 from sandboxes.ports import ContainerSpec, ExitInfo
 from sandboxes.scoped import Scoped
 
@@ -129,13 +129,7 @@ class DockerRun(Scoped):
 
     async def wait(self) -> ExitInfo:
         assert self.id
-        backend = self._backend
-        status = await blocking(backend.url, partial(backend.client.api.wait, self.id))
-        state = (await backend.inspect_container(self.id)).get("State", {})
-        return ExitInfo(
-            exit_code=int(status.get("StatusCode", -1)),
-            oom_killed=bool(state.get("OOMKilled", False)),
-        )
+        return await exit_of(self._backend, self.id)
 
     async def kill(self) -> None:
         if not self.id:
@@ -143,6 +137,16 @@ class DockerRun(Scoped):
         kill = partial(self._backend.client.api.kill, self.id, signal="SIGKILL")
         with contextlib.suppress(CorralError):  # gone, or not running: nothing to kill
             await blocking(self._backend.url, kill)
+
+
+async def exit_of(backend: DockerBackend, container_id: str) -> ExitInfo:
+    """A container's exit once it has one: the engine's wait, then its state's OOM flag."""
+    status = await blocking(backend.url, partial(backend.client.api.wait, container_id))
+    state = (await backend.inspect_container(container_id)).get("State", {})
+    return ExitInfo(
+        exit_code=int(status.get("StatusCode", -1)),
+        oom_killed=bool(state.get("OOMKilled", False)),
+    )
 
 
 class _DemuxedStream:
@@ -232,6 +236,11 @@ class DockerAttached(_DemuxedStream):
         except BaseException:
             await self.close()
             raise
+
+    async def wait(self) -> ExitInfo:
+        if not self.id:
+            raise EngineNotFound("the container was removed")
+        return await exit_of(self._backend, self.id)
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -25,6 +23,7 @@ from .cdp import CDP_TIMEOUT_S
 from .chromium import trust_ca
 from .common import PROBE_BUDGET_S, READ_BUDGET_S, OpError, log, within
 from .screen import Screen
+from .serve import serve
 from .vnc import READY_TIMEOUT_S, Vnc
 from .xinput import XInput
 from .xserver import DISPLAY, start_dbus, start_xvfb
@@ -329,13 +328,6 @@ class Kiosk:
 # --------------------------------------------------------------------------- main loop
 
 
-def write_response(obj: dict[str, Any]) -> None:
-    data = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-    out = sys.stdout.buffer
-    out.write(data)
-    out.flush()
-
-
 def main() -> int:
     kiosk = Kiosk()
     ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -363,28 +355,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_term)
     log("ready")
     try:
-        for raw in sys.stdin.buffer:
-            raw = raw.strip()
-            if not raw:
-                continue
-            req_id: Any = None
-            try:
-                req = json.loads(raw)
-                if not isinstance(req, dict):
-                    raise OpError("a request must be a JSON object")
-                req_id = req.get("id")
-                handler = ops.get(req.get("op"))  # type: ignore[arg-type]
-                if handler is None:
-                    raise OpError(f"unknown op {req.get('op')!r}")
-                result = handler(req)
-                write_response({"id": req_id, "ok": True, **result})
-            except OpError as exc:
-                write_response({"id": req_id, "ok": False, "error": str(exc)})
-            except json.JSONDecodeError as exc:
-                write_response({"id": None, "ok": False, "error": f"bad JSON: {exc}"})
-            except Exception as exc:  # never die on one bad request
-                log("op failed:", repr(exc))
-                write_response({"id": req_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        serve(ops)
     finally:
         kiosk.shutdown()
     return 0

@@ -1,0 +1,43 @@
+"""A browser rig's container killed under a live rig: the next call answers that the rig
+ended and why, the dead container is removed, and the next call starts a new rig that
+works. The kiosk's cases are in test_surface_gone.py, the desktop rig's in
+test_desktop_gone.py; all of them end in the pipeline's one `alive` stage."""
+
+from __future__ import annotations
+
+import anyio
+import docker
+import pytest
+
+from orchestrator.home import CorralHome
+from tests.e2e.conftest import connect
+from tests.e2e.test_browser_use import SITE, rigs_of, use
+from tests.e2e.test_browser_use import gateway as gateway
+from tests.e2e.test_browser_use import rig_sites as rig_sites
+from tests.e2e.test_computer_use import text_of
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+CAP_S = 60  # well under any approval timeout: a call held for an operator fails here
+
+
+async def test_a_killed_browser_rig_ends_at_the_next_call_and_a_new_one_starts(
+    gateway: CorralHome, docker_client: docker.DockerClient
+) -> None:
+    async with connect(gateway, "stdio") as mcp:
+        opened = await use(mcp, "navigate", url=f"https://{SITE}/")
+        assert not opened.is_error, text_of(opened)
+        (rig,) = rigs_of(docker_client, "alice")
+        rig.kill()
+
+        with anyio.fail_after(CAP_S):
+            shot = await use(mcp, "screenshot")
+        text = text_of(shot)
+        assert shot.is_error and "ended: its channel failed" in text, text
+        assert "the next browser_use call starts a new one" in text, text
+        assert rigs_of(docker_client, "alice") == []
+
+        again = await use(mcp, "navigate", url=f"https://{SITE}/")
+        assert not again.is_error, text_of(again)
+        assert len(rigs_of(docker_client, "alice")) == 1
+    # the new rig is the gateway's until its idle timeout: the fixture's gateway removes it
