@@ -38,7 +38,7 @@ from mcp_front.tool_log import ToolCallLog
 from orchestrator.agents.view import view_of
 from orchestrator.audit import AuditLog
 from orchestrator.config import load_config
-from orchestrator.errors import NotAvailable
+from orchestrator.errors import AuditUnavailable, NotAvailable
 from orchestrator.gateway.wire import gateway_base_url
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
@@ -185,7 +185,7 @@ class CorralMCP:
             raise GateRefusal(decision.message)
         refusal = permission_refusal(spec, view)
         if refusal is not None:
-            self.audit.record("permission_denied", self.agent, {"tool": name, "reason": refusal})
+            refusal = self._audit_refusal(name, refusal)
             log("refused", -32003, refusal)
             raise GateRefusal(refusal)
         try:
@@ -201,6 +201,15 @@ class CorralMCP:
                 raise
         log("error" if result.is_error else "allowed")
         return result
+
+    def _audit_refusal(self, tool: str, refusal: str) -> str:
+        """Audit a [permissions] refusal; the refusal's message, saying so when the audit
+        cannot hold it (the call is refused all the same)."""
+        try:
+            self.audit.record("permission_denied", self.agent, {"tool": tool, "reason": refusal})
+        except AuditUnavailable as exc:
+            return f"{refusal} (This refusal is not on record. {exc})"
+        return refusal
 
     async def _dispatch(
         self, spec: ToolSpec, arguments: dict[str, Any] | None, events: CallEvents

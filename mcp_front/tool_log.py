@@ -2,16 +2,24 @@
 
 Records the agent, tool, decision and duration, plus the argument NAMES;
 never argument values (a script, typed text or a URL may carry secrets).
+
+A line that cannot be written (a full disk) is reported on stderr and the call's answer
+goes out: this log says how calls went; the audit (orchestrator.audit) is what refuses a
+call it cannot hold.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
+
+from orchestrator.audit import append_line
+
+logger = logging.getLogger("corral.mcp")
 
 Outcome = Literal["allowed", "refused", "error"]
 
@@ -44,9 +52,7 @@ class ToolCallLog:
         if reason:
             entry["reason"] = reason
         line = json.dumps(entry, separators=(",", ":")) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+            append_line(self.path, line.encode())
+        except OSError as exc:
+            logger.warning("tool call not logged to %s: %s", self.path, exc)

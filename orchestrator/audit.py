@@ -4,6 +4,13 @@ Events carry the time, the agent, the event name and small details. Callers
 pass only metadata (codes, lengths, durations): never a script's output, typed
 text or a secret. `AuditLog.record` refuses detail keys that name such data so
 a mistake shows up in tests rather than in the log.
+
+A line is complete or absent for a reader (docs/reliability.md, "The audit"): each event
+is one O_APPEND write, a writer killed or stopped by a full disk mid-line leaves a torn
+tail that the next writer closes with a line end first, and `read` skips a line that is
+not whole JSON. A log that cannot be written raises `AuditUnavailable`, naming the file
+and the fix: callers record before they act or answer, so nothing is done or decided that
+the log does not hold.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from sandboxes.errors import AuditUnavailable
 
 FORBIDDEN_DETAIL_KEYS = frozenset({"output", "code", "text", "password", "secret", "token"})
 
@@ -37,15 +46,38 @@ class AuditLog:
             separators=(",", ":"),
             sort_keys=True,
         )
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
+            append_line(self.path, (line + "\n").encode())
+        except OSError as exc:
+            raise AuditUnavailable(self.path, exc.strerror or str(exc)) from exc
 
     def read(self) -> list[dict[str, Any]]:
+        """Every whole event, oldest first; a torn line is skipped."""
         if not self.path.exists():
             return []
-        with self.path.open(encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
+        with self.path.open(encoding="utf-8", errors="replace") as fh:
+            return [event for line in fh if (event := _event(line)) is not None]
+
+
+def append_line(path: Path, data: bytes) -> None:
+    """Append one line to a JSON-lines log in one O_APPEND write (concurrent writers never
+    interleave); a torn tail a killed writer left is closed with a line end first."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:  # a short write (the disk filled under it) goes on, or raises
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _event(line: str) -> dict[str, Any] | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None

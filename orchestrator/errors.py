@@ -5,6 +5,9 @@
     ├── SandboxUnavailable         sandboxes.errors   the script sandbox cannot be used
     │                                                 (closed set: UnavailableCode)
     ├── SandboxBusy                sandboxes.errors   every script slot taken; try again
+    ├── HomeUnwritable             sandboxes.errors   CORRAL_HOME cannot be written (a
+    │   │                                             full disk): nothing was done
+    │   └── AuditUnavailable       sandboxes.errors   the audit log, in particular
     ├── EngineError                sandboxes.errors   the engine failed otherwise
     │   ├── EngineNotFound         orchestrator.errors the engine has no such object (a
     │   │                                              container, network or image gone)
@@ -62,8 +65,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from sandboxes.errors import (
+    AuditUnavailable,
     CorralError,
     EngineError,
+    HomeUnwritable,
     KioskError,
     ParamError,
     RfbProtocolError,
@@ -76,6 +81,7 @@ from sandboxes.errors import (
 __all__ = [
     "AdminError",
     "ApprovalError",
+    "AuditUnavailable",
     "ConfigError",
     "CorralError",
     "DeniedPage",
@@ -85,6 +91,7 @@ __all__ = [
     "EngineError",
     "EngineNotFound",
     "GatewayStartError",
+    "HomeUnwritable",
     "ImageBuildError",
     "InputInterrupted",
     "KeyFileError",

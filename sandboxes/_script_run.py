@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import anyio
 
 from sandboxes._script_start import Start, _Call, _Execution
-from sandboxes.errors import EngineError, SandboxUnavailable
+from sandboxes.errors import AuditUnavailable, EngineError, HomeUnwritable, SandboxUnavailable
 from sandboxes.events import NO_EVENTS, PROGRESS_INTERVAL_SECONDS, CallEvents, OutputTail
 from sandboxes.ports import ExitInfo
 from sandboxes.script_call import OutputSink, ScriptContext, ScriptResult
@@ -121,6 +121,7 @@ async def _run_in_slot(
         "container",
         "starting the script sandbox" if sandboxed else "starting the script on the host",
     )
+    _audit_start(call, session, sandboxed=sandboxed, warm=warm)
     started = time.monotonic()
     try:
         with anyio.fail_after(hard_cap_seconds + HOST_BACKSTOP_GRACE):
@@ -137,6 +138,9 @@ async def _run_in_slot(
                 if host_cap.cancelled_caught:
                     await running.kill()
                     exit_info, timed_out = await running.wait(), True
+    except HomeUnwritable as exc:  # its workspace: before anything ran
+        _audit_not_run(call, session, exc)
+        raise
     except TimeoutError as exc:
         raise EngineError(
             f"the script was not stopped within {hard_cap_seconds} s + "
@@ -193,6 +197,30 @@ def _result(
         timeout_seconds=params.timeout_seconds,
         sandboxed=sandboxed,
     )
+
+
+def _audit_start(call: _Call, session: str, *, sandboxed: bool, warm: bool) -> None:
+    """Before anything runs: a call whose start the audit cannot hold does not run
+    (AuditUnavailable), and a run the gateway dies in is on record."""
+    call.ctx.audit.record(
+        "script_started",
+        call.ctx.agent,
+        {
+            "session": session,
+            "language": call.params.language,
+            "code_bytes": len(call.params.code.encode()),
+            "sandboxed": sandboxed,
+            "warm": warm,
+        },
+    )
+
+
+def _audit_not_run(call: _Call, session: str, exc: HomeUnwritable) -> None:
+    """The started run that never ran, on record when the disk still takes a line."""
+    with contextlib.suppress(AuditUnavailable):
+        call.ctx.audit.record(
+            "script_not_run", call.ctx.agent, {"session": session, "reason": str(exc)[:300]}
+        )
 
 
 def _audit_run(

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import anyio
 
+from sandboxes.errors import HomeUnwritable
 from sandboxes.events import CallEvents
 from sandboxes.host_exec import HostRun
 from sandboxes.ports import ExitInfo, WarmScript
@@ -46,18 +47,32 @@ class _Call:
 
 
 def _write_workspace(work_dir: Path, language: str, code: str) -> Path:
-    work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    workspace = Path(tempfile.mkdtemp(prefix="exec-", dir=work_dir))
-    # The sandbox user (uid 1000 when we are root) must be able to read the script.
-    workspace.chmod(0o755)
-    _write_script(workspace, language, code)
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        workspace = Path(tempfile.mkdtemp(prefix="exec-", dir=work_dir))
+    except OSError as exc:
+        raise HomeUnwritable("a script's workspace in", work_dir, _reason(exc)) from exc
+    try:
+        # The sandbox user (uid 1000 when we are root) must be able to read the script.
+        workspace.chmod(0o755)
+        _write_script(workspace, language, code)
+    except BaseException:
+        shutil.rmtree(workspace, ignore_errors=True)
+        raise
     return workspace
 
 
 def _write_script(workspace: Path, language: str, code: str) -> None:
     script = workspace / SCRIPT_FILES[language][0]
-    script.write_text(code, encoding="utf-8")
-    script.chmod(0o644)
+    try:
+        script.write_text(code, encoding="utf-8")
+        script.chmod(0o644)
+    except OSError as exc:
+        raise HomeUnwritable("the script", script, _reason(exc)) from exc
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
 
 
 Start = Callable[[], contextlib.AbstractAsyncContextManager[_Execution]]

@@ -9,6 +9,7 @@ root lives here and every other package imports it downward.
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 
 
 class CorralError(Exception):
@@ -38,6 +39,26 @@ class SandboxUnavailable(CorralError):
         self.reason = reason
         self.fix = fix
         super().__init__(f"Script sandbox unavailable ({code.value}): {reason}. Fix: {fix}")
+
+
+class HomeUnwritable(CorralError):
+    """corral cannot write what a call needs under CORRAL_HOME (a full disk, a read-only
+    or removed directory): the call did nothing."""
+
+    def __init__(self, what: str, path: Path, reason: str, *, why: str = "") -> None:
+        self.path = path
+        super().__init__(
+            f"Nothing was done: corral cannot write {what} {path} ({reason}){why}. Fix: free "
+            "space on (or make writable) the filesystem that holds it (CORRAL_HOME); corral "
+            "works again as soon as it can write there, without a restart."
+        )
+
+
+class AuditUnavailable(HomeUnwritable):
+    """The audit log cannot be written: corral does nothing it could not audit."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__("its audit log", path, reason, why=", and it does nothing it cannot audit")
 
 
 class SandboxBusy(CorralError):

@@ -292,6 +292,7 @@ async def test_run_unsandboxed_runs_on_the_host_and_audits_every_bypass(
         == [
             "script_sandbox_unavailable",
             "script_sandbox_bypassed",
+            "script_started",
             "script_executed",
         ]
         * 2

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.audit import AuditLog
+from orchestrator.errors import AuditUnavailable
 
 pytestmark = pytest.mark.unit
 
@@ -106,3 +107,33 @@ def test_concurrent_writers_never_interleave_lines(tmp_path: Path) -> None:
     assert len(events) == 200
     for n in range(4):
         assert [e["details"]["i"] for e in events if e["agent"] == f"agent-{n}"] == list(range(50))
+
+
+def test_a_line_torn_by_a_killed_writer_is_closed_and_skipped(tmp_path: Path) -> None:
+    """What a writer killed mid-write (or stopped by a full disk) leaves: half a line and
+    no line end. The next event starts on a line of its own, and a reader gets every
+    whole event and nothing of the torn one."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.record("before", "alice", {})
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"agent":"alice","details":{},"ev')  # the torn tail
+    log.record("after", "alice", {})
+    log.record("later", "bob", {})
+
+    assert [e["event"] for e in log.read()] == ["before", "after", "later"]
+    lines = path.read_bytes().split(b"\n")
+    assert lines[1] == b'{"agent":"alice","details":{},"ev'  # kept, on a line of its own
+    assert [json.loads(line)["event"] for line in lines[2:4]] == ["after", "later"]
+
+
+def test_a_log_that_cannot_be_written_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    """The full disk itself is in tests/faults/test_full_disk.py; here the home is a file."""
+    (tmp_path / "home").write_text("not a directory")
+    log = AuditLog(tmp_path / "home" / "audit.jsonl")
+    with pytest.raises(AuditUnavailable) as refused:
+        log.record("script_started", "alice", {})
+    message = str(refused.value)
+    assert message.startswith("Nothing was done: corral cannot write its audit log")
+    assert str(tmp_path / "home" / "audit.jsonl") in message
+    assert "Fix: free space on (or make writable)" in message
