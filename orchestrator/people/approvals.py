@@ -18,8 +18,8 @@ and runs, or is refused; no second use can release another action.
 
 from __future__ import annotations
 
+import logging
 import secrets
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, fields
@@ -28,13 +28,17 @@ from typing import Any, Literal
 import anyio
 
 from orchestrator.audit import AuditLog
-from orchestrator.errors import ApprovalError, SessionRefused
+from orchestrator.errors import ApprovalError, AuditUnavailable, SessionRefused
+from orchestrator.people.clock import steady_wall
 from sandboxes.approval_binding import Binding, changed, shown_params, target_changed_refusal
 from sandboxes.approval_rules import Category, Hold
 
 State = Literal["pending", "approved", "denied", "expired", "cancelled"]
 KEEP_DECIDED = 200  # decided approvals kept for the console and `approvals list`
 MAX_REASON_CHARS = 500
+WITHDRAWN = "withdrawn: the agent's call ended before a decision (its client went away)"
+
+logger = logging.getLogger("corral.gateway")
 
 
 @dataclass
@@ -88,7 +92,7 @@ class ApprovalQueue:
     audit: AuditLog
     timeout_seconds: int
     _: KW_ONLY
-    clock: Callable[[], float] = time.time
+    clock: Callable[[], float] = steady_wall  # a step of the machine's clock moves no expiry
     _all: OrderedDict[str, Approval] = field(default_factory=OrderedDict, init=False, repr=False)
 
     # ------------------------------------------------------------------ raise / wait
@@ -118,9 +122,7 @@ class ApprovalQueue:
             screenshot_png=screenshot_png,
             binding=binding,
         )
-        self._all[approval.id] = approval
-        self._trim()
-        self.audit.record(
+        self.audit.record(  # on record before any operator can see it
             "approval_raised",
             agent,
             {
@@ -134,17 +136,26 @@ class ApprovalQueue:
                 "digest": approval.digest,
             },
         )
+        self._all[approval.id] = approval
+        self._trim()
         return approval
 
     async def wait(self, approval: Approval) -> Approval:
-        """Until an operator decides, or the approval expires (then it is denied)."""
-        while approval.state == "pending":
-            left = approval.expires_at - self.clock()
-            if left <= 0:
-                self._settle(approval, "expired", None, self._expiry_reason())
-                break
-            with anyio.move_on_after(left):
-                await approval.done.wait()
+        """Until an operator decides, or the approval expires (then it is denied). A wait
+        cancelled (the agent's call went away: its client hung up, its front was killed)
+        withdraws the approval, so no operator answers a question nobody asks any more."""
+        try:
+            while approval.state == "pending":
+                left = approval.expires_at - self.clock()
+                if left <= 0:
+                    self._settle(approval, "expired", None, self._expiry_reason())
+                    break
+                with anyio.move_on_after(left):
+                    await approval.done.wait()
+        except anyio.get_cancelled_exc_class():
+            if approval.state == "pending":
+                self._settle(approval, "cancelled", None, WITHDRAWN)
+            raise
         return approval
 
     def _expiry_reason(self) -> str:
@@ -201,24 +212,32 @@ class ApprovalQueue:
     def _settle(
         self, approval: Approval, state: State, operator: str | None, reason: str | None
     ) -> None:
+        """Written to the audit before it takes effect: an approval the audit cannot hold
+        is not given (AuditUnavailable to the operator); a denial, expiry or withdrawal
+        stands without it (it releases nothing)."""
         now = self.clock()
+        try:
+            self.audit.record(
+                "approval_decided",
+                approval.agent,
+                {
+                    "approval": approval.id,
+                    "session": approval.session,
+                    "operator": operator,
+                    "decision": state,
+                    "reason": reason,
+                    "latency_ms": int((now - approval.created_at) * 1000),
+                },
+            )
+        except AuditUnavailable:
+            if state == "approved":
+                raise
+            logger.warning("approval %s %s, not on record: the audit log fails", approval.id, state)
         approval.state = state
         approval.decided_by = operator
         approval.reason = reason
         approval.decided_at = now
         approval.done.set()
-        self.audit.record(
-            "approval_decided",
-            approval.agent,
-            {
-                "approval": approval.id,
-                "session": approval.session,
-                "operator": operator,
-                "decision": state,
-                "reason": reason,
-                "latency_ms": int((now - approval.created_at) * 1000),
-            },
-        )
 
     # ------------------------------------------------------------------ reads
     def get(self, approval_id: str) -> Approval | None:

@@ -8,7 +8,6 @@ scripts, no framing) and, unless it is a static file, `Cache-Control: no-store`.
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ from starlette.responses import Response
 
 from orchestrator.errors import OperatorError
 from orchestrator.home import CorralHome
+from orchestrator.people.clock import steady_wall
 from orchestrator.people.operators import list_operators
 
 COOKIE = "corral_console"
@@ -49,7 +49,7 @@ class Login:
 class Logins:
     """Console logins in the gateway's memory (a gateway restart logs everyone out)."""
 
-    def __init__(self, home: CorralHome, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, home: CorralHome, clock: Callable[[], float] = steady_wall) -> None:
         self.home = home
         self.clock = clock
         self._by_id: dict[str, Login] = {}

@@ -10,8 +10,9 @@ import anyio
 import pytest
 
 from orchestrator.audit import AuditLog
-from orchestrator.errors import ApprovalError
-from orchestrator.people.approvals import Approval, ApprovalQueue
+from orchestrator.errors import ApprovalError, AuditUnavailable
+from orchestrator.people.approvals import WITHDRAWN, Approval, ApprovalQueue
+from orchestrator.people.clock import SteadyWall
 from sandboxes.approval_rules import Hold
 from tests.fakes import FakeClock
 
@@ -104,3 +105,50 @@ async def test_an_ended_session_cancels_what_it_waited_for(tmp_path: Path) -> No
     q.cancel_session("s1", "the session ended")
     assert approval.state == "cancelled"
     assert q.pending() == []
+
+
+@pytest.mark.parametrize("step", [-3600, 3600], ids=["an-hour-back", "an-hour-on"])
+async def test_a_step_of_the_machines_clock_moves_no_expiry(tmp_path: Path, step: int) -> None:
+    """The wall clock (one the test controls, never the machine's) stepped by an hour
+    after the approval was raised: it neither expires at once nor waits an hour more;
+    it expires when its timeout has passed on the monotonic clock, and not before."""
+    wall, mono = FakeClock(1_800_000_000.0), FakeClock(50.0)
+    q = ApprovalQueue(AuditLog(tmp_path / "audit.jsonl"), 5, clock=SteadyWall(wall, mono))
+    approval = raised(q)
+    wall.advance(step)
+    mono.advance(4)
+    q.expire_due()
+    assert approval.state == "pending"
+    mono.advance(1)
+    await q.wait(approval)  # past its timeout: no real waiting
+    assert approval.state == "expired"
+    assert approval.expires_at - approval.created_at == 5
+
+
+async def test_a_cancelled_wait_withdraws_its_approval(tmp_path: Path) -> None:
+    """The held call went away (its client hung up): nobody is left to answer for."""
+    q = queue(tmp_path, FakeClock())
+    approval = raised(q)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(q.wait, approval)
+        await anyio.wait_all_tasks_blocked()
+        tg.cancel_scope.cancel()
+    assert approval.state == "cancelled" and approval.reason == WITHDRAWN
+    assert q.pending() == []
+    decided = [e for e in events(tmp_path / "audit.jsonl") if e["event"] == "approval_decided"]
+    assert [e["details"]["decision"] for e in decided] == ["cancelled"]
+
+
+async def test_an_approval_the_audit_cannot_hold_is_not_given(tmp_path: Path) -> None:
+    """Written before it takes effect: the operator is told, the call stays held, and a
+    denial still stands without the audit (it releases nothing)."""
+    path = tmp_path / "audit.jsonl"
+    q = queue(tmp_path, FakeClock())
+    first, second = raised(q), raised(q)
+    path.unlink()
+    path.mkdir()  # the log cannot be written now
+    with pytest.raises(AuditUnavailable):
+        q.decide(first.id, "olga", True, "")
+    assert first.state == "pending" and not first.done.is_set()
+    q.decide(second.id, "olga", False, "")
+    assert second.state == "denied"
