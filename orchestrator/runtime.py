@@ -108,7 +108,12 @@ async def open_runtime(
     except ConfigError as exc:
         config = exc
     owner = Owner.current()
-    backend = backend_for(config, owner, home.env.engine_environ() if environ is None else environ)
+    backend = backend_for(
+        config,
+        owner,
+        home.env.engine_environ() if environ is None else environ,
+        home.audit_file,
+    )
     try:
         async with pool_for(home, config, backend, warm=warm) as pool:
             yield Runtime(

@@ -8,6 +8,7 @@ asks it, never the config, what it can do (`supports_pools`, or `NotSupported`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from orchestrator.config import CorralConfig, DockerBackendConfig, KubernetesBackendConfig
 from orchestrator.errors import ConfigError
@@ -16,10 +17,14 @@ from sandboxes.ports import ContainerBackend
 
 
 def backend_for(
-    config: CorralConfig | ConfigError, owner: Owner, environ: Mapping[str, str]
+    config: CorralConfig | ConfigError,
+    owner: Owner,
+    environ: Mapping[str, str],
+    audit_file: Path | None = None,
 ) -> ContainerBackend:
     """`[backend]`'s engine. An invalid config gets the default Docker engine, so that
-    reaping and `corral doctor` still work (every call is refused anyway)."""
+    reaping and `corral doctor` still work (every call is refused anyway). `audit_file`:
+    where what a dead owner left is audited when it is reaped (Docker's watchdog)."""
     if isinstance(config, ConfigError):
         chosen: DockerBackendConfig | KubernetesBackendConfig = DockerBackendConfig()
     else:
@@ -31,4 +36,4 @@ def backend_for(
         return kubernetes_backend(owner, chosen, config.cluster_images(), environ)
     from orchestrator.backends.docker.build import docker_backend
 
-    return docker_backend(owner, chosen, environ)
+    return docker_backend(owner, chosen, environ, audit_file)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -42,12 +43,15 @@ class DockerBackend:
 
     supports_pools = True
 
-    def __init__(self, owner: Owner, url: str = DEFAULT_SOCKET) -> None:
-        """`url`: the engine, as `backends.docker.build` resolved it (`engine_url`)."""
+    def __init__(
+        self, owner: Owner, url: str = DEFAULT_SOCKET, audit_file: Path | None = None
+    ) -> None:
+        """`url`: the engine, as `backends.docker.build` resolved it (`engine_url`);
+        `audit_file`: where the owner watchdog audits what a dead owner left."""
         self.owner = owner
         self.url = url
         self._client: docker.DockerClient | None = None
-        self._watchdog = OwnerWatchdog(owner, self.url)
+        self._watchdog = OwnerWatchdog(owner, self.url, audit_file)
 
     @property
     def client(self) -> docker.DockerClient:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.docker.sdk import engine_url
@@ -12,8 +13,11 @@ from sandboxes.ports import ContainerBackend
 
 
 def docker_backend(
-    owner: Owner, chosen: DockerBackendConfig, environ: Mapping[str, str]
+    owner: Owner,
+    chosen: DockerBackendConfig,
+    environ: Mapping[str, str],
+    audit_file: Path | None = None,
 ) -> ContainerBackend:
     """The engine `chosen` names (its `docker_host`, else DOCKER_HOST as the CLI read it,
     else the local socket); no engine call until the first use."""
-    return DockerBackend(owner, engine_url(chosen.docker_host, environ))
+    return DockerBackend(owner, engine_url(chosen.docker_host, environ), audit_file)

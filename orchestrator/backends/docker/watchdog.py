@@ -6,9 +6,12 @@ process starts spawns one small watchdog process per owner. The watchdog
 holds the read end of a pipe whose write end only the owner has: when the
 owner exits for any reason, the kernel closes the pipe, the watchdog reads EOF
 and force-removes every container labelled with the owner's instance id.
-No polling, no timers.
+No polling, no timers. Each container it removed is audited (`container_reaped`, with
+its kind and session): a clean owner leaves none, so each line is work a dead owner left,
+a script or a surface that ended without its own answer.
 
-Run as `python -m orchestrator.backends.docker.watchdog --instance ID --url URL`.
+Run as `python -m orchestrator.backends.docker.watchdog --instance ID --url URL
+[--audit FILE]`.
 """
 
 from __future__ import annotations
@@ -18,14 +21,27 @@ import contextlib
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
-from orchestrator.owner import LABEL_INSTANCE, LABEL_MANAGED, Owner
+from orchestrator.audit import AuditLog
+from orchestrator.owner import (
+    LABEL_AGENT,
+    LABEL_INSTANCE,
+    LABEL_KIND,
+    LABEL_MANAGED,
+    LABEL_OWNER_PID,
+    LABEL_SESSION,
+    Owner,
+)
+
+REAPED_WHY = "its owner process ended without removing it"
 
 
 class OwnerWatchdog:
-    def __init__(self, owner: Owner, url: str) -> None:
+    def __init__(self, owner: Owner, url: str, audit_file: Path | None = None) -> None:
         self._owner = owner
         self._url = url
+        self._audit = [] if audit_file is None else ["--audit", str(audit_file)]
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
@@ -42,6 +58,7 @@ class OwnerWatchdog:
                     self._owner.instance_id,
                     "--url",
                     self._url,
+                    *self._audit,
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
@@ -65,10 +82,10 @@ class OwnerWatchdog:
             proc.wait()
 
 
-def sweep(instance_id: str, url: str) -> int:
-    """Force-remove every container of `instance_id`; return how many were removed."""
+def sweep(instance_id: str, url: str, audit_file: Path | None = None) -> int:
+    """Force-remove every container of `instance_id`, auditing each; how many were removed."""
     from orchestrator.backends.docker.sdk import connect, map_docker_errors
-    from orchestrator.errors import EngineError
+    from orchestrator.errors import CorralError, EngineError
 
     client = connect(url)
     removed = 0
@@ -80,21 +97,38 @@ def sweep(instance_id: str, url: str) -> int:
             with contextlib.suppress(EngineError), map_docker_errors(url):  # gone, or going
                 container.remove(force=True, v=True)
                 removed += 1
+                if audit_file is not None:
+                    with contextlib.suppress(CorralError):  # an audit that fails: still reaped
+                        _audit_reaped(AuditLog(audit_file), container.labels)
     finally:
         client.close()
     return removed
+
+
+def _audit_reaped(audit: AuditLog, labels: dict[str, str]) -> None:
+    audit.record(
+        "container_reaped",
+        labels.get(LABEL_AGENT),
+        {
+            "kind": labels.get(LABEL_KIND, ""),
+            "session": labels.get(LABEL_SESSION, ""),
+            "owner_pid": labels.get(LABEL_OWNER_PID, ""),
+            "why": REAPED_WHY,
+        },
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="corral-watchdog")
     parser.add_argument("--instance", required=True)
     parser.add_argument("--url", required=True)
+    parser.add_argument("--audit", type=Path, default=None)
     args = parser.parse_args(argv)
     # Block until the owner closes the pipe or dies: both give EOF.
     while sys.stdin.buffer.read(65536):
         pass
     with contextlib.suppress(Exception):
-        sweep(args.instance, args.url)
+        sweep(args.instance, args.url, args.audit)
     return 0
 
 
