@@ -8,7 +8,9 @@ request has a deadline, and a channel that missed one is broken (the session
 is then ended). An agent's channel has a heartbeat too: while a request waits, a ping goes
 every half second, which the agent answers from a thread of its own even while an op runs
 (rig_images/kiosk/kiosk_agent/serve.py); no sign of life for `SILENCE_S` means the agent
-hung, and the channel is broken then, not at the request's deadline.
+hung, and the channel is broken then, not at the request's deadline. The heartbeat is
+armed once the agent has answered a first request: until then it may still be starting
+(on a host starting 40 kiosks at once that took seconds: a measured false alarm).
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class KioskChannel:
     ) -> None:
         self.name = name
         self._heartbeat = heartbeat
-        self._seen = 0.0  # when the last line came in (anyio clock)
+        self._seen = 0.0  # when the last byte came in (anyio clock)
+        self._answered = False  # the agent answered a request: it runs its main loop
         self._container = container
         self._max_line = max_line_bytes
         self._buffer = bytearray()
@@ -128,8 +131,9 @@ class KioskChannel:
 
     async def _answer_to(self, ident: int) -> dict[str, Any]:
         self._seen = anyio.current_time()
-        if not self._heartbeat:
-            return await self._read_until(ident)
+        if not (self._heartbeat and self._answered):  # armed once the agent has answered:
+            return await self._read_until(ident)  # before, it may still be starting up
+        # (an interpreter's start on a loaded host takes seconds; the deadline covers it)
         answer: dict[str, Any] | None = None
         failed: OSError | ChannelFlood | None = None
         async with anyio.create_task_group() as beats:
@@ -167,6 +171,7 @@ class KioskChannel:
         while True:
             answer = await self._read_line()
             if answer.get("id") == ident and not answer.get("pong"):
+                self._answered = True
                 return answer
 
     async def _read_line(self) -> dict[str, Any]:

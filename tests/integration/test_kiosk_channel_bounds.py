@@ -71,29 +71,43 @@ async def test_a_kiosk_that_never_reads_cannot_hold_a_request_past_its_deadline(
     assert gone(docker_client, container_id)
 
 
-# A stand-in agent that answers pings at once and answers a request only after it has
-# seen `n` pings (the heartbeat, not a clock, paces it): a busy agent.
+# Stand-in agents. Each answers its first request at once (the channel's heartbeat is
+# armed once an agent has answered: before, it may still be starting up), then:
+SILENT_AGENT = """
+import json, sys
+first = json.loads(sys.stdin.readline())
+print(json.dumps({"id": first["id"], "ok": True}), flush=True)
+for raw in sys.stdin:  # reads on (a send never blocks) and answers nothing, pings included
+    pass
+"""
+# ... answers pings at once, and its second request only after it has seen `WANT` pings
+# (the heartbeat, not a clock, paces it): a busy agent.
 BUSY_AGENT = """
 import json, sys
-pings = 0
+first = json.loads(sys.stdin.readline())
+print(json.dumps({"id": first["id"], "ok": True}), flush=True)
+pings, waiting = 0, None
 for raw in sys.stdin:
     req = json.loads(raw)
-    if req["op"] == "ping":
-        pings += 1
-        print(json.dumps({"id": req["id"], "ok": True, "pong": True}), flush=True)
-        if pings == WANT:
-            print(json.dumps({"id": FIRST, "ok": True, "pings": pings}), flush=True)
+    if req["op"] != "ping":
+        waiting = req["id"]
+        continue
+    pings += 1
+    print(json.dumps({"id": req["id"], "ok": True, "pong": True}), flush=True)
+    if pings == WANT and waiting is not None:
+        print(json.dumps({"id": waiting, "ok": True, "pings": pings}), flush=True)
 """
 
 
 async def test_an_agent_that_answers_nothing_breaks_its_channel_long_before_the_deadline(
     backend: DockerBackend, docker_client: docker.DockerClient
 ) -> None:
-    """It reads its stdin (so a send never blocks) and answers nothing, pings included: a
-    hung agent, seen by the heartbeat, not by the request's 60 s deadline."""
-    channel = await channel_running(backend, "exec cat > /dev/null")
+    """Once it has answered, it answers nothing, pings included: a hung agent, seen by
+    the heartbeat, not by the request's 60 s deadline."""
+    channel = await channel_running(backend, f"exec python3 -c '{SILENT_AGENT}'")
     container_id = channel.id
     try:
+        await channel.request("start", 30)
         with anyio.fail_after(30), pytest.raises(KioskError, match=r"no sign of life for 2\.5 s"):
             await channel.request("click", 60, x=1, y=1)
         assert channel.broken is not None and "while it ran click" in channel.broken
@@ -102,15 +116,30 @@ async def test_an_agent_that_answers_nothing_breaks_its_channel_long_before_the_
     assert gone(docker_client, container_id)
 
 
+async def test_an_agent_that_never_answered_is_left_its_deadline_to_start(
+    backend: DockerBackend, docker_client: docker.DockerClient
+) -> None:
+    """Before its first answer an agent may still be starting (its interpreter, on a
+    loaded host): silence then is not a hang, and only the request's deadline ends it."""
+    channel = await channel_running(backend, "exec cat > /dev/null")
+    container_id = channel.id
+    try:
+        with anyio.fail_after(30), pytest.raises(KioskError, match="no answer to start within 4"):
+            await channel.request("start", 4)
+    finally:
+        await channel.close()
+    assert gone(docker_client, container_id)
+
+
 async def test_a_busy_agent_that_answers_its_pings_keeps_its_channel(
     backend: DockerBackend, docker_client: docker.DockerClient
 ) -> None:
-    """Its answer comes after eight pings (4 s), that is after more than the silence that breaks a
-    channel: the pongs are signs of life, and the request gets its answer."""
-    script = BUSY_AGENT.replace("WANT", "8").replace("FIRST", "1")
-    channel = await channel_running(backend, f"exec python3 -c '{script}'")
+    """Its answer comes after eight pings (4 s), that is after more than the silence that
+    breaks a channel: the pongs are signs of life, and the request gets its answer."""
+    channel = await channel_running(backend, f"exec python3 -c '{BUSY_AGENT.replace('WANT', '8')}'")
     container_id = channel.id
     try:
+        await channel.request("start", 30)
         with anyio.fail_after(30):
             answer = await channel.request("navigate", 60, url="about:blank")
         assert answer["pings"] == 8 and channel.broken is None
