@@ -299,6 +299,10 @@ class Egress(Protocol):
         """Keep only `hosts` of the pinned ones: the others lose their route out (and their
         open tunnels) now. Never adds a host."""
 
+    async def check(self) -> str | None:
+        """Why the session's proxy is gone (asked over its control channel, bounded), or
+        None while it answers (or there is none). A surface whose navigation failed asks."""
+
 
 # `factory(session_id=..., agent=..., allowed=(...), overrides={...}, network=None)`: a
 # session's way out, entered before its kiosk or rig starts and left after it is removed.

@@ -286,6 +286,11 @@ class FakeEgress:
         self.restricted.append(tuple(hosts))
         self.pins = {h: a for h, a in self.pins.items() if h in hosts}
 
+    async def check(self) -> str | None:
+        return self.gone
+
+    gone: str | None = None  # why the fake proxy is gone (a test sets it)
+
 
 @asynccontextmanager
 async def fake_egress(

@@ -6,13 +6,16 @@ proxy's own pins (`_narrowed`)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 
 from orchestrator.backends.pins import resolve_pins
 from orchestrator.channel import KioskChannel
+from orchestrator.errors import KioskError
 from sandboxes.scoped import Scoped
 
 CONTROL_DEADLINE = 10.0
+CHECK_DEADLINE = 3.0  # a proxy that answers nothing for this long is taken for gone
 
 
 class PinnedEgress(Scoped):
@@ -53,6 +56,15 @@ class PinnedEgress(Scoped):
         kept = {str(h) for h in answer.get("hosts", [])}
         self.pins = {h: a for h, a in self.pins.items() if h in kept}
         await self._narrowed()
+
+    async def check(self) -> str | None:
+        """Why the proxy is gone, or None: any answer to a control line, even a refusal
+        of an op it does not know, is a proxy that runs."""
+        if self._control is None:
+            return None
+        with contextlib.suppress(KioskError):
+            await self._control.request("check", CHECK_DEADLINE)
+        return self._control.broken
 
     async def _narrowed(self) -> None:
         """What else follows the proxy's narrower pins on this backend (nothing here)."""

@@ -23,6 +23,7 @@ import anyio
 
 from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
+from orchestrator.errors import SurfaceGone
 from orchestrator.people.timeline import KEEP_ENTRIES
 from sandboxes.ports import Egress
 from sandboxes.session_rules import SessionClock
@@ -48,6 +49,7 @@ class Surface:
     deny_list: tuple[str, ...] = ()
     pinned: tuple[str, ...] = ()
     egress: Egress | None = None
+    egress_gone: str | None = None  # why its egress proxy is gone (the surface ends then)
     stack: contextlib.AsyncExitStack | None = None  # what its start opened, closed at its end
     started_at: float = 0.0  # wall clock, for the console
     # The seat (orchestrator.surfaces.oversight): who has the screen, and since when.
@@ -77,8 +79,16 @@ class Surface:
 
     @property
     def broken(self) -> str | None:
-        """Why the surface's channel failed (it ends at the next call), or None."""
-        return None
+        """Why the surface's channel or its egress proxy failed (it ends at the next call),
+        or None."""
+        return self.egress_gone
+
+    def failure(self, channel: str) -> str:
+        """What ended a broken surface, for its answer and the audit: its egress proxy, or
+        (`channel`: how its manager names it) its channel."""
+        if self.egress_gone:
+            return f"its egress proxy failed ({self.egress_gone})"
+        return f"{channel} failed ({self.broken})"
 
     @property
     def state(self) -> str:
@@ -140,7 +150,7 @@ class ChannelSurface(Surface):
 
     @property
     def broken(self) -> str | None:
-        return self.channel.broken
+        return self.egress_gone or self.channel.broken
 
     async def forget_clipboard(self) -> None:
         """Both X selections (CLIPBOARD, PRIMARY) owned by nobody, at hand back: what a
@@ -188,3 +198,15 @@ def opened(
         egress=egress,
         started_at=time.time(),
     )
+
+
+async def proxy_alive(surface: Surface, what: str) -> None:
+    """After a navigation failed: a surface whose egress proxy is gone ends (SurfaceGone
+    names why; its manager ends it), since the failure was the proxy's and every later
+    one would be too. Nothing went around the proxy: it is the surface's only route out."""
+    if surface.egress is None:
+        return
+    gone = await surface.egress.check()
+    if gone:
+        surface.egress_gone = gone
+        raise SurfaceGone(f"{what}, and nothing left the {surface.kind}: its egress proxy is gone.")

@@ -249,6 +249,8 @@ class Pipeline:
         any rule reads it or approval waits on it, and the surface's manager ends it and
         says why (`SurfaceGone` is a CorralError: `_end_if_broken`). Checked at the start
         and after each read of the target (the read is what finds a dead channel)."""
+        if surface.egress_gone:
+            raise SurfaceGone("Nothing was done: the session's egress proxy is gone.")
         if surface.broken:
             raise SurfaceGone(f"Nothing was done: the {surface.kind} stopped answering.")
 

@@ -288,7 +288,7 @@ class RigManager(SurfaceManager):
     async def _end_if_broken(self, agent: str) -> str:
         for key, rig in list(self.rigs.items()):
             if key[0] == agent and rig.broken is not None:
-                why = f"its channel failed ({rig.broken})"
+                why = rig.failure("its channel")
                 await self.end(key, why)
                 tool = TOOL_OF[key[1]]
                 return f" Your rig {rig.id} ended: {why}; the next {tool} call starts a new one."
@@ -306,7 +306,7 @@ class RigManager(SurfaceManager):
             ):
                 why = "its access was revoked"
             if why is None and rig.broken is not None:
-                why = f"its channel failed ({rig.broken})"
+                why = rig.failure("its channel")
             if why is not None:
                 await self.end(key, why)
                 ended.append(key)

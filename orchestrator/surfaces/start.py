@@ -135,4 +135,7 @@ async def no_egress(**_: Any) -> AsyncIterator[Egress]:
         async def restrict(self, hosts: Sequence[str]) -> None:
             return None  # nothing is pinned without an allowlist
 
+        async def check(self) -> str | None:
+            return None  # no proxy to lose
+
     yield _None()

@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import connect
-from tests.e2e.test_browser_use import SITE, rigs_of, use
+from tests.e2e.test_browser_use import GATEWAY_PIDS, SITE, rigs_of, use
 from tests.e2e.test_browser_use import gateway as gateway
 from tests.e2e.test_browser_use import rig_sites as rig_sites
 from tests.e2e.test_computer_use import text_of
@@ -41,3 +41,28 @@ async def test_a_killed_browser_rig_ends_at_the_next_call_and_a_new_one_starts(
         assert not again.is_error, text_of(again)
         assert len(rigs_of(docker_client, "alice")) == 1
     # the new rig is the gateway's until its idle timeout: the fixture's gateway removes it
+
+
+async def test_a_browser_rig_whose_proxy_was_killed_fails_closed_and_ends_saying_why(
+    gateway: CorralHome, docker_client: docker.DockerClient
+) -> None:
+    async with connect(gateway, "stdio") as mcp:
+        opened = await use(mcp, "navigate", url=f"https://{SITE}/")
+        assert not opened.is_error, text_of(opened)
+        ours = {str(pid) for pid in GATEWAY_PIDS.values()}  # another test may run an alice
+        (proxy,) = [
+            c
+            for c in docker_client.containers.list(
+                filters={"label": ["corral.kind=proxy", "corral.agent=alice"]}
+            )
+            if c.labels.get("corral.owner.pid") in ours
+        ]
+        proxy.kill()
+
+        failed = await use(mcp, "navigate", url=f"https://{SITE}/")
+        text = text_of(failed)
+        assert failed.is_error and "its egress proxy is gone" in text, text
+        assert "ended: its egress proxy failed" in text, text
+        assert rigs_of(docker_client, "alice") == []
+        again = await use(mcp, "navigate", url=f"https://{SITE}/")
+        assert not again.is_error, text_of(again)

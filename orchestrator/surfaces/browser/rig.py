@@ -21,7 +21,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from orchestrator.errors import RigError, SessionRefused
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
-from orchestrator.surfaces.base import Surface
+from orchestrator.surfaces.base import Surface, proxy_alive
 from orchestrator.surfaces.browser.cdp import CdpBridge
 from orchestrator.surfaces.browser.secrets import page_secrets
 from sandboxes import rig_params as r
@@ -100,7 +100,7 @@ class BrowserRig(Surface):
 
     @property
     def broken(self) -> str | None:
-        return self.bridge.closed_reason
+        return self.egress_gone or self.bridge.closed_reason
 
     def counts(self, verb: r.BrowserVerb) -> bool:
         """Whether `verb` spends one action of the budget (reads do not)."""
@@ -164,6 +164,7 @@ class BrowserRig(Surface):
         try:
             await page.goto(url, wait_until="load", timeout=NAVIGATE_MS)
         except PlaywrightError as exc:
+            await proxy_alive(self, f"Navigation to {verdict.host} failed")
             text = str(exc).splitlines()[0]
             net = text[text.find("net::") :].split()[0] if "net::" in text else "failed"
             return answer(
@@ -226,7 +227,7 @@ class BrowserRig(Surface):
         """The live values of the page's secret fields; no text at all when they cannot
         be told."""
         try:
-            return (await page_secrets(self.context, page, values=True)).values
+            return (await page_secrets(self.context, page, values=True, rects=False)).values
         except ProbeError as exc:
             raise RigError(
                 f"extract: the page's secret fields could not be checked ({exc})"

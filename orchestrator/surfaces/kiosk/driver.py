@@ -8,6 +8,7 @@ from orchestrator.audit import AuditLog
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import SessionRefused
 from orchestrator.surfaces.answers import answer, text_block
+from orchestrator.surfaces.base import proxy_alive
 from orchestrator.surfaces.inputs import channel_input
 from orchestrator.surfaces.kiosk.holds import kiosk_hold
 from orchestrator.surfaces.kiosk.session import KioskSession
@@ -64,6 +65,7 @@ class KioskDriver:
         result = await session.channel.request("navigate", NAVIGATE_DEADLINE, url=params.url)
         details = {"host": verdict.host}
         if result.get("error_text"):
+            await proxy_alive(session, f"Navigation to {verdict.host} failed")
             failed = f"Navigation to {verdict.host} failed: {result['error_text']}. {status}"
             outcome = f"failed: {result['error_text']}"
             return Done(answer(text_block(failed), is_error=True), outcome, details=details)

@@ -105,9 +105,9 @@ class SessionManager(SurfaceManager):
         flooded): its container is removed now, not at the idle timeout. Returns the
         sentence to add to the answer, or ""."""
         session = self.sessions.get(agent)
-        if session is None or not session.channel.broken:
+        if session is None or not session.broken:
             return ""
-        why = f"its kiosk failed ({session.channel.broken})"
+        why = session.failure("its kiosk")
         await self.end(agent, why)
         await events.log("warning", "session_lost", {"session": session.id, "why": why})
         return f" Your session ended: {why}; start a new one with computer_session_start."
