@@ -52,12 +52,15 @@ async def _root_frame_id(session: CDPSession) -> str:
     return str(tree["frameTree"]["frame"]["id"])
 
 
-async def _read(session: CDPSession, up: Up, values: bool, out: PageSecrets) -> None:
-    """One session's secret fields into `out`, its boxes carried into page pixels."""
+async def _read(session: CDPSession, up: Up | None, values: bool, out: PageSecrets) -> None:
+    """One session's secret fields into `out`: their boxes carried into page pixels
+    (unless `up` is None: values only), their values when asked."""
     send = _sender(session)
     frame_id = await _root_frame_id(session)
     found = await sf.run_async(sf.find_secret(frame_id, closed_only=False, css_ready=False), send)
-    for rect in await sf.run_async(sf.boxes(found.fields), send):
+    boxes = [] if up is None else await sf.run_async(sf.boxes(found.fields), send)
+    for rect in boxes:
+        assert up is not None
         moved = up(rect)
         if moved is not None and moved[2] > 0 and moved[3] > 0:
             x, y, w, h = moved
@@ -92,13 +95,17 @@ def _depth(frame: Frame) -> int:
     return depth
 
 
-async def page_secrets(context: BrowserContext, page: Page, *, values: bool) -> PageSecrets:
-    """Every secret field of `page`, in every frame (see the module's docstring)."""
+async def page_secrets(
+    context: BrowserContext, page: Page, *, values: bool, rects: bool = True
+) -> PageSecrets:
+    """Every secret field of `page`, in every frame (see the module's docstring): their
+    boxes (unless `rects` is false: `extract` needs the values only, and skips the box
+    models and the frames' carriers) and, with `values`, their values."""
     out = PageSecrets()
     main = await context.new_cdp_session(page)
     own: dict[Frame, tuple[CDPSession, Up]] = {page.main_frame: (main, _unmoved)}
     try:
-        await _read(main, _unmoved, values, out)
+        await _read(main, _unmoved if rects else None, values, out)
         for frame in sorted(page.frames[1:], key=_depth):  # parents first
             try:
                 session = await context.new_cdp_session(frame)
@@ -111,6 +118,9 @@ async def page_secrets(context: BrowserContext, page: Page, *, values: bool) -> 
                 parent = parent.parent_frame
             above, above_up = own[parent or page.main_frame]
             own[frame] = (session, _unmoved)  # detached below, whatever happens next
+            if not rects:
+                await _read(session, None, values, out)
+                continue
             own[frame] = (session, await _carrier(above, above_up, session))
             await _read(session, own[frame][1], values, out)
     except PlaywrightError as exc:
