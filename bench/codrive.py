@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -42,13 +43,15 @@ from mcp import Client
 
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome, Environment
-from tests.e2e.gateways import add_operator
-from tests.e2e.person import console_login, live_view
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the console helpers live in tests/
+from tests.e2e.gateways import add_operator  # noqa: E402
+from tests.e2e.person import console_login, live_view  # noqa: E402
 
 AGENT = "bench-codrive"
 WARMUP = 3
 SECTION = "codrive"
-REPO = Path(__file__).resolve().parents[1]
 SEVEN = {"action": "click", "role": "button", "name": "7"}
 
 
@@ -148,7 +151,11 @@ async def freezes(base: str, token: str, runs: int) -> tuple[float, ...]:
                 out.append((time.perf_counter() - started) * 1000)
                 done = subprocess.run(
                     [str(REPO / ".venv" / "bin" / "corral"), "sessions", "handback", key],
-                    env={**os.environ, "CORRAL_HOME": os.environ["BENCH_HOME"]},
+                    env={
+                        **os.environ,
+                        "CORRAL_HOME": os.environ["BENCH_HOME"],
+                        "CORRAL_OPERATOR_TOKEN": token,  # an operator hands back
+                    },
                     capture_output=True,
                     check=False,
                 )

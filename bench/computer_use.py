@@ -119,9 +119,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def agent_toml(name: str = AGENT, allowed_domains: Sequence[str] = ()) -> str:
+def agent_toml(
+    name: str = AGENT, allowed_domains: Sequence[str] = (), *, rules: bool = True
+) -> str:
     """The rendered template with computer_use on, a large action budget and
-    `allowed_domains` (none: the session has no network)."""
+    `allowed_domains` (none: the session has no network); without `rules`, no confirm
+    words or URLs (no click reads its target first, and none is held)."""
     replacements = {
         "computer_use": "true",
         "max_actions": str(MAX_ACTIONS),
@@ -134,11 +137,16 @@ def agent_toml(name: str = AGENT, allowed_domains: Sequence[str] = ()) -> str:
             raise BenchError(f"the agent template has {len(hits)} `{name} = ...` lines, not 1")
         lines[hits[0]] = f"{name} = {value}"
     text = "\n".join(lines) + "\n"
+    if not rules:
+        header = "[capabilities.computer_use_config]\n"
+        text = text.replace(header, header + "confirm_words = []\nconfirm_urls = []\n", 1)
     cfg = AgentConfig.model_validate(tomllib.loads(text)).capabilities
+    cu = cfg.computer_use_config
     if (
         not cfg.computer_use
-        or cfg.computer_use_config.max_actions != MAX_ACTIONS
-        or list(cfg.computer_use_config.allowed_domains) != list(allowed_domains)
+        or cu.max_actions != MAX_ACTIONS
+        or list(cu.allowed_domains) != list(allowed_domains)
+        or (not rules and (cu.confirm_words or cu.confirm_urls))
     ):
         raise BenchError("the rewritten agent.toml does not say what the benchmark needs")
     return text
