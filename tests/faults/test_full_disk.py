@@ -63,16 +63,20 @@ def fill(directory: Path) -> Path:
 
 
 def created_since(client: docker.DockerClient, since: dt.datetime) -> list[str]:
-    """The containers the engine created for AGENT since `since` (its own event log)."""
-    now = dt.datetime.now(dt.UTC)
+    """The containers the engine created for AGENT since `since` (its own event log; the
+    API's `since` is in whole seconds, so earlier events of that second are dropped here
+    by their nanosecond stamp: the warm-up's own container may be one)."""
+    # `until` is whole seconds too: the next whole second, so nothing of this one is lost
+    until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
     events = client.events(
         since=since,
-        until=now,
+        until=until,
         filters={"type": "container", "event": "create", "label": f"corral.agent={AGENT}"},
         decode=True,
     )
+    after_ns = int(since.timestamp() * 1e9)
     with contextlib.closing(events):
-        return [e["id"] for e in events]
+        return [e["id"] for e in events if int(e["timeNano"]) >= after_ns]
 
 
 async def test_a_full_disk_runs_nothing_names_the_fix_and_recovers_by_itself(
