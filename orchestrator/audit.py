@@ -15,6 +15,7 @@ the log does not hold.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Mapping
@@ -61,10 +62,13 @@ class AuditLog:
 
 def append_line(path: Path, data: bytes) -> None:
     """Append one line to a JSON-lines log in one O_APPEND write (concurrent writers never
-    interleave); a torn tail a killed writer left is closed with a line end first."""
+    interleave); a torn tail a killed writer left is closed with a line end first. The
+    look at the tail and the write hold the file's lock (every process writing the log
+    takes it), or a writer could see another's line half written and add a blank line."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the descriptor closes
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
