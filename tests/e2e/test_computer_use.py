@@ -402,12 +402,12 @@ async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIt
         yield World(corral_home, pid)
 
 
-def kiosks(client: docker.DockerClient, agent: str) -> list[Any]:
-    return client.containers.list(
-        ignore_removed=True,
-        all=True,
-        filters={"label": ["corral.kind=kiosk", f"corral.agent={agent}"]},
-    )
+def kiosks(client: docker.DockerClient, agent: str, owner: int | None = None) -> list[Any]:
+    """`agent`'s kiosks; with `owner`, only those of that gateway (another test on the
+    engine may run a kiosk for an agent of the same name, "alice" above all)."""
+    labels = ["corral.kind=kiosk", f"corral.agent={agent}"]
+    labels += [] if owner is None else [f"corral.owner.pid={owner}"]
+    return client.containers.list(ignore_removed=True, all=True, filters={"label": labels})
 
 
 async def call(mcp: McpHarness, tool: str, **arguments: Any) -> types.CallToolResult:
@@ -492,7 +492,7 @@ async def test_a_kiosk_session_through_mcp(
         assert "Nothing can be approved from chat or by a tool" in text
         assert "wait for an operator's approval (up to 120 s" in text
         assert started.structured_content["chromium_sandbox"] is True  # type: ignore[index]
-        assert len(kiosks(docker_client, "alice")) == 1
+        assert len(kiosks(docker_client, "alice", world.gateway_pid)) == 1
 
         first = await call(mcp, "computer_screenshot")
         assert image_of(first).size == (1280, 800)
@@ -522,7 +522,7 @@ async def test_a_kiosk_session_through_mcp(
 
         stopped = await call(mcp, "computer_session_stop")
         assert not stopped.is_error, text_of(stopped)
-        assert kiosks(docker_client, "alice") == []
+        assert kiosks(docker_client, "alice", world.gateway_pid) == []
         after = await call(mcp, "computer_screenshot")
         assert after.is_error and "Your session ended: stopped by the agent" in text_of(after)
     audit = world.home.audit_file.read_text()
@@ -571,7 +571,7 @@ async def test_password_fields_are_masked_and_unclear_screens_are_masked_whole(
         assert popup.structured_content["masked"] is True  # type: ignore[index]
 
         # Kill the browser the probe reads: the probe fails, and the whole image is masked.
-        (kiosk,) = kiosks(docker_client, "alice")
+        (kiosk,) = kiosks(docker_client, "alice", world.gateway_pid)
         kiosk.exec_run(["pkill", "-KILL", "-f", "chromium"], user="1000:1000")
         dead = await screen_until(mcp, lambda r, img: "detection failed" in text_of(r))
         assert image_of(dead).getextrema() == ((0, 0), (0, 0), (0, 0))
