@@ -153,10 +153,15 @@ class ApprovalQueue:
                 with anyio.move_on_after(left):
                     await approval.done.wait()
         except anyio.get_cancelled_exc_class():
-            if approval.state == "pending":
-                self._settle(approval, "cancelled", None, WITHDRAWN)
+            self.withdraw(approval)
             raise
         return approval
+
+    def withdraw(self, approval: Approval) -> None:
+        """A pending approval whose held call went away: cancelled, with why (the one
+        place for it, whether the call went while waiting or before)."""
+        if approval.state == "pending":
+            self._settle(approval, "cancelled", None, WITHDRAWN)
 
     def _expiry_reason(self) -> str:
         return f"no operator answered within {self.timeout_seconds} s"

@@ -102,8 +102,7 @@ class Oversight:
             session.waiting = None
             raise
         finally:
-            if approval.state == "pending":  # the call itself was cancelled
-                self.approvals.cancel_session(session.id, "the held call was cancelled")
+            self.approvals.withdraw(approval)  # the call itself was cancelled, if pending
         entry.outcome = f"{approval.state} ({hold.rule})"
         await self._told(approval, events)
         if approval.state == "approved" and session.controller != "human":
