@@ -69,9 +69,11 @@ from computer_use_paths import (
     CLICK,
     EXEC_CLICK,
     EXEC_SHOT,
+    FREE_AGENT,
     HEAVY,
     MAX_ACTIONS,
     MCP,
+    MCP_FREE,
     PROBE,
     ROWS,
     SECTION,
@@ -154,7 +156,8 @@ def agent_toml(
 
 def prepare_home(home: CorralHome, port: int, site: HeavySite) -> None:
     """config.toml: the gateway port, and the kiosk trusting the site's CA with SITE mapped
-    to the site container; agents AGENT (no network) and WEB_AGENT (may open SITE)."""
+    to the site container; agents AGENT (no network), WEB_AGENT (may open SITE) and
+    FREE_AGENT (no network, no confirm rules)."""
     home.ensure()
     home.config_file.write_text(
         f"[gateway]\nport = {port}\n\n[container.kiosk]\n"
@@ -170,10 +173,11 @@ def prepare_home(home: CorralHome, port: int, site: HeavySite) -> None:
         or dict(kiosk.resolve_overrides) != {SITE: site.ip}
     ):
         raise BenchError("config.toml does not carry the gateway port and the heavy page's site")
-    for name, domains in ((AGENT, ()), (WEB_AGENT, (SITE,))):
+    agents = ((AGENT, (), True), (WEB_AGENT, (SITE,), True), (FREE_AGENT, (), False))
+    for name, domains, rules in agents:
         path = home.agent_file(name)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path.write_text(agent_toml(name, domains), encoding="utf-8")
+        path.write_text(agent_toml(name, domains, rules=rules), encoding="utf-8")
 
 
 def corral_env(home: CorralHome) -> dict[str, str]:
@@ -331,8 +335,11 @@ async def measure(
     samples: dict[RowKey, list[float]] = {key(row): [] for row in ROWS}
     backend = local_backend()
     try:
-        async with Client(mcp_params(home, AGENT), mode="legacy") as client:
-            mcp = McpPath(client, obs)
+        async with (
+            Client(mcp_params(home, AGENT), mode="legacy") as client,
+            Client(mcp_params(home, FREE_AGENT), mode="legacy") as free_client,
+        ):
+            mcp, free = McpPath(client, obs), McpPath(free_client, obs)
             channel = ChannelPath(backend, obs)
             reference = ExecPath(obs)
             console.print(
@@ -355,19 +362,21 @@ async def measure(
             async with started_kiosk(backend, obs) as kiosk:
                 channel.channel = kiosk
                 reference.container_id = kiosk.id
-                async with session_of(mcp):
+                clicks = [(CLICK, MCP), (CLICK, MCP_FREE), (CLICK, CHANNEL), (CLICK, EXEC_CLICK)]
+                async with session_of(mcp), session_of(free):
                     await rounds(
                         {
                             (SHOT, MCP): mcp.screenshot,
                             (SHOT, CHANNEL): channel.screenshot,
                             (SHOT, EXEC_SHOT): reference.screenshot,
                             (CLICK, MCP): mcp.click,
+                            (CLICK, MCP_FREE): free.click,
                             (CLICK, CHANNEL): channel.click,
                             (CLICK, EXEC_CLICK): reference.click,
                         },
                         [
                             [(SHOT, MCP), (SHOT, CHANNEL), (SHOT, EXEC_SHOT)],
-                            [(CLICK, MCP), (CLICK, CHANNEL), (CLICK, EXEC_CLICK)],
+                            clicks,
                         ],
                         WARMUP,
                         runs,

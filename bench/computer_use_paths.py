@@ -33,6 +33,7 @@ SECTION_START, SECTION_END = markers(SECTION)
 
 AGENT = "bench"  # no allowed_domains: its sessions have no network
 WEB_AGENT = "bench-web"  # may open the heavy page's site (bench/computer_use_site.py)
+FREE_AGENT = "bench-free"  # as AGENT, with no confirm words or URLs: its clicks read no target
 WIDTH, HEIGHT = 1280, 800
 CLICK_X, CLICK_Y = 640, 400
 DISPLAY = ":99"  # the kiosk agent's Xvfb display
@@ -78,6 +79,7 @@ HEAVY = "screenshot of a heavy page"
 PROBE = "probe of the heavy page"
 
 MCP = "corral MCP"
+MCP_FREE = "corral MCP, no confirm rules"  # the pipeline without the target read of the rules
 CHANNEL = "kiosk channel"
 EXEC_SHOT = "docker exec python3"
 EXEC_CLICK = "docker exec xdotool"
@@ -98,6 +100,7 @@ ROWS: tuple[Row, ...] = (
     Row(SHOT, CHANNEL),
     Row(SHOT, EXEC_SHOT, reference=True),
     Row(CLICK, MCP, target_ms=CLICK_TARGET_MS),
+    Row(CLICK, MCP_FREE),
     Row(CLICK, CHANNEL),
     Row(CLICK, EXEC_CLICK, reference=True),
     Row(HEAVY, MCP, target_ms=HEAVY_TARGET_MS),

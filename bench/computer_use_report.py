@@ -18,6 +18,7 @@ from computer_use_paths import (
     CHANNEL,
     CLICK,
     CLICK_TARGET_MS,
+    FREE_AGENT,
     HEAVY,
     HEAVY_TARGET_MS,
     HEIGHT,
@@ -359,6 +360,13 @@ session without network, except in the heavy-page rows (below).
   Each call goes client -> `corral mcp` -> signed loopback HTTP -> gateway -> the kiosk
   container's attached stdin/stdout -> kiosk agent, and back. A screenshot includes the
   kiosk agent's two masking probes (before and after the grab) and the gateway's masking pass.
+  Agent `{AGENT}` keeps the template's default confirm words, so each click first reads
+  what it acts on (the kiosk's `target` op) for the approval rules.
+- **click, corral MCP, no confirm rules**: the same path for a third agent `{FREE_AGENT}`
+  (the same template with `confirm_words = []` and `confirm_urls = []`), its own session
+  open beside `{AGENT}`'s and timed in the same rotating rounds: every stage of the one
+  action pipeline but the rules' target read. The row without the rules' cost, so the
+  shape's own cost can be compared with the tables from before the rules ran on clicks.
 - **kiosk channel** (no MCP, no gateway): the same kind of kiosk container (same image, same
   hardening: `sandboxes.isolation.kiosk_spec` + the rig's seccomp profile) driven
   from this process through `orchestrator.channel.KioskChannel`, ops `screenshot` and `click`:

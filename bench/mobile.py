@@ -42,6 +42,7 @@ from tests.simulators import fake_wda  # noqa: E402
 from tests.simulators.fake_adbd import FakeAdbd  # noqa: E402
 
 AGENT = "bench-mobile"
+FREE_AGENT = "bench-mobile-free"  # the same with no confirm words or URLs: taps read no target
 WARMUP = 3
 SECTION = "mobile"
 
@@ -55,12 +56,18 @@ def prepare(home: CorralHome, port: int, serial: str, wda_url: str) -> None:
         f'[gateway]\nport = {port}\n\n[rigs.android]\ndevices = ["{serial}"]\n\n'
         f'[rigs.ios]\nwda_url = "{wda_url}"\n'
     )
-    text = render_new_agent(AGENT).replace("mobile_use = false", "mobile_use = true")
-    text = text.replace("ios_use = false", "ios_use = true")
-    text = text.replace("max_actions = 50\n", "max_actions = 10000\n")
-    path = home.agent_file(AGENT)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.write_text(text)
+    for name, rules in ((AGENT, True), (FREE_AGENT, False)):
+        text = render_new_agent(name).replace("mobile_use = false", "mobile_use = true")
+        text = text.replace("ios_use = false", "ios_use = true")
+        text = text.replace("max_actions = 50\n", "max_actions = 10000\n")
+        if not rules:
+            header = "[capabilities.computer_use_config]\n"
+            if header not in text:
+                raise BenchError(f"the agent template has no {header.strip()} table")
+            text = text.replace(header, header + "confirm_words = []\nconfirm_urls = []\n", 1)
+        path = home.agent_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_text(text)
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> Any:
@@ -119,6 +126,30 @@ async def measure(client: Client, baseline: Path, serial: str, runs: int) -> lis
     return [Row(name, tuple(samples[name])) for name in names]
 
 
+async def measure_free(client: Client, runs: int) -> list[Row]:
+    """The taps of an agent with no confirm rules (no target read before a tap), after
+    `measure` closed its rigs (one lease of the device at a time)."""
+    await call(client, "mobile_use", verb="screenshot")
+    await call(client, "ios_use", verb="screenshot")
+    paths: dict[str, Callable[[], Awaitable[Any]]] = {
+        "mobile_use tap (MCP, no confirm rules)": lambda: call(
+            client, "mobile_use", verb="tap", x=10, y=10
+        ),
+        "ios_use tap (MCP, no confirm rules)": lambda: call(
+            client, "ios_use", verb="tap", x=10, y=10
+        ),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    names = list(paths)
+    for index in range(WARMUP + runs):
+        for name in names[index % 2 :] + names[: index % 2]:
+            ms = await timed(paths[name])
+            if index >= WARMUP:
+                samples[name].append(ms)
+    await call(client, "rig_close")
+    return [Row(name, tuple(samples[name])) for name in names]
+
+
 def markdown(rows: Sequence[Row], runs: int) -> str:
     lines = [
         f"<!-- bench:{SECTION}:start -->",
@@ -129,7 +160,12 @@ def markdown(rows: Sequence[Row], runs: int) -> str:
         "WebDriverAgent), through corral's MCP front over stdio and the gateway. A "
         "screenshot through corral reads the UI tree before and after the capture to mask "
         "secret fields (5 device calls on Android); the spawned-adb rows are one `adb` "
-        "process per action against an adb server of their own, unmasked.",
+        "process per action against an adb server of their own, unmasked. Agent "
+        f"`{AGENT}` keeps the template's confirm words, so a tap first reads the element at "
+        f"its point for the approval rules; the `no confirm rules` rows are agent "
+        f"`{FREE_AGENT}` (`confirm_words = []`, `confirm_urls = []`), measured right after "
+        "the others' rigs are closed (one lease of a device at a time): every stage of the "
+        "action pipeline but that read.",
         "",
         *latency_table(rows),
     ]
@@ -158,7 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     try:
                         assert baseline.socket_path is not None
                         async with Client(params, mode="legacy") as client:
-                            return await measure(client, baseline.socket_path, serial, args.runs)
+                            rows = await measure(client, baseline.socket_path, serial, args.runs)
+                        free = mcp_params(home, FREE_AGENT)
+                        async with Client(free, mode="legacy") as client:
+                            return rows + await measure_free(client, args.runs)
                     finally:
                         await baseline.close()
 
