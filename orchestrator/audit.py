@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,16 @@ from typing import Any
 from sandboxes.errors import AuditUnavailable
 
 FORBIDDEN_DETAIL_KEYS = frozenset({"output", "code", "text", "password", "secret", "token"})
+Follower = Callable[[str, str | None, Mapping[str, Any]], None]
+logger = logging.getLogger("corral.audit")
 
 
 class AuditLog:
     def __init__(self, path: Path) -> None:
         self.path = path
+        # Told of each event once it is written (the gateway's ledger of work in flight,
+        # orchestrator.ledger); a follower that fails is logged, never the record's failure.
+        self.followers: list[Follower] = []
 
     def record(self, event: str, agent: str | None, details: Mapping[str, Any]) -> None:
         """Append one event. A single O_APPEND write, so concurrent writers never interleave."""
@@ -51,6 +57,11 @@ class AuditLog:
             append_line(self.path, (line + "\n").encode())
         except OSError as exc:
             raise AuditUnavailable(self.path, exc.strerror or str(exc)) from exc
+        for follow in self.followers:
+            try:
+                follow(event, agent, details)
+            except Exception:
+                logger.exception("an audit follower failed on %s", event)
 
     def read(self) -> list[dict[str, Any]]:
         """Every whole event, oldest first; a torn line is skipped."""

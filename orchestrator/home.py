@@ -98,6 +98,8 @@ class CorralHome:
     slots_dir = _Below("slots")
     # Private per-call directories (the script mounted at /workspace) live here.
     work_dir = _Below("work")
+    # The gateway's work in flight (orchestrator.ledger), closed by the next gateway.
+    inflight_dir = _Below("inflight")
 
     def agent_file(self, name: str) -> Path:
         return self.agents_dir / name / "agent.toml"

@@ -35,6 +35,7 @@ import anyio
 from orchestrator.audit import AuditLog
 from orchestrator.codrive.step import StepDriver, StepRules, step_action
 from orchestrator.errors import DeniedPage, SeatError, SecretField, SessionRefused
+from orchestrator.ledger import Recovered, run_failed_reason
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.pipeline import Pipeline
 from sandboxes.codrive import CodriveRunParams, Step
@@ -45,6 +46,7 @@ from sandboxes.ladder import DesktopProbes, Registry, StepResult
 ANSWER_WITHIN = 30.0
 MAX_SEAT_WAITS = 10  # a step a person takes before its try begins waits at most this often
 KEEP_RUNS = 20  # finished runs kept per agent for codrive_status
+STOPPED_WITH_GATEWAY = "the gateway stopped while the run was going; start it again"
 
 RunState = Literal["running", "waiting_approval", "human", "finished", "failed", "stopped"]
 
@@ -104,6 +106,11 @@ class CodriveRun:
     reason: str = ""
     created_at: float = field(default_factory=time.time)
     done: anyio.Event = field(default_factory=anyio.Event)
+    planned: int | None = None  # its steps' count, where the steps are not kept (recovered)
+
+    @property
+    def total_steps(self) -> int:
+        return len(self.steps) if self.planned is None else self.planned
 
     def public(self) -> dict[str, Any]:
         return {
@@ -112,7 +119,7 @@ class CodriveRun:
             "target_app": self.app,
             "current_step": self.current_step,
             "current_try": self.current_try or None,
-            "total_steps": len(self.steps),
+            "total_steps": self.total_steps,
             "steps": [r.public() for r in self.results],
             "reason": self.reason or None,
         }
@@ -120,7 +127,7 @@ class CodriveRun:
     def summary(self) -> str:
         lines = [
             f"Run {self.id} on {self.app}: {self.state}, step {self.current_step + 1} "
-            f"of {len(self.steps)}." + (f" {self.reason}" if self.reason else "")
+            f"of {self.total_steps}." + (f" {self.reason}" if self.reason else "")
         ]
         for r in self.results[-10:]:
             why = f" (fell through: {'; '.join(r.fell_through)})" if r.fell_through else ""
@@ -188,6 +195,20 @@ class CodriveRuns:
                     )
         return run
 
+    def restore(self, left: Sequence[Recovered]) -> None:
+        """Runs a killed gateway left going (orchestrator.ledger), as failed, so that
+        codrive_status tells their agents what became of them."""
+        for recovered in left:
+            entry, agent = recovered.entry, recovered.agent or ""
+            done = int(entry.get("steps_done", 0))
+            run = CodriveRun(
+                str(entry["run"]), agent, str(entry.get("app", "")), (), False, state="failed"
+            )
+            run.current_step, run.planned = done, int(entry.get("steps", done))
+            run.reason = run_failed_reason(entry)
+            run.done.set()
+            self.runs.setdefault(agent, []).append(run)
+
     def status(self, agent: str, run_id: str | None) -> CodriveRun | None:
         mine = self.runs.get(agent, [])
         if run_id is None:
@@ -212,11 +233,19 @@ class CodriveRuns:
             run.state, run.reason = stop.state, stop.reason
         except Exception as exc:  # the desktop broke: the run fails, the gateway lives
             run.state, run.reason = "failed", f"the desktop failed: {exc}"[:300]
+        except anyio.get_cancelled_exc_class():  # the gateway stops: the run ends with it
+            run.state, run.reason = "failed", STOPPED_WITH_GATEWAY
+            raise
         finally:
             self.audit.record(
                 "codrive_run_ended",
                 run.agent,
-                {"run": run.id, "state": run.state, "steps_done": len(run.results)},
+                {
+                    "run": run.id,
+                    "state": run.state,
+                    "steps_done": len(run.results),
+                    "reason": run.reason or None,
+                },
             )
             run.done.set()
 

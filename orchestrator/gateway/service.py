@@ -20,6 +20,7 @@ from orchestrator.backends.reaper import reap_orphans
 from orchestrator.config import CorralConfig, load_config
 from orchestrator.gateway.app import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
+from orchestrator.ledger import Ledger, Recovered, close_left_work
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.desktop import DesktopRig
@@ -102,10 +103,19 @@ async def run_gateway(
     listen_host = config.gateway.host if host is None else host
     listen_port = config.gateway.port if port is None else port
     async with open_runtime(home) as runtime:
+        # What a killed gateway left open is closed in the audit before anything new opens.
+        left = await anyio.to_thread.run_sync(close_left_work, home.inflight_dir, runtime.audit)
+        ledger = Ledger(home.inflight_dir, runtime.owner)
+        runtime.audit.followers.append(ledger.follow)
         await reap_orphans(runtime.backend)
         await runtime.backend.reap_networks()
-        async with kiosk_pool_for(runtime.backend, config, runtime.audit) as kiosk_pool:
-            await _serve(home, config, runtime, kiosk_pool, ready, listen_host, listen_port)
+        try:
+            async with kiosk_pool_for(runtime.backend, config, runtime.audit) as kiosk_pool:
+                await _serve(
+                    home, config, runtime, kiosk_pool, ready, (listen_host, listen_port), left
+                )
+        finally:
+            ledger.close()
 
 
 @asynccontextmanager
@@ -139,8 +149,8 @@ async def _serve(
     runtime: Runtime,
     kiosk_pool: KioskPool | None,
     ready: anyio.Event | None,
-    listen_host: str,
-    listen_port: int,
+    listen: tuple[str, int],
+    left: list[Recovered],
 ) -> None:
     egress = egress_factory(runtime.backend, config)
     manager = SessionManager(home, config, runtime.backend, runtime.audit, egress)
@@ -175,12 +185,12 @@ async def _serve(
                 runtime.audit,
                 tg.start_soon,
                 handoff_timeout=float(config.codrive.handoff_timeout_seconds),
-            )
+            ).runs.restore([r for r in left if r.kind == "codrive_run"])
             routes = people_routes(home, manager)
 
             async def serve() -> None:
                 try:
-                    await serve_gateway(home, listen_host, listen_port, handle, ready, routes)
+                    await serve_gateway(home, *listen, handle, ready, routes)
                 finally:
                     tg.cancel_scope.cancel()
 
