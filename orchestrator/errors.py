@@ -11,8 +11,10 @@
     ├── EngineError                sandboxes.errors   the engine failed otherwise
     │   ├── EngineNotFound         orchestrator.errors the engine has no such object (a
     │   │                                              container, network or image gone)
-    │   └── EngineConflict         orchestrator.errors the engine refused for the object's
-    │                                                  state (a removal under way, in use)
+    │   ├── EngineConflict         orchestrator.errors the engine refused for the object's
+    │   │                                              state (a removal under way, in use)
+    │   └── NoSessionNetwork       orchestrator.errors every network of the engine's address
+    │                                                  pools is in use: nothing was started
     ├── SessionRefused             sandboxes.errors   a session rule refused the call
     │   ├── InputInterrupted       orchestrator.errors a person took the seat mid-input
     │   │                                              (`typed`: what landed before)
@@ -96,6 +98,7 @@ __all__ = [
     "InputInterrupted",
     "KeyFileError",
     "KioskError",
+    "NoSessionNetwork",
     "NonceCacheFull",
     "NotAvailable",
     "NotSupported",
@@ -156,6 +159,12 @@ class EngineNotFound(EngineError):
 class EngineConflict(EngineError):
     """The engine refused because of the object's state: a removal already under way,
     a network still in use, a name taken."""
+
+
+class NoSessionNetwork(EngineError):
+    """The engine's address pools have no network left for a session's egress (Docker:
+    `default-address-pools`, 256 in scripts/dockerd.json): nothing of the session was
+    started. The message names the engine and what to do."""
 
 
 class SigningError(CorralError):

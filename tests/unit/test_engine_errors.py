@@ -24,6 +24,7 @@ from orchestrator.errors import (
     EngineConflict,
     EngineError,
     EngineNotFound,
+    NoSessionNetwork,
     SandboxUnavailable,
     UnavailableCode,
 )
@@ -228,6 +229,17 @@ def test_a_missing_object_is_engine_not_found_and_a_state_refusal_engine_conflic
     with pytest.raises(EngineError) as info, map_docker_errors(DEFAULT_SOCKET):
         raise other
     assert type(info.value) is EngineError
+
+
+def test_full_address_pools_are_no_session_network_whatever_status_the_engine_gives() -> None:
+    """Docker 20.10 answers 404 for it (the real engine: tests/faults/test_networks_exhausted)."""
+    said = "could not find an available, non-overlapping IPv4 address pool among the defaults"
+    for code in (404, 400, 500):
+        full = docker.errors.NotFound if code == 404 else docker.errors.APIError
+        exc = full("full", response=_Answer(code), explanation=said)
+        with pytest.raises(NoSessionNetwork) as info, map_docker_errors(DEFAULT_SOCKET):
+            raise exc
+        assert "No session network free" in str(info.value) and DEFAULT_SOCKET in str(info.value)
 
 
 def test_a_connection_failure_is_classified_into_an_unavailable_code(

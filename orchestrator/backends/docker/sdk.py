@@ -22,9 +22,11 @@ import docker.errors
 import requests.exceptions
 
 from orchestrator.errors import (
+    CorralError,
     EngineConflict,
     EngineError,
     EngineNotFound,
+    NoSessionNetwork,
     SandboxUnavailable,
     UnavailableCode,
 )
@@ -122,24 +124,41 @@ def map_docker_errors(url: str, image: str | None = None) -> Iterator[None]:
             f"the image {image or '?'} is not present on the engine at {url}",
             "corral images build",
         ) from exc
-    except docker.errors.NotFound as exc:
-        raise EngineNotFound(f"Docker engine error: {exc.explanation or exc}") from exc
     except (requests.exceptions.ConnectionError, FileNotFoundError, ConnectionError) as exc:
         raise classify_connection_error(exc, url) from exc
     except docker.errors.APIError as exc:
-        explanation = str(exc.explanation or exc)
-        if "unknown or invalid runtime name" in explanation:
-            raise SandboxUnavailable(
-                UnavailableCode.ENGINE_ERROR,
-                f"the engine at {url} has no such container runtime ({explanation})",
-                "register it with the engine (scripts/dockerd.json has runsc; see "
-                'docs/security.md) or set [container.sandbox] runtime = "runc"',
-            ) from exc
-        if exc.status_code in (403, 409):  # e.g. a network in use, a removal under way
-            raise EngineConflict(f"Docker engine error: {explanation}") from exc
-        raise EngineError(f"Docker engine error: {explanation}") from exc
+        raise api_error(exc, url) from exc
     except docker.errors.DockerException as exc:
         raise classify_connection_error(exc, url) from exc
+
+
+def api_error(exc: docker.errors.APIError, url: str) -> CorralError:
+    """What an engine's refusal means, most specific first (pure)."""
+    explanation = str(exc.explanation or exc)
+    if "non-overlapping" in explanation and "address pool" in explanation:
+        return NoSessionNetwork(no_network_message(url, explanation))  # the engine says 404
+    if isinstance(exc, docker.errors.NotFound):
+        return EngineNotFound(f"Docker engine error: {explanation}")
+    if "unknown or invalid runtime name" in explanation:
+        return SandboxUnavailable(
+            UnavailableCode.ENGINE_ERROR,
+            f"the engine at {url} has no such container runtime ({explanation})",
+            "register it with the engine (scripts/dockerd.json has runsc; see "
+            'docs/security.md) or set [container.sandbox] runtime = "runc"',
+        )
+    if exc.status_code in (403, 409):  # e.g. a network in use, a removal under way
+        return EngineConflict(f"Docker engine error: {explanation}")
+    return EngineError(f"Docker engine error: {explanation}")
+
+
+def no_network_message(url: str, explanation: str) -> str:
+    return (
+        f"No session network free: every network of the address pools of the engine at "
+        f"{url} is in use ({explanation}). Nothing was started. Fix: end a session or rig "
+        "you no longer need (`corral sessions list`), remove networks left behind "
+        "(`corral reap`), or give the engine larger `default-address-pools` "
+        "(scripts/dockerd.json); `corral doctor` counts the networks left."
+    )
 
 
 def image_or_none(client: docker.DockerClient, name: str) -> Any:

@@ -1,0 +1,143 @@
+"""A Docker engine of the test's own: a second `dockerd` on a private socket, data root and
+exec root, with no bridge and no iptables rules of its own, so a test can stop and start
+it (or fill its address pools) without touching the engine every other test runs on.
+Images come from the main engine (`docker save | docker load`): none is pulled."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+
+START_S = 60.0  # the outer bound of a start: reached only when dockerd never answers
+STOP_S = 60.0
+
+
+@dataclass
+class PrivateEngine:
+    root: Path
+    argv: list[str]
+    proc: subprocess.Popen[bytes] | None = field(default=None)
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.root / 'docker.sock'}"
+
+    def start(self) -> None:
+        log = (self.root / "dockerd.log").open("ab")
+        with log:
+            self.proc = subprocess.Popen(
+                self.argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL
+            )
+        deadline = time.monotonic() + START_S
+        while not self.answers():  # the engine itself is the event waited on
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"private dockerd did not start: {self.log_tail()}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=STOP_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def answers(self) -> bool:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:  # the SDK leaks its socket when a unix connect fails: look first
+            probe.connect(str(self.root / "docker.sock"))
+        except OSError:
+            return False
+        finally:
+            probe.close()
+        try:
+            client = docker.DockerClient(base_url=self.url, version="1.41", timeout=5)
+        except docker.errors.DockerException:
+            return False
+        try:
+            return bool(client.ping())
+        except Exception:
+            return False
+        finally:
+            client.close()
+
+    def empty(self) -> list[str]:
+        """Remove every container and network the engine has (it is about to go); the
+        host bridges of its networks, for the caller to delete should one outlive it."""
+        if not self.answers():
+            return []
+        client = docker.DockerClient(base_url=self.url, version="1.41")
+        bridges = []
+        try:
+            for container in client.containers.list(all=True):
+                container.remove(force=True)
+            for network in client.networks.list():
+                if network.name in ("bridge", "host", "none"):
+                    continue
+                options = network.attrs.get("Options") or {}
+                name = options.get("com.docker.network.bridge.name") or f"br-{network.id[:12]}"
+                bridges.append(str(name))
+                with contextlib.suppress(docker.errors.APIError):
+                    network.remove()
+        finally:
+            client.close()
+        return bridges
+
+    def load(self, images: Sequence[str]) -> None:
+        """Copy `images` from the main engine."""
+        save = subprocess.Popen(["docker", "save", *images], stdout=subprocess.PIPE)
+        assert save.stdout is not None
+        loaded = subprocess.run(
+            ["docker", "-H", self.url, "load", "-q"], stdin=save.stdout, capture_output=True
+        )
+        save.stdout.close()
+        assert save.wait() == 0 and loaded.returncode == 0, loaded.stderr
+
+    def log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            return (self.root / "dockerd.log").read_text(errors="replace")[-2000:]
+        return ""
+
+
+@contextlib.contextmanager
+def private_engine(address_pool: str = "10.214.0.0/16") -> Iterator[PrivateEngine]:
+    """A started private dockerd whose session networks come from `address_pool` (/24s);
+    stopped and its files removed after the block."""
+    if shutil.which("dockerd") is None:
+        raise AssertionError("dockerd is not installed (make setup installs it)")
+    root = Path(tempfile.mkdtemp(prefix="cdk-", dir="/tmp"))  # short: socket paths <108
+    config = root / "daemon.json"
+    pools = f'[{{"base": "{address_pool}", "size": 24}}]'
+    config.write_text(f'{{"default-address-pools": {pools}}}')
+    argv = [
+        "dockerd",
+        "--config-file", str(config),
+        "-H", f"unix://{root / 'docker.sock'}",
+        "--data-root", str(root / "data"),
+        "--exec-root", str(root / "x"),
+        "--pidfile", str(root / "dockerd.pid"),
+        "--bridge", "none",
+        "--iptables=false",
+    ]  # fmt: skip
+    engine = PrivateEngine(root, argv)
+    try:
+        engine.start()
+        yield engine
+    finally:
+        bridges = engine.empty()
+        engine.stop()
+        for bridge in bridges:  # an engine stopped keeps its bridges on the host: not ours
+            subprocess.run(["ip", "link", "delete", bridge], capture_output=True, check=False)
+        shutil.rmtree(root, ignore_errors=True)
