@@ -12,9 +12,9 @@ import docker
 import mcp_types as types
 import pytest
 
-from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import McpHarness, connect
+from tests.faults import write_default_agent
 from tests.faults.engine import private_engine
 from tests.images import DEFAULT_SANDBOX_IMAGE, ENV
 
@@ -37,8 +37,7 @@ async def test_a_stopped_engine_is_named_and_scripts_run_again_once_it_is_back(
         home = CorralHome(root=tmp_path / "home", env=ENV)
         home.ensure()
         home.config_file.write_text(f'[container]\ndocker_host = "{engine.url}"\n')
-        home.agent_file(AGENT).parent.mkdir(parents=True, exist_ok=True)
-        home.agent_file(AGENT).write_text(render_new_agent(AGENT))
+        write_default_agent(home, AGENT)
 
         async with connect(home, "stdio", agent=AGENT) as mcp:
             failed, text, data = await execute(mcp, "print(6 * 7)")

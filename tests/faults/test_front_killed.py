@@ -22,7 +22,6 @@ import docker
 import pytest
 
 from orchestrator.audit import AuditLog
-from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from orchestrator.people.approvals import WITHDRAWN
 from tests.e2e.conftest import McpHarness, connect
@@ -30,6 +29,7 @@ from tests.e2e.test_activation_rules import open_page
 from tests.e2e.test_computer_use import SITE, World, call, write_agent
 from tests.e2e.test_computer_use import sites as sites
 from tests.e2e.test_operators import kiosk_gateway, pending
+from tests.faults import write_default_agent
 from tests.helpers import wait_until
 from tests.sites import requests_seen
 
@@ -136,8 +136,7 @@ async def test_a_killed_front_leaves_no_script_container_and_the_audit_names_it(
     corral_home: CorralHome, docker_client: docker.DockerClient
 ) -> None:
     agent = "fk-script"
-    corral_home.agent_file(agent).parent.mkdir(parents=True, exist_ok=True)
-    corral_home.agent_file(agent).write_text(render_new_agent(agent))
+    write_default_agent(corral_home, agent)
     labels: dict[str, str | list[str] | bool] = {
         "label": [f"corral.agent={agent}", "corral.kind=script"]
     }

@@ -19,10 +19,10 @@ import docker
 import pytest
 
 from orchestrator.audit import AuditLog
-from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import connect
 from tests.e2e.test_computer_use import text_of
+from tests.faults import write_default_agent
 from tests.images import ENV
 
 pytestmark = [pytest.mark.anyio]
@@ -38,8 +38,7 @@ def small_home(tmp_path: Path) -> Iterator[CorralHome]:
     try:
         home = CorralHome(root=root / "corral-home", env=ENV)
         home.ensure()
-        home.agent_file(AGENT).parent.mkdir(parents=True, exist_ok=True)
-        home.agent_file(AGENT).write_text(render_new_agent(AGENT))
+        write_default_agent(home, AGENT)
         yield home
     finally:
         subprocess.run(["umount", "--lazy", str(root)], check=True)

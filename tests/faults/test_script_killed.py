@@ -12,9 +12,9 @@ import mcp_types as types
 import pytest
 
 from orchestrator.audit import AuditLog
-from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import connect, wait_until
+from tests.faults import write_default_agent
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -25,8 +25,7 @@ async def test_a_killed_script_container_answers_137_at_once_and_leaves_nothing(
     corral_home: CorralHome, docker_client: docker.DockerClient
 ) -> None:
     agent = "fk-killed"
-    corral_home.agent_file(agent).parent.mkdir(parents=True, exist_ok=True)
-    corral_home.agent_file(agent).write_text(render_new_agent(agent))
+    write_default_agent(corral_home, agent)
     labels: dict[str, Any] = {"label": [f"corral.agent={agent}", "corral.kind=script"]}
 
     def running() -> list[Any]:
