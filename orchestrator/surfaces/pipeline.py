@@ -232,7 +232,13 @@ class Pipeline:
         if action.counted:
             surface.clock.spend(self.clock())
         try:
-            return await driver.act(surface, action, surface.status(self.clock()))
+            done = await driver.act(surface, action, surface.status(self.clock()))
+            if surface.broken:  # it died under the input: its answer is not to be trusted
+                raise SurfaceGone(
+                    f"The {surface.kind} stopped answering during this action; whether it "
+                    "took effect is not known."
+                )
+            return done
         except InputInterrupted as exc:
             why = {"why": "a person took the desktop mid-input", "typed": exc.typed}
             self.audit.record(driver.refused_event, surface.agent, {**action.details, **why})

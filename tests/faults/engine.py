@@ -1,7 +1,16 @@
 """A Docker engine of the test's own: a second `dockerd` on a private socket, data root and
-exec root, with no bridge and no iptables rules of its own, so a test can stop and start
-it (or fill its address pools) without touching the engine every other test runs on.
-Images come from the main engine (`docker save | docker load`): none is pulled."""
+exec root, with no iptables rules of its own, so a test can stop and start it (or fill its
+address pools) without touching the engine every other test runs on. Images come from the
+main engine (`docker save | docker load`): none is pulled.
+
+Its default bridge is the host's `docker0`, adopted as it is, its address given as
+`--bip` (without it, the engine adds an address of its own pool to the bridge), and never
+used: corral's containers run on no network or on networks of their own. A dockerd given
+any other default bridge (`--bridge none`, or a bridge of its own) deletes the host's
+`docker0` at its start, which is the main engine's default network (seen here: every
+`docker run` on the default network failed after it); `private_engine` checks that
+`docker0` keeps its addresses. Not a network namespace of its own: the gateway probes its
+egress proxies over TCP from the host's."""
 
 from __future__ import annotations
 
@@ -111,6 +120,15 @@ class PrivateEngine:
         return ""
 
 
+def docker0_addresses() -> list[str]:
+    """The IPv4 addresses (with prefix) of the host's docker0; [] without one."""
+    shown = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "dev", "docker0"], capture_output=True, text=True
+    )
+    words = shown.stdout.split()
+    return [words[i + 1] for i, word in enumerate(words) if word == "inet"]
+
+
 @contextlib.contextmanager
 def private_engine(address_pool: str = "10.214.0.0/16") -> Iterator[PrivateEngine]:
     """A started private dockerd whose session networks come from `address_pool` (/24s);
@@ -121,6 +139,9 @@ def private_engine(address_pool: str = "10.214.0.0/16") -> Iterator[PrivateEngin
     config = root / "daemon.json"
     pools = f'[{{"base": "{address_pool}", "size": 24}}]'
     config.write_text(f'{{"default-address-pools": {pools}}}')
+    before = docker0_addresses()
+    if not before:
+        raise AssertionError("the main engine's docker0 has no IPv4 address (is dockerd up?)")
     argv = [
         "dockerd",
         "--config-file", str(config),
@@ -128,8 +149,8 @@ def private_engine(address_pool: str = "10.214.0.0/16") -> Iterator[PrivateEngin
         "--data-root", str(root / "data"),
         "--exec-root", str(root / "x"),
         "--pidfile", str(root / "dockerd.pid"),
-        "--bridge", "none",
         "--iptables=false",
+        "--bip", before[0],
     ]  # fmt: skip
     engine = PrivateEngine(root, argv)
     try:
@@ -138,6 +159,7 @@ def private_engine(address_pool: str = "10.214.0.0/16") -> Iterator[PrivateEngin
     finally:
         bridges = engine.empty()
         engine.stop()
-        for bridge in bridges:  # an engine stopped keeps its bridges on the host: not ours
-            subprocess.run(["ip", "link", "delete", bridge], capture_output=True, check=False)
+        for name in bridges:  # a stopped engine keeps its networks' bridges on the host
+            subprocess.run(["ip", "link", "delete", name], capture_output=True, check=False)
         shutil.rmtree(root, ignore_errors=True)
+    assert docker0_addresses() == before, "the main engine's docker0 was changed"

@@ -21,19 +21,31 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 CAP_S = 60  # well under any approval timeout: a call held for an operator fails here
 
 
-async def test_a_killed_browser_rig_ends_at_the_next_call_and_a_new_one_starts(
-    gateway: CorralHome, docker_client: docker.DockerClient
+# How each fault is made: the container killed, or a process in it stopped (SIGSTOP): the
+# relay of the CDP pipe (the rig's main process), or every Chromium process.
+HANG = {"relay-hung": "cdp_pipe", "browser-hung": "/usr/lib/chromium/chromium"}
+
+
+@pytest.mark.parametrize("fault", ["killed", *HANG])
+async def test_a_dead_browser_rig_ends_at_the_next_call_and_a_new_one_starts(
+    gateway: CorralHome, docker_client: docker.DockerClient, fault: str
 ) -> None:
     async with connect(gateway, "stdio") as mcp:
         opened = await use(mcp, "navigate", url=f"https://{SITE}/")
         assert not opened.is_error, text_of(opened)
         (rig,) = rigs_of(docker_client, "alice")
-        rig.kill()
+        if fault == "killed":
+            rig.kill()
+        else:  # tini, the container's init, would not pass a SIGSTOP on
+            stopped = rig.exec_run(["pkill", "-STOP", "-f", HANG[fault]])
+            assert stopped.exit_code == 0, stopped.output
 
         with anyio.fail_after(CAP_S):
             shot = await use(mcp, "screenshot")
         text = text_of(shot)
         assert shot.is_error and "ended: its channel failed" in text, text
+        why = "no sign of life for 2.5 s" if fault != "killed" else "CDP pipe closed"
+        assert why in text, text
         assert "the next browser_use call starts a new one" in text, text
         assert rigs_of(docker_client, "alice") == []
 

@@ -182,3 +182,23 @@ async def test_a_surface_that_dies_is_answered_at_once_never_held_for_an_operato
     with pytest.raises(SurfaceGone):
         await pipeline.run(surface, action("tap"), driver, NO_EVENTS)
     assert driver.reads == 1 and surface.used == 0
+
+
+class DiesWhileActing(FakeDriver):
+    """Answers as if all went well, but its surface's channel failed meanwhile (a browser
+    rig's screenshot, masked whole when the browser hung under it)."""
+
+    async def act(self, surface: Any, action: Action, status: str) -> Done:
+        surface.gone = "no sign of life for 2.5 s"
+        return await super().act(surface, action, status)
+
+
+async def test_a_surface_that_dies_under_an_action_never_answers_as_if_it_had_not(
+    tmp_path: Path,
+) -> None:
+    pipeline, _, audit = world(tmp_path)
+    surface, driver = dying_surface(), DiesWhileActing(target={})
+    with pytest.raises(SurfaceGone, match="stopped answering during this action"):
+        await pipeline.run(surface, action("screenshot"), driver, NO_EVENTS)
+    assert driver.done == ["screenshot"]
+    assert [e["event"] for e in audit.read()] == []  # no `rig_action` for it

@@ -8,6 +8,12 @@ only it can open (a 0700 directory, the socket 0600) and passes Playwright the U
 `ws+unix://<socket>:/devtools/browser/corral` (Node's `ws` library understands it).
 Each WebSocket text message is one CDP message. No TCP port exists anywhere on the way,
 on any network; the first connection is the only one ever accepted.
+
+A heartbeat, as the kiosk's channel has (`orchestrator.channel`): while the bridge serves,
+it sends the browser its own `Browser.getVersion` every `HEARTBEAT_S` (ids from
+`PING_BASE`, far above Playwright's; the answers are not passed on), and no byte at all
+from the rig for `SILENCE_S` means the browser or its relay hung: the bridge closes with
+that reason, Playwright's calls in flight fail at once, and the rig is ended saying why.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import anyio
 from websockets.asyncio.server import Server, ServerConnection, unix_serve
 from websockets.exceptions import ConnectionClosed
 
+from orchestrator.channel import HEARTBEAT_S, SILENCE_S
 from orchestrator.errors import RigError
 from sandboxes.ports import AttachedContainer
 
@@ -31,6 +38,9 @@ logger = logging.getLogger("corral.rigs")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a full-page screenshot in base64 fits
 MAX_READY_LINE = 64 * 1024
+PING_BASE = 2_000_000_000  # the heartbeat's CDP ids; Playwright's count up from 1
+PONG = b'{"id":' + str(PING_BASE)[:5].encode()  # how its answers begin (id first)
+HUNG = f"the browser stopped answering: no sign of life for {SILENCE_S} s"
 
 
 async def handshake(
@@ -65,6 +75,8 @@ class CdpBridge:
         self._server: Server | None = None
         self._served = False
         self.closed_reason: str | None = None
+        self._sending = anyio.Lock()  # one CDP message at a time on the pipe
+        self._seen = 0.0  # when the rig last sent a byte
 
     @property
     def url(self) -> str:
@@ -85,34 +97,59 @@ class CdpBridge:
             await ws.close(code=1008, reason="this rig's CDP channel is taken")
             return
         self._served = True
+        self._seen = anyio.current_time()
         async with anyio.create_task_group() as tg:
-
-            async def down() -> None:
-                buffer = self._pending
-                self._pending = b""
-                while True:
-                    while b"\0" in buffer:
-                        message, _, buffer = buffer.partition(b"\0")
-                        await ws.send(message.decode("utf-8", errors="replace"))
-                    if len(buffer) > MAX_MESSAGE_BYTES:
-                        self.closed_reason = "the rig sent a CDP message that is too long"
-                        break
-                    chunk = await self._container.receive()
-                    if chunk is None:
-                        self.closed_reason = "the rig's CDP pipe closed"
-                        break
-                    buffer += chunk
-                tg.cancel_scope.cancel()
-                await ws.close()
-
-            tg.start_soon(down)
+            tg.start_soon(self._down, ws, tg.cancel_scope)
+            tg.start_soon(self._beat, tg.cancel_scope)
             try:
                 async for message in ws:
                     data = message.encode() if isinstance(message, str) else message
-                    await self._container.send(data + b"\0")
+                    await self._send(data + b"\0")
             except (ConnectionClosed, OSError) as exc:
                 logger.info("CDP bridge ended: %s", exc)
             tg.cancel_scope.cancel()
+
+    async def _send(self, data: bytes) -> None:
+        async with self._sending:
+            await self._container.send(data)
+
+    async def _down(self, ws: ServerConnection, serving: anyio.CancelScope) -> None:
+        """The rig's CDP messages to Playwright, but the heartbeat's answers."""
+        buffer = self._pending
+        self._pending = b""
+        while True:
+            while b"\0" in buffer:
+                message, _, buffer = buffer.partition(b"\0")
+                if not message.startswith(PONG):
+                    await ws.send(message.decode("utf-8", errors="replace"))
+            if len(buffer) > MAX_MESSAGE_BYTES:
+                self.closed_reason = "the rig sent a CDP message that is too long"
+                break
+            chunk = await self._container.receive()
+            if chunk is None:
+                self.closed_reason = "the rig's CDP pipe closed"
+                break
+            self._seen = anyio.current_time()
+            buffer += chunk
+        serving.cancel()
+        await ws.close()
+
+    async def _beat(self, serving: anyio.CancelScope) -> None:
+        """Ping the browser; end the bridge once the rig has been silent for SILENCE_S."""
+        sent = 0
+        while True:
+            await anyio.sleep(HEARTBEAT_S)
+            if anyio.current_time() - self._seen >= SILENCE_S:
+                self.closed_reason = HUNG
+                serving.cancel()
+                return
+            sent += 1
+            ping = {"id": PING_BASE + sent, "method": "Browser.getVersion"}
+            try:
+                with anyio.move_on_after(SILENCE_S):  # a pipe nobody reads: silence decides
+                    await self._send(json.dumps(ping).encode() + b"\0")
+            except OSError:  # the pipe closed under us: the read side says so
+                return
 
     async def close(self) -> None:
         if self._server is not None:
