@@ -49,6 +49,11 @@ class PodRun:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     attached_stdin: bool = False
     docker: str | None = None  # the container's name, when the node runs it in Docker
+    # Creating the container and stopping the pod take turns: a pod deleted while its
+    # container is made waits for it, then removes it; two stops (the DELETE's and the
+    # run's own end) remove it once, and the second returns when it is gone.
+    turn: anyio.Lock = field(default_factory=anyio.Lock)
+    stopping: bool = False
 
     def rewrite(self, text: str) -> str:
         for target, source in sorted(self.mounts.items(), key=lambda kv: -len(kv[0])):
@@ -168,7 +173,10 @@ class Kubelet:
         cwd: str | None = run.cwd
         env: dict[str, str] | None = run.env
         if isinstance(image, InDocker):
-            run.docker = await docker_node.create(namespace, pod)
+            async with run.turn:
+                if run.stopping:
+                    return  # deleted before its container was made
+                run.docker = await docker_node.create(namespace, pod)
             argv = docker_node.start_argv(namespace, name, stdin=bool(container.get("stdin")))
             cwd, env = None, None  # the Docker CLI's own
         else:
@@ -235,8 +243,10 @@ class Kubelet:
                     await listener.send((channel, chunk))
 
     async def _stop(self, run: PodRun) -> None:
-        if run.docker is not None:
-            await docker_node.remove(run.docker)
+        async with run.turn:
+            run.stopping = True
+            if run.docker is not None:
+                await docker_node.remove(run.docker)
         if run.process is not None:
             if run.process.returncode is None:
                 _kill(run.process)
