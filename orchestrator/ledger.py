@@ -98,6 +98,7 @@ WORK: dict[str, Work] = {
     ),
     "rig_started": Work("rig", "rig", ("rig_ended",), _rig),
 }
+BY_KIND = {work.kind: work for work in WORK.values()}
 CLOSERS: dict[str, list[Work]] = {}
 for _work in WORK.values():
     for _event in _work.closed_by:
@@ -138,9 +139,8 @@ class Ledger:
                 if entry["kind"] == closer.kind and _names(entry, closer.key, details):
                     del self.entries[name]
                     changed = True
-        counted = self.entries.get(f"codrive_run:{details.get('run')}")
-        if event == STEP_DONE and counted is not None:
-            counted["steps_done"] = int(counted.get("steps_done", 0)) + 1
+        if event == STEP_DONE and (run := self.entries.get(f"codrive_run:{details.get('run')}")):
+            run["steps_done"] = int(run.get("steps_done", 0)) + 1
             changed = True
         if changed:
             self._write()
@@ -208,7 +208,7 @@ def close_left_work(
         if owner_is_alive(owner, host=host, boot_id=boot, start_time_of=start_time_of) is not False:
             continue
         for entry in work.values():
-            kind = next((w for w in WORK.values() if w.kind == entry.get("kind")), None)
+            kind = BY_KIND.get(str(entry.get("kind")))
             if kind is None:  # written by another version of corral: nothing to close it by
                 logger.warning("corral gateway: %s: unknown work %r left open", path, entry)
                 continue
