@@ -17,8 +17,9 @@ Per step, in this order:
    says when a try is in flight (1, or 2 for the retry);
 4. with watch_mode, the run waits until the application is idle before the next step.
 
-`start` answers when the run ends or after `ANSWER_WITHIN` seconds with it still going;
-`status` reports it later. The desktop itself is a port (`Desktop`): the desktop rig
+`start` answers when the run ends, when it waits for a person (a handoff, or a person took
+the desktop), or after `ANSWER_WITHIN` seconds with it still going; `status` reports it
+later. The desktop itself is a port (`Desktop`): the desktop rig
 implements it.
 """
 
@@ -106,6 +107,10 @@ class CodriveRun:
     reason: str = ""
     created_at: float = field(default_factory=time.time)
     done: anyio.Event = field(default_factory=anyio.Event)
+    # Set when the run waits for a person: `start` answers then rather than holding the
+    # agent's call while nothing can happen without the person.
+    waits_for_person: anyio.Event = field(default_factory=anyio.Event)
+    person_needed: str = ""  # while the state is "human": what the person is there for
     planned: int | None = None  # its steps' count, where the steps are not kept (recovered)
 
     @property
@@ -129,6 +134,11 @@ class CodriveRun:
             f"Run {self.id} on {self.app}: {self.state}, step {self.current_step + 1} "
             f"of {self.total_steps}." + (f" {self.reason}" if self.reason else "")
         ]
+        if self.state == "human":
+            lines.append(
+                f"Waiting for a person ({self.person_needed}); the run goes on once they hand "
+                "the desktop back: follow it with codrive_status."
+            )
         for r in self.results[-10:]:
             why = f" (fell through: {'; '.join(r.fell_through)})" if r.fell_through else ""
             lines.append(f"step {r.index}: {r.rung}, {r.effect}: {r.outcome}{why}")
@@ -186,9 +196,9 @@ class CodriveRuns:
 
         self.spawn(go)
         with anyio.move_on_after(self.answer_within):
-            while not run.done.is_set():
+            while not (run.done.is_set() or run.waits_for_person.is_set()):
                 with anyio.move_on_after(2.0):
-                    await run.done.wait()
+                    await _first_of(run.done, run.waits_for_person)
                 if not run.done.is_set():
                     await events.progress(
                         "codrive", f"{run.state}, step {run.current_step + 1} of {len(run.steps)}"
@@ -313,6 +323,8 @@ class CodriveRuns:
         run.state = "human"
         why = why or step.description or "a login, password or payment"
         await desktop.ask_person(f"a person is needed: {why}")
+        run.person_needed = why
+        run.waits_for_person.set()
         self.audit.record("codrive_handoff", run.agent, {"run": run.id, "step": index})
         if not await desktop.wait_handback(self.handoff_timeout):
             raise StopRun(
@@ -324,9 +336,23 @@ class CodriveRuns:
 
     async def _wait_for_seat(self, run: CodriveRun, index: int, desktop: Desktop) -> None:
         run.state = "human"
+        run.person_needed = "a person took the desktop"
+        run.waits_for_person.set()
         if not await desktop.wait_handback(self.handoff_timeout):
             raise StopRun(
                 "failed",
                 f"step {index}: a person kept the desktop for {self.handoff_timeout:g} s",
             )
         run.state = "running"
+
+
+async def _first_of(*events: anyio.Event) -> None:
+    """Returns once any of `events` is set."""
+    async with anyio.create_task_group() as tg:
+
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            tg.cancel_scope.cancel()
+
+        for event in events:
+            tg.start_soon(wait, event)

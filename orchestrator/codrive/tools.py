@@ -66,8 +66,9 @@ class CodriveTools:
     async def run(
         self, agent: str, params: CodriveRunParams, cfg: ComputerUseConfig, events: CallEvents
     ) -> Answer:
-        """A run on the agent's desktop rig (started if needed): answers when it ends or
-        after 30 s with it still going (SPEC S3; codrive_status follows it)."""
+        """A run on the agent's desktop rig (started if needed): answers when it ends, when
+        it waits for a person, or after 30 s with it still going (SPEC S3; codrive_status
+        follows it)."""
         async with self.rigs.holding(agent, "desktop", cfg, events) as rig:
             assert isinstance(rig, DesktopRig)
             going = self.runs.status(agent, None)

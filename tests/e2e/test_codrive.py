@@ -135,8 +135,8 @@ def answer_of(result: types.CallToolResult) -> dict[str, Any]:
 
 
 async def run(mcp: McpHarness, steps: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
-    """A run, followed to its end: codrive_run answers after 30 s with the run still going
-    (a person's part or a loaded machine can take longer), then codrive_status follows it."""
+    """A run, followed to its end: codrive_run answers once the run waits for a person, or
+    after 30 s with it still going (a loaded machine), then codrive_status follows it."""
     args = {"target_app": CALC, "steps": steps, **more}
     data = answer_of(await mcp.client.call_tool("codrive_run", args))
     if data.get("state") not in GOING:

@@ -307,6 +307,36 @@ async def test_a_long_run_answers_while_still_going(tmp_path: Path) -> None:
     assert run.state == "finished"
 
 
+class PersonAtHand(FakeDesktop):
+    """A desktop whose person hands it back only when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed = anyio.Event()
+
+    async def wait_handback(self, within: float) -> bool:
+        await self.handed.wait()
+        return True
+
+
+async def test_a_run_that_waits_for_a_person_answers_at_once(tmp_path: Path) -> None:
+    """The call answers when the run asks for a person, not after `answer_within`: the
+    agent is told what the run waits for, and codrive_status follows it to its end."""
+    approvals = ApprovalQueue(AuditLog(tmp_path / "audit.jsonl"), 60)
+    desk = PersonAtHand()
+    steps = params({"action": "take_over", "description": "log in to the bank"}, CLICK)
+    with anyio.fail_after(20):  # a bound, far below answer_within: the answer comes first
+        async with anyio.create_task_group() as tg:
+            runs = codrive_runs(tmp_path, approvals, tg.start_soon, answer_within=3600.0)
+            run = await runs.start("alice", steps, desk, StepRules())
+            assert run.state == "human" and not run.done.is_set()
+            assert "Waiting for a person (log in to the bank)" in run.summary()
+            assert desk.asked == ["a person is needed: log in to the bank"]
+            desk.handed.set()
+            await run.done.wait()
+    assert run.state == "finished" and [a.split()[0] for a in desk.acted] == ["click"]
+
+
 async def test_the_rules_hold_a_step_whatever_its_category(tmp_path: Path) -> None:
     """Category none on a button the desktop reads as "Delete": held, and nothing ran
     before the decision."""
