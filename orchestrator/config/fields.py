@@ -17,7 +17,7 @@ from pydantic import (
 from orchestrator.home import DEFAULT_IMAGE_TAG
 from sandboxes.approval_rules import word_problem
 from sandboxes.hostnames import deny_entry_problem, host_entry_problem
-from sandboxes.visibility import pattern_problem
+from sandboxes.tool_patterns import pattern_problem
 
 
 def image_name(kind: str, tag: str = DEFAULT_IMAGE_TAG) -> str:

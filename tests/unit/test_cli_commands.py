@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
-from corral_cli.main import infer_language, main
+from corral_cli.main import main
+from corral_cli.run import infer_language
 from orchestrator.config import load_agent, render_new_agent
 
 pytestmark = pytest.mark.unit
@@ -114,3 +118,30 @@ def test_a_shebang_wins_over_the_extension(file_name: str, first_line: str, lang
 
 def test_an_empty_file_falls_back_to_its_extension() -> None:
     assert infer_language(Path("empty.bash"), "") == "bash"
+
+
+# ------------------------------------------------------------------ the command group
+
+
+def test_every_command_is_found_under_its_name() -> None:
+    from corral_cli.main import COMMANDS
+
+    context = click.Context(main)
+    for name in COMMANDS:
+        command = main.get_command(context, name)
+        assert isinstance(command, click.Command) and command.name == name, name
+    assert main.get_command(context, "nope") is None
+    assert CliRunner().invoke(main, ["nope"]).exit_code == 2
+
+
+def test_a_command_imports_only_what_it_runs() -> None:
+    """`corral approvals …` (typed by a person waiting) and `corral mcp` (once per
+    conversation) do not pay for the Docker SDK or the MCP SDK they do not use."""
+    probe = (
+        "import sys; from corral_cli.main import main, COMMANDS; import click; "
+        "main.get_command(click.Context(main), 'approvals'); "
+        "print(sorted(m for m in ('docker', 'mcp', 'uvicorn', 'kr8s') if m in sys.modules))"
+    )
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == "[]"
