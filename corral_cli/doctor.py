@@ -71,6 +71,6 @@ def reap() -> None:
 
 async def _reap(home: CorralHome) -> list[str]:
     async with open_runtime(home) as rt:
-        removed = await reap_orphans(rt.backend)
+        removed = await reap_orphans(rt.backend, rt.audit)
         networks = await rt.backend.reap_networks()
         return removed + [f"network {name}" for name in networks]

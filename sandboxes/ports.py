@@ -72,6 +72,7 @@ class ManagedContainer:
     name: str
     status: str
     labels: Mapping[str, str]
+    runs: bool = True  # a container (a pod), not an object that only goes with one
 
 
 class RunningContainer(Protocol):

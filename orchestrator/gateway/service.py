@@ -107,7 +107,7 @@ async def run_gateway(
         left = await anyio.to_thread.run_sync(close_left_work, home.inflight_dir, runtime.audit)
         ledger = Ledger(home.inflight_dir, runtime.owner)
         runtime.audit.followers.append(ledger.follow)
-        await reap_orphans(runtime.backend)
+        await reap_orphans(runtime.backend, runtime.audit)
         await runtime.backend.reap_networks()
         try:
             async with kiosk_pool_for(runtime.backend, config, runtime.audit) as kiosk_pool:

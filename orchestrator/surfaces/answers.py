@@ -61,6 +61,11 @@ def answer(*blocks: Block, is_error: bool = False, **structured: Any) -> Answer:
     return Answer(tuple(blocks), is_error, structured or None)
 
 
+def told_first(said: Answer, text: str) -> Answer:
+    """`said` with `text` as its first block (what the agent must read before the rest)."""
+    return Answer((text_block(text), *said.content), said.is_error, said.structured)
+
+
 def error(text: str) -> Answer:
     """A recoverable refusal or failure, said in one text block."""
     return answer(text_block(text), is_error=True)

@@ -62,6 +62,9 @@ class Surface:
     seat_changed: anyio.Event = field(default_factory=anyio.Event)  # set at each change
     lock: anyio.Lock = field(default_factory=anyio.Lock)  # one input at a time
     timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=KEEP_ENTRIES))
+    # Told to its agent with the first answer: why the surface this one replaced ended
+    # (ended between two calls, by its idle timeout or a failure found meanwhile).
+    notice: str | None = None
 
     @property
     def used(self) -> int:

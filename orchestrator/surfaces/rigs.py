@@ -26,7 +26,7 @@ from orchestrator.agents.view import agent_and_view
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import CorralError, NotAvailable, ParamError, RigError, SessionRefused
 from orchestrator.surfaces.android.rig import AndroidRig
-from orchestrator.surfaces.answers import Answer, answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, text_block, told_first
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser.rig import BrowserRig
 from orchestrator.surfaces.browser.start import start_browser
@@ -168,7 +168,9 @@ class RigManager(SurfaceManager):
             )
         async with self.holding(agent, surface, cfg, events) as rig:
             await self.follow(rig, cfg)
-            return await self.pipeline.run(rig, action_of(rig, surface, verb), driver, events)
+            said = await self.pipeline.run(rig, action_of(rig, surface, verb), driver, events)
+            notice, rig.notice = rig.notice, None
+            return said if notice is None else told_first(said, notice)
 
     async def follow(self, rig: Rig, cfg: ComputerUseConfig) -> None:
         """The agent's current allowlist and deny list apply from the next call; a host
@@ -211,8 +213,7 @@ class RigManager(SurfaceManager):
                 self.host, rig_id, agent, cfg, events, playwright=self._driver, clock=self.clock
             )
             sandbox = rig.chromium_sandbox
-        self.rigs[(agent, surface)] = rig
-        self.ended.pop((agent, surface), None)
+        self._keep(agent, surface, rig)
         sites = navigable_sites(cfg.allowed_domains, rig.pinned, dict(rig.egress.left_out))  # type: ignore[union-attr]
         self.audit.record(
             "rig_started",
@@ -229,10 +230,17 @@ class RigManager(SurfaceManager):
         await events.progress(surface, f"rig {rig_id} is ready; it may open: {sites}")
         return rig
 
+    def _keep(self, agent: str, surface: str, rig: Rig) -> None:
+        """A started rig is the agent's; its first answer says why the one before it ended,
+        when that was not said already."""
+        self.rigs[(agent, surface)] = rig
+        ended = self.ended.pop((agent, surface), None)
+        if ended is not None:
+            rig.notice = f"{ended}; this call started a new one, {rig.id}."
+
     def _started(self, agent: str, surface: str, rig: MobileRig, started: float) -> Rig:
         assert isinstance(rig, AndroidRig | IosRig)
-        self.rigs[(agent, surface)] = rig
-        self.ended.pop((agent, surface), None)
+        self._keep(agent, surface, rig)
         self.audit.record(
             "rig_started",
             agent,
@@ -261,6 +269,7 @@ class RigManager(SurfaceManager):
         closed = [self.rigs[key].id for key in mine]
         for key in mine:
             await self.end(key, "closed by the agent")
+            self.ended.pop(key, None)  # the agent knows
         return answer(
             text_block(
                 f"Closed {', '.join(closed)}: containers, network and profile removed, "
@@ -273,7 +282,7 @@ class RigManager(SurfaceManager):
         rig = self.rigs.pop(key, None)
         if rig is None:
             return
-        self.ended[key] = why
+        self.ended[key] = f"Your {key[1]} rig {rig.id} ended: {why}"
         if self.oversight is not None:
             self.oversight.approvals.cancel_session(rig.id, f"the rig ended: {why}")
         try:
@@ -290,6 +299,7 @@ class RigManager(SurfaceManager):
             if key[0] == agent and rig.broken is not None:
                 why = rig.failure("its channel")
                 await self.end(key, why)
+                self.ended.pop(key, None)  # said in this answer
                 tool = TOOL_OF[key[1]]
                 return f" Your rig {rig.id} ended: {why}; the next {tool} call starts a new one."
         return ""
@@ -305,7 +315,7 @@ class RigManager(SurfaceManager):
                 decide(BY_NAME[tool], view).visible for tool in USERS_OF[key[1]]
             ):
                 why = "its access was revoked"
-            if why is None and rig.broken is not None:
+            if why is None and (rig.broken is not None or await _proxy_gone(rig)):
                 why = rig.failure("its channel")
             if why is not None:
                 await self.end(key, why)
@@ -331,6 +341,19 @@ class RigManager(SurfaceManager):
 
 
 __all__ = ["RigError", "RigManager"]
+
+
+async def _proxy_gone(rig: Rig) -> bool:
+    """Whether a desktop rig's egress proxy is gone (asked over its control channel). The
+    apps on a desktop load their pages themselves, so no failed navigation of corral's
+    would ask, as it does for kiosks and browser rigs; a dead proxy leaves the rig with no
+    route out at all (it fails closed), and the rig ends saying so."""
+    if not isinstance(rig, DesktopRig) or rig.egress is None:
+        return False
+    gone = await rig.egress.check()
+    if gone:
+        rig.egress_gone = gone
+    return bool(gone)
 
 
 def action_of(rig: Rig, surface: str, verb: Any) -> Action:

@@ -127,12 +127,19 @@ async def test_rig_close_and_idle_expiry_remove_the_container(
     agent(corral_home, idle_timeout_seconds=5)
     await call(rigs, "tabs")
     assert len(containers()) == 1
+    expired = rigs.rigs[("ann", "browser")].id
     now[0] = 4.0
     assert await rigs.expire() == []
     now[0] = 5.0
     assert await rigs.expire() == [("ann", "browser")]
     await wait_until(lambda: containers() == [], limit=10)
     assert "idle for 5 s" in rigs.ended[("ann", "browser")]
+    # The next call starts a new rig, and its answer says first why the old one ended.
+    again = await call(rigs, "tabs")
+    fresh = rigs.rigs[("ann", "browser")].id
+    told = f"Your browser rig {expired} ended: idle for 5 s; this call started a new one, {fresh}."
+    assert not again.is_error and text(again).startswith(told), text(again)
+    assert not (await call(rigs, "tabs")).text.startswith("Your browser rig")
 
 
 async def test_the_desktop_rig_listens_on_no_port_and_serves_vnc_on_its_socket_only(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import docker
 
+from orchestrator.audit import AuditLog
 from orchestrator.backends.docker.containers import DockerAttached, DockerExec, DockerRun
 from orchestrator.backends.docker.sdk import (
     DEFAULT_SOCKET,
@@ -52,6 +53,7 @@ class DockerBackend:
         self.url = url
         self._client: docker.DockerClient | None = None
         self._watchdog = OwnerWatchdog(owner, self.url, audit_file)
+        self.reap_audit = AuditLog(audit_file) if audit_file is not None else None
 
     @property
     def client(self) -> docker.DockerClient:

@@ -158,7 +158,7 @@ async def engine_rows(backend: DockerBackend, image: str, runtime: str) -> list[
             ("sandbox image", True, image),
             *await doctor_rows(backend, runtime),
         ]
-        reaped = await reap_orphans(backend)
+        reaped = await reap_orphans(backend, backend.reap_audit)
     except SandboxUnavailable as exc:
         return [(f"sandbox ({exc.code.value})", False, f"{exc.reason}. Fix: {exc.fix}")]
     return [*rows, ("orphans", True, f"{len(reaped)} removed")]

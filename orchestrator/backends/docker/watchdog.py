@@ -24,17 +24,8 @@ import threading
 from pathlib import Path
 
 from orchestrator.audit import AuditLog
-from orchestrator.owner import (
-    LABEL_AGENT,
-    LABEL_INSTANCE,
-    LABEL_KIND,
-    LABEL_MANAGED,
-    LABEL_OWNER_PID,
-    LABEL_SESSION,
-    Owner,
-)
-
-REAPED_WHY = "its owner process ended without removing it"
+from orchestrator.backends.reaper import record_reaped
+from orchestrator.owner import LABEL_INSTANCE, LABEL_MANAGED, Owner
 
 
 class OwnerWatchdog:
@@ -99,23 +90,10 @@ def sweep(instance_id: str, url: str, audit_file: Path | None = None) -> int:
                 removed += 1
                 if audit_file is not None:
                     with contextlib.suppress(CorralError):  # an audit that fails: still reaped
-                        _audit_reaped(AuditLog(audit_file), container.labels)
+                        record_reaped(AuditLog(audit_file), container.labels)
     finally:
         client.close()
     return removed
-
-
-def _audit_reaped(audit: AuditLog, labels: dict[str, str]) -> None:
-    audit.record(
-        "container_reaped",
-        labels.get(LABEL_AGENT),
-        {
-            "kind": labels.get(LABEL_KIND, ""),
-            "session": labels.get(LABEL_SESSION, ""),
-            "owner_pid": labels.get(LABEL_OWNER_PID, ""),
-            "why": REAPED_WHY,
-        },
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ import anyio
 import kr8s
 import kr8s.asyncio
 
+from orchestrator.audit import AuditLog
 from orchestrator.backends.kubernetes.pods import KubeExec, KubeRun
 from orchestrator.backends.kubernetes.stream import (
     ClusterTarget,
@@ -106,9 +107,13 @@ class KubernetesBackend:
 
     supports_pools = False
 
-    def __init__(self, owner: Owner, settings: KubeSettings) -> None:
+    def __init__(
+        self, owner: Owner, settings: KubeSettings, audit_file: Path | None = None
+    ) -> None:
+        """`audit_file`: where `corral doctor`'s reaping audits what a dead owner left."""
         self.owner = owner
         self.settings = settings
+        self.reap_audit = AuditLog(audit_file) if audit_file is not None else None
         self.target = ClusterTarget(
             kubeconfig=settings.kubeconfig,
             context=settings.context,
@@ -237,6 +242,7 @@ class KubernetesBackend:
                         name=meta["name"],
                         status=str((item.get("status") or {}).get("phase", "")),
                         labels=dict(meta.get("labels") or {}),
+                        runs=kind == "pod",
                     )
                 )
         return found

@@ -37,6 +37,6 @@ async def kubernetes_rows(backend: KubernetesBackend, image: str) -> list[tuple[
         ("sandbox image", True, f"{backend.cluster_image(image)} (pulled by the nodes)"),
         ("pid limit", True, PID_LIMIT_NOTE),
     ]
-    reaped = await reap_orphans(backend)
+    reaped = await reap_orphans(backend, backend.reap_audit)
     rows.append(("orphans", True, f"{len(reaped)} pod(s)/object(s) removed"))
     return rows

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
+from pathlib import Path
 
 import anyio
 import pytest
 
+from orchestrator.audit import AuditLog
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.owner import Owner, read_boot_id
@@ -56,7 +58,7 @@ def names(cluster: Served) -> set[str]:
 
 
 async def test_reaper_deletes_only_objects_whose_owner_is_gone(
-    backend: KubernetesBackend, cluster: Served
+    backend: KubernetesBackend, cluster: Served, tmp_path: Path
 ) -> None:
     await backend.ensure_policy()
     other_host = Owner("e" * 32, 1, 1, read_boot_id(), "another-host")
@@ -64,7 +66,8 @@ async def test_reaper_deletes_only_objects_whose_owner_is_gone(
     await objects_of(backend, backend.owner, "live")
     await objects_of(backend, other_host, "elsewhere")
 
-    removed = await reap_orphans(backend)
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    removed = await reap_orphans(backend, audit)
 
     left = names(cluster)
     for session in ("live", "elsewhere"):
@@ -78,6 +81,11 @@ async def test_reaper_deletes_only_objects_whose_owner_is_gone(
         "configmaps/corral-script-elsewhere-1",
         f"networkpolicies/{DENY_ALL_POLICY}",
     }
+    # The pod is audited as a container a dead owner left; its ConfigMap goes with it.
+    (reaped,) = [e for e in audit.read() if e["event"] == "container_reaped"]
+    assert reaped["agent"] == "cli"
+    assert reaped["details"]["kind"] == "script" and reaped["details"]["session"] == "dead"
+    assert reaped["details"]["why"] == "its owner process ended without removing it"
 
 
 async def test_an_attached_pod_answers_on_its_stdin_channel_and_exec_streams(
