@@ -4,7 +4,7 @@ network free" naming the engine and the fix, nothing of it is left (no proxy, no
 no network), and once networks are free again a session starts without restarting
 corral. With a warm kiosk pool, a pool kiosk (which holds its network already) is still
 handed out, the pool's refill fails without leaving anything half made, and it refills
-once a network is free. On a private dockerd whose pool holds two networks
+once a network is free. On a private dockerd whose pool holds four networks
 (tests/faults/engine.py), one for the module, so the engine the other tests share is never
 filled and the images are copied once."""
 
@@ -17,6 +17,7 @@ from typing import Any
 import docker
 import pytest
 
+from orchestrator.backends.docker.networks import _ensure_egress_network_sync
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import connect, wait_until
 from tests.e2e.gateways import running_gateway
@@ -30,7 +31,7 @@ AGENT = "fk-nets"
 SECOND = "fk-nets-2"
 SAFETY = 120  # the outer bound of a wait on the pool (its refill retries every 5 s)
 SHOP = "shop.test"  # mapped to loopback by resolve_overrides; nothing is ever opened
-POOL = "10.214.0.0/23"  # two /24 networks in all
+POOL = "10.214.0.0/22"  # four /24 networks in all
 MAX_FILLERS = 8  # more than the pool holds: the loop ends at the engine's refusal
 
 
@@ -120,13 +121,15 @@ def kiosks(client: docker.DockerClient) -> list[Any]:
 async def test_a_warm_pool_in_full_address_pools_hands_out_what_it_holds(
     tmp_path: Any, engine: PrivateEngine
 ) -> None:
-    """warm = 1: the pool's kiosk holds one of the two networks, the test fills the other.
-    A session claims the pool's kiosk and works; the pool's refill finds no network and
+    """warm = 1: of the four networks, the egress network (every proxy's way out, made
+    once per engine) holds one, the pool's kiosk one, and the test fills the rest. A
+    session claims the pool's kiosk and works; the pool's refill finds no network and
     makes nothing; a second agent's session is refused clearly and leaves nothing; once a
     network is free the pool refills by itself, and the second session gets that kiosk."""
     home = home_with_agents(tmp_path, AGENT, SECOND)
     client = docker.DockerClient(base_url=engine.url, version="1.41")
     try:
+        _ensure_egress_network_sync(client)  # as any earlier session would have left it
         async with running_gateway(home, gateway_config(engine, warm=1)):
             await wait_until(lambda: pool_joins(home) == 1, limit=SAFETY)
             fillers = fill(client)

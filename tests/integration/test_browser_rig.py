@@ -137,7 +137,8 @@ async def test_rig_close_and_idle_expiry_remove_the_container(
     # The next call starts a new rig, and its answer says first why the old one ended.
     again = await call(rigs, "tabs")
     fresh = rigs.rigs[("ann", "browser")].id
-    told = f"Your browser rig {expired} ended: idle for 5 s; this call started a new one, {fresh}."
+    told = f"Your browser rig {expired} ended: it was idle for 5 s; this call started a new one"
+    told += f", {fresh}."
     assert not again.is_error and text(again).startswith(told), text(again)
     assert not (await call(rigs, "tabs")).text.startswith("Your browser rig")
 
