@@ -41,7 +41,7 @@ async def _check(home: CorralHome, rows: list[Row]) -> None:
         sandbox = rt.sandbox_config()
         image = "?" if isinstance(sandbox, ConfigError) else sandbox.image
         runtime = getattr(sandbox, "runtime", "runc")
-        rows.extend(await rt.backend.doctor_rows(image, runtime))
+        rows.extend(await rt.backend.doctor_rows(image, runtime, rt.audit))
 
 
 def _file_rows(home: CorralHome, rt: Runtime) -> list[Row]:

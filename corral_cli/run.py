@@ -85,7 +85,7 @@ def run(file: Path, timeout_seconds: str, language: str | None, agent: str) -> N
 async def _run(params: ExecuteProgramParams, agent: str) -> int:
     """The script's exit code, or one of corral's own (EXIT_*)."""
     async with open_runtime(read_home()) as rt:
-        await reap_orphans(rt.backend)
+        await reap_orphans(rt.backend, rt.audit)
         try:
             result = await _execute(rt, params, agent)
         except SandboxUnavailable as exc:

@@ -229,9 +229,12 @@ class ContainerBackend(Protocol):
         """Remove the session networks (and what guards them) whose owner is gone; their
         names. Only what `remove` of the containers leaves behind."""
 
-    async def doctor_rows(self, image: str, runtime: str) -> list[DoctorRow]:
+    async def doctor_rows(
+        self, image: str, runtime: str, audit: AuditSink | None = None
+    ) -> list[DoctorRow]:
         """`corral doctor`'s rows for this backend: the engine, the image, capacity; it
-        reaps orphans as it goes. An unreachable engine is a failing row, not an error."""
+        reaps orphans as it goes (each audited in `audit`). An unreachable engine is a
+        failing row, not an error."""
 
     async def close(self) -> None:
         """Close the connection (the runtime does, once, when the process ends)."""

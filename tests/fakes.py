@@ -264,7 +264,9 @@ class InMemoryBackend:
     async def reap_networks(self) -> list[str]:
         return []
 
-    async def doctor_rows(self, image: str, runtime: str) -> list[tuple[str, bool, str]]:
+    async def doctor_rows(
+        self, image: str, runtime: str, audit: Any = None
+    ) -> list[tuple[str, bool, str]]:
         return [("in-memory backend", True, image)]
 
     async def close(self) -> None:

@@ -24,8 +24,7 @@ def backend_for(
 ) -> ContainerBackend:
     """`[backend]`'s engine. An invalid config gets the default Docker engine, so that
     reaping and `corral doctor` still work (every call is refused anyway). `audit_file`:
-    where what a dead owner left is audited when it is reaped (Docker's watchdog, and
-    `corral doctor`'s reaping on either engine)."""
+    where what a dead owner left is audited when it is reaped (Docker's watchdog)."""
     if isinstance(config, ConfigError):
         chosen: DockerBackendConfig | KubernetesBackendConfig = DockerBackendConfig()
     else:
@@ -34,7 +33,7 @@ def backend_for(
         from orchestrator.backends.kubernetes.build import kubernetes_backend
 
         assert not isinstance(config, ConfigError)
-        return kubernetes_backend(owner, chosen, config.cluster_images(), environ, audit_file)
+        return kubernetes_backend(owner, chosen, config.cluster_images(), environ)
     from orchestrator.backends.docker.build import docker_backend
 
     return docker_backend(owner, chosen, environ, audit_file)

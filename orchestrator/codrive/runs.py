@@ -107,9 +107,9 @@ class CodriveRun:
     reason: str = ""
     created_at: float = field(default_factory=time.time)
     done: anyio.Event = field(default_factory=anyio.Event)
-    # Set when the run waits for a person: `start` answers then rather than holding the
-    # agent's call while nothing can happen without the person.
-    waits_for_person: anyio.Event = field(default_factory=anyio.Event)
+    # Set when the run ends or waits for a person: `start` answers then rather than
+    # holding the agent's call while nothing can happen without the person.
+    answer_now: anyio.Event = field(default_factory=anyio.Event)
     person_needed: str = ""  # while the state is "human": what the person is there for
     planned: int | None = None  # its steps' count, where the steps are not kept (recovered)
 
@@ -196,10 +196,10 @@ class CodriveRuns:
 
         self.spawn(go)
         with anyio.move_on_after(self.answer_within):
-            while not (run.done.is_set() or run.waits_for_person.is_set()):
+            while not run.answer_now.is_set():
                 with anyio.move_on_after(2.0):
-                    await _first_of(run.done, run.waits_for_person)
-                if not run.done.is_set():
+                    await run.answer_now.wait()
+                if not run.answer_now.is_set():
                     await events.progress(
                         "codrive", f"{run.state}, step {run.current_step + 1} of {len(run.steps)}"
                     )
@@ -258,6 +258,7 @@ class CodriveRuns:
                 },
             )
             run.done.set()
+            run.answer_now.set()
 
     async def _step(
         self, run: CodriveRun, index: int, step: Step, desktop: Desktop, rules: StepRules
@@ -324,7 +325,7 @@ class CodriveRuns:
         why = why or step.description or "a login, password or payment"
         await desktop.ask_person(f"a person is needed: {why}")
         run.person_needed = why
-        run.waits_for_person.set()
+        run.answer_now.set()
         self.audit.record("codrive_handoff", run.agent, {"run": run.id, "step": index})
         if not await desktop.wait_handback(self.handoff_timeout):
             raise StopRun(
@@ -337,22 +338,10 @@ class CodriveRuns:
     async def _wait_for_seat(self, run: CodriveRun, index: int, desktop: Desktop) -> None:
         run.state = "human"
         run.person_needed = "a person took the desktop"
-        run.waits_for_person.set()
+        run.answer_now.set()
         if not await desktop.wait_handback(self.handoff_timeout):
             raise StopRun(
                 "failed",
                 f"step {index}: a person kept the desktop for {self.handoff_timeout:g} s",
             )
         run.state = "running"
-
-
-async def _first_of(*events: anyio.Event) -> None:
-    """Returns once any of `events` is set."""
-    async with anyio.create_task_group() as tg:
-
-        async def wait(event: anyio.Event) -> None:
-            await event.wait()
-            tg.cancel_scope.cancel()
-
-        for event in events:
-            tg.start_soon(wait, event)

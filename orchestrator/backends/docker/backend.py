@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import docker
 
-from orchestrator.audit import AuditLog
 from orchestrator.backends.docker.containers import DockerAttached, DockerExec, DockerRun
 from orchestrator.backends.docker.sdk import (
     DEFAULT_SOCKET,
@@ -32,7 +31,13 @@ from orchestrator.backends.docker.sdk import (
 from orchestrator.backends.docker.watchdog import OwnerWatchdog
 from orchestrator.errors import EngineConflict, EngineNotFound
 from orchestrator.owner import LABEL_MANAGED, Owner
-from sandboxes.ports import ContainerSpec, DoctorRow, EgressFactory, ManagedContainer
+from sandboxes.ports import (
+    AuditSink,
+    ContainerSpec,
+    DoctorRow,
+    EgressFactory,
+    ManagedContainer,
+)
 
 if TYPE_CHECKING:
     from orchestrator.backends.docker.networks import SessionNetwork
@@ -53,7 +58,6 @@ class DockerBackend:
         self.url = url
         self._client: docker.DockerClient | None = None
         self._watchdog = OwnerWatchdog(owner, self.url, audit_file)
-        self.reap_audit = AuditLog(audit_file) if audit_file is not None else None
 
     @property
     def client(self) -> docker.DockerClient:
@@ -160,10 +164,12 @@ class DockerBackend:
 
         return list((await reap_networks(self)).networks)
 
-    async def doctor_rows(self, image: str, runtime: str) -> list[DoctorRow]:
+    async def doctor_rows(
+        self, image: str, runtime: str, audit: AuditSink | None = None
+    ) -> list[DoctorRow]:
         from orchestrator.backends.docker.capacity import engine_rows
 
-        return await engine_rows(self, image, runtime)
+        return await engine_rows(self, image, runtime, audit)
 
     async def close(self) -> None:
         await anyio.to_thread.run_sync(self._watchdog.stop)

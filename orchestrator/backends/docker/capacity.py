@@ -20,7 +20,7 @@ from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.errors import SandboxUnavailable
-from sandboxes.ports import DoctorRow
+from sandboxes.ports import AuditSink, DoctorRow
 
 # moby's libnetwork/ipamutils defaults (engine 20.10 .. 27): 172.17-31/16 by /16 and
 # 192.168/16 by /20.
@@ -146,7 +146,9 @@ async def doctor_rows(backend: DockerBackend, runtime: str) -> list[tuple[str, b
     return rows
 
 
-async def engine_rows(backend: DockerBackend, image: str, runtime: str) -> list[DoctorRow]:
+async def engine_rows(
+    backend: DockerBackend, image: str, runtime: str, audit: AuditSink | None = None
+) -> list[DoctorRow]:
     """Every `corral doctor` row for a Docker engine: the engine, the sandbox image, the
     capacity rows above, then the orphans reaped. An engine or image that is not there
     is a failing row naming its fix."""
@@ -158,7 +160,7 @@ async def engine_rows(backend: DockerBackend, image: str, runtime: str) -> list[
             ("sandbox image", True, image),
             *await doctor_rows(backend, runtime),
         ]
-        reaped = await reap_orphans(backend, backend.reap_audit)
+        reaped = await reap_orphans(backend, audit)
     except SandboxUnavailable as exc:
         return [(f"sandbox ({exc.code.value})", False, f"{exc.reason}. Fix: {exc.fix}")]
     return [*rows, ("orphans", True, f"{len(reaped)} removed")]

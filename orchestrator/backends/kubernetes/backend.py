@@ -27,7 +27,6 @@ import anyio
 import kr8s
 import kr8s.asyncio
 
-from orchestrator.audit import AuditLog
 from orchestrator.backends.kubernetes.pods import KubeExec, KubeRun
 from orchestrator.backends.kubernetes.stream import (
     ClusterTarget,
@@ -46,6 +45,7 @@ from sandboxes.k8s_manifests import (
     deny_all_policy,
 )
 from sandboxes.ports import (
+    AuditSink,
     ContainerSpec,
     DoctorRow,
     EgressFactory,
@@ -107,13 +107,9 @@ class KubernetesBackend:
 
     supports_pools = False
 
-    def __init__(
-        self, owner: Owner, settings: KubeSettings, audit_file: Path | None = None
-    ) -> None:
-        """`audit_file`: where `corral doctor`'s reaping audits what a dead owner left."""
+    def __init__(self, owner: Owner, settings: KubeSettings) -> None:
         self.owner = owner
         self.settings = settings
-        self.reap_audit = AuditLog(audit_file) if audit_file is not None else None
         self.target = ClusterTarget(
             kubeconfig=settings.kubeconfig,
             context=settings.context,
@@ -293,10 +289,12 @@ class KubernetesBackend:
         `reap_orphans` removes them with the pods (`list_managed` lists them)."""
         return []
 
-    async def doctor_rows(self, image: str, runtime: str) -> list[DoctorRow]:
+    async def doctor_rows(
+        self, image: str, runtime: str, audit: AuditSink | None = None
+    ) -> list[DoctorRow]:
         from orchestrator.backends.kubernetes.doctor import kubernetes_rows
 
-        return await kubernetes_rows(self, image)
+        return await kubernetes_rows(self, image, audit)
 
     async def watch(self, plural: str, name: str) -> AsyncGenerator[dict[str, Any]]:
         """Events on one object, from now: a GET (404: one synthetic DELETED), then the

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from orchestrator.backends.kubernetes.backend import (
     KubernetesBackend,
@@ -20,7 +19,6 @@ def kubernetes_backend(
     chosen: KubernetesBackendConfig,
     images: Mapping[str, str],
     environ: Mapping[str, str],
-    audit_file: Path | None = None,
 ) -> ContainerBackend:
     """The cluster `chosen` names; `images` maps local image names to the names the
     cluster pulls (`CorralConfig.cluster_images`). No API call until the first use."""
@@ -32,4 +30,4 @@ def kubernetes_backend(
         images=dict(images),
         seccomp_localhost=chosen.kiosk_seccomp_profile,
     )
-    return KubernetesBackend(owner, settings, audit_file)
+    return KubernetesBackend(owner, settings)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.errors import CorralError, SandboxUnavailable
+from sandboxes.ports import AuditSink
 
 PID_LIMIT_NOTE = (
     "warning: cannot verify the kubelet's podPidsLimit (S1.2 wants 256); set "
@@ -18,7 +19,9 @@ PID_LIMIT_NOTE = (
 )
 
 
-async def kubernetes_rows(backend: KubernetesBackend, image: str) -> list[tuple[str, bool, str]]:
+async def kubernetes_rows(
+    backend: KubernetesBackend, image: str, audit: AuditSink | None = None
+) -> list[tuple[str, bool, str]]:
     """(check, ok, detail) rows; an unreachable cluster fails naming what was tried."""
     settings = backend.settings
     try:
@@ -37,6 +40,6 @@ async def kubernetes_rows(backend: KubernetesBackend, image: str) -> list[tuple[
         ("sandbox image", True, f"{backend.cluster_image(image)} (pulled by the nodes)"),
         ("pid limit", True, PID_LIMIT_NOTE),
     ]
-    reaped = await reap_orphans(backend, backend.reap_audit)
+    reaped = await reap_orphans(backend, audit)
     rows.append(("orphans", True, f"{len(reaped)} pod(s)/object(s) removed"))
     return rows
