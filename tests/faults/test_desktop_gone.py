@@ -1,7 +1,8 @@
 """The desktop rig's container killed, or its agent hung (SIGSTOP), under a live rig: the
 next call answers that the rig ended and why (a hang is seen by the channel's heartbeat,
-not at the click's deadline), the dead container is removed, and the next call starts a
-new rig that works."""
+not at the click's deadline), the dead container is removed, and a new rig works (the
+next call starts it, or this one did when the death was found between calls:
+tests/faults/told.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tests.e2e.conftest import connect
 from tests.e2e.test_computer_use import image_of, text_of
 from tests.e2e.test_desktop_rig import desktops
 from tests.e2e.test_desktop_rig import gateway as gateway
+from tests.faults.told import told_the_rig_ended
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -36,13 +38,11 @@ async def test_a_dead_desktop_rig_ends_at_the_next_call_and_a_new_one_starts(
 
         with anyio.fail_after(CAP_S):
             click = await mcp.client.call_tool("computer_use", {"verb": "click", "x": 5, "y": 5})
-        text = text_of(click)
-        assert click.is_error and "ended: its channel failed" in text, text
         why = "no sign of life for 2.5 s" if fault == "hung" else "channel closed"
-        assert why in text, text
-        assert desktops(docker_client) == []
-
+        if told_the_rig_ended(click, why, "computer_use"):
+            assert desktops(docker_client) == []
         again = await mcp.client.call_tool("computer_use", {"verb": "screenshot"})
         assert not again.is_error, text_of(again)
         assert image_of(again).size == (1280, 800)
+        assert len(desktops(docker_client)) == 1  # the new one; the dead one removed
     # the new rig is the gateway's until its idle timeout: the fixture's gateway removes it

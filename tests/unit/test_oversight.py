@@ -34,10 +34,16 @@ async def held_then(manager: SessionManager, decide: Any) -> Answer:
     async def click() -> None:
         answers.append(await call(manager, "computer_click", x=10, y=10))
 
+    def raised() -> bool:
+        """Pending, with the masked screenshot the approval is raised with: it is taken
+        just after the approval is listed, over the fake kiosk's channel (a thread)."""
+        pending = manager.approvals.pending()
+        return bool(pending) and pending[0].screenshot_png is not None
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(click)
-        with anyio.fail_after(5):  # a bound, not a wait: the fake kiosk answers at once
-            while not manager.approvals.pending():
+        with anyio.fail_after(30):  # a bound, not a wait: the fake kiosk answers at once
+            while not raised():
                 await anyio.wait_all_tasks_blocked()
         decide(manager.approvals.pending()[0])
     return answers[0]
