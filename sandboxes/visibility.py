@@ -8,7 +8,7 @@ own message.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sandboxes.catalogue import CATALOGUE, ToolSpec
@@ -35,6 +35,9 @@ class AgentView:
     permissions: dict[str, bool] = field(default_factory=dict)
     # None: agent.toml absent (defaults) or valid. Text: it exists but could not be used.
     file_problem: str | None = None
+    # Families the server cannot serve whatever agent.toml says (a phone family with no
+    # device configured), each with why: their tools are neither listed nor callable.
+    unavailable: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,9 @@ def decide(spec: ToolSpec, view: AgentView) -> Decision:
             else f"[capabilities] {flags} off"
         )
         return Decision(False, f"{tool} is not enabled for agent {view.name}: {reason}")
+    if needed and not any(f in view.capabilities and f not in view.unavailable for f in needed):
+        why = "; ".join(view.unavailable[f] for f in needed if f in view.unavailable)
+        return Decision(False, f"{tool} is not available on this server: {why}")
     if view.read_only and spec.action_classes:
         return Decision(
             False,

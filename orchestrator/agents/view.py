@@ -3,7 +3,7 @@
 The gateway and the MCP front ask for a view on every call and from loops that poll
 (the tool-list watch, the expiry loops), so the async readers (`agent_and_view`,
 `view_of`) keep the last parse per agent and re-read only when agent.toml or grants.json
-changes (inode, size, mtime or ctime), off the event loop. A file changed within
+or config.toml changes (inode, size, mtime or ctime), off the event loop. A file changed within
 `RACY_SECONDS` is re-read every time: an edit in the same clock tick as the last read
 would otherwise look unchanged."""
 
@@ -17,11 +17,13 @@ from pathlib import Path
 import anyio
 
 from orchestrator.agents.grants import grants_file, read_grants
-from orchestrator.config import AgentConfig, load_agent
+from orchestrator.config import AgentConfig, load_agent, load_config
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
 from sandboxes.visibility import AgentView
 
+# The families whose use depends on config.toml as well as on agent.toml.
+SERVER_DEPENDENT = ("mobile_use", "ios_use")
 FAMILIES = (
     "computer_use",
     "codrive",
@@ -32,7 +34,9 @@ FAMILIES = (
 )
 
 
-def view_from_config(agent: AgentConfig, grants: frozenset[str]) -> AgentView:
+def view_from_config(
+    agent: AgentConfig, grants: frozenset[str], unavailable: dict[str, str] | None = None
+) -> AgentView:
     caps = agent.capabilities
     return AgentView(
         name=agent.name,
@@ -43,7 +47,19 @@ def view_from_config(agent: AgentConfig, grants: frozenset[str]) -> AgentView:
         scoped_tools=tuple(caps.scoped_tools),
         grants=grants,
         permissions=agent.permissions.model_dump(),
+        unavailable=unavailable or {},
     )
+
+
+def server_unavailable(home: CorralHome) -> dict[str, str]:
+    """The families config.toml leaves this server unable to serve (a phone family with no
+    device), each with why; all of them when config.toml cannot be used."""
+    try:
+        config = load_config(home.config_file)
+    except ConfigError as exc:
+        why = f"config.toml could not be used ({'; '.join(exc.problems)})"
+        return {family: why for family in SERVER_DEPENDENT}
+    return config.rigs.unavailable()
 
 
 def load_view(home: CorralHome, name: str) -> AgentView:
@@ -58,16 +74,18 @@ def load_agent_and_view(home: CorralHome, name: str) -> tuple[AgentView, AgentCo
     one that cannot be used), from one read of the agent's files."""
     path = home.agent_file(name)
     grants = read_grants(home, name)
+    missing = server_unavailable(home)
     if not path.exists():
-        return AgentView(name=name, grants=grants), AgentConfig(name=name)
+        return AgentView(name=name, grants=grants, unavailable=missing), AgentConfig(name=name)
     try:
         agent = load_agent(path)
     except ConfigError as exc:
-        return AgentView(name=name, grants=grants, file_problem="; ".join(exc.problems)), None
+        problem = "; ".join(exc.problems)
+        return AgentView(name=name, grants=grants, file_problem=problem), None
     if agent.name != name:
         problem = f"its name is {agent.name!r}, not {name!r}"
         return AgentView(name=name, grants=grants, file_problem=problem), None
-    return view_from_config(agent, grants), agent
+    return view_from_config(agent, grants, missing), agent
 
 
 RACY_SECONDS = 2.0
@@ -89,13 +107,17 @@ class ViewCache:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
-        self._kept: dict[tuple[Path, str], tuple[tuple[Stamp, Stamp], Loaded]] = {}
+        self._kept: dict[tuple[Path, str], tuple[tuple[Stamp, ...], Loaded]] = {}
 
     def get(self, home: CorralHome, name: str) -> Loaded:
         """The view and config (as `load_agent_and_view`), parsed again only if a file
         changed. The stamps are taken before the read, so a change during it is seen next
         time."""
-        stamps = (_stamp(home.agent_file(name)), _stamp(grants_file(home, name)))
+        stamps = (
+            _stamp(home.agent_file(name)),
+            _stamp(grants_file(home, name)),
+            _stamp(home.config_file),
+        )
         key = (home.root, name)
         kept = self._kept.get(key)
         if kept is not None and kept[0] == stamps:

@@ -97,8 +97,26 @@ class IosRigConfig(StrictModel):
         return value
 
 
+NO_ANDROID = (
+    "mobile_use has no device: list them in config.toml as [rigs.android] devices = "
+    '["SERIAL", "HOST:PORT"] (docs/rigs.md)'
+)
+NO_IOS = (
+    "ios_use has no simulator: set [rigs.ios] wda_url (and simulator_udid) in "
+    "config.toml (docs/rigs.md)"
+)
+
+
 class MobileRigsConfig(StrictModel):
     """`[rigs]`: the devices of the mobile rigs (docs/rigs.md)."""
 
     android: AndroidRigConfig = AndroidRigConfig()
     ios: IosRigConfig = IosRigConfig()
+
+    def unavailable(self) -> dict[str, str]:
+        """The phone families this server cannot serve, each with why (visible = callable:
+        their tools are not listed while nothing is configured for them)."""
+        missing = {"mobile_use": NO_ANDROID} if not self.android.devices else {}
+        if self.ios.wda_url is None:
+            missing["ios_use"] = NO_IOS
+        return missing

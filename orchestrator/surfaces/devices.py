@@ -8,10 +8,14 @@ unauthorized or unreachable is never leased, and a start that fails leaves no le
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-from orchestrator.config import ComputerUseConfig, CorralConfig
-from orchestrator.errors import DeviceError, NotAvailable, SessionRefused
+import anyio
+
+from orchestrator.config import ComputerUseConfig, CorralConfig, load_config
+from orchestrator.config.rigs import NO_ANDROID, NO_IOS, MobileRigsConfig
+from orchestrator.errors import ConfigError, DeviceError, NotAvailable, SessionRefused
 from orchestrator.surfaces.android.adb import AdbServer, AndroidDevice
 from orchestrator.surfaces.android.rig import AndroidRig
 from orchestrator.surfaces.answers import Answer, answer, text_block
@@ -19,6 +23,8 @@ from orchestrator.surfaces.base import opened
 from orchestrator.surfaces.ios.rig import IosRig
 from orchestrator.surfaces.ios.wda import WdaClient
 from orchestrator.surfaces.phones import MobileRig
+
+logger = logging.getLogger("corral.devices")
 
 _HINTS = {
     "unauthorized": "accept the USB debugging prompt on the device",
@@ -28,12 +34,42 @@ _HINTS = {
 
 
 class MobileDevices:
-    def __init__(self, config: CorralConfig, adb_dir: Path | None = None) -> None:
-        """`adb_dir`: the private directory of the adb server's socket (CORRAL_HOME/adb)."""
+    def __init__(
+        self, config: CorralConfig, adb_dir: Path | None = None, config_file: Path | None = None
+    ) -> None:
+        """`adb_dir`: the private directory of the adb server's socket (CORRAL_HOME/adb).
+        `config_file`: the config.toml whose `[rigs]` is followed (`refresh`), as the
+        visibility gate follows it: a device added there is usable without a restart."""
         self.android = config.rigs.android
         self.ios = config.rigs.ios
+        self.adb_dir = adb_dir
+        self.config_file = config_file
         self.adb = AdbServer(self.android, home_dir=adb_dir) if self.android.devices else None
         self.leases: dict[str, str] = {}  # device -> agent
+
+    def follow(self, rigs: MobileRigsConfig) -> None:
+        """Use `rigs` from now on. The adb server keeps running; it is told the new
+        device list (HOST:PORT devices are connected when next listed)."""
+        self.ios = rigs.ios
+        if rigs.android == self.android:
+            return
+        self.android = rigs.android
+        if self.adb is not None:
+            self.adb.cfg = rigs.android
+        elif rigs.android.devices:
+            self.adb = AdbServer(rigs.android, home_dir=self.adb_dir)
+
+    async def refresh(self) -> None:
+        """Follow config.toml's `[rigs]` as it is now; one that cannot be used changes
+        nothing (the gate hides the phone tools meanwhile)."""
+        if self.config_file is None:
+            return
+        try:
+            config = await anyio.to_thread.run_sync(load_config, self.config_file)
+        except ConfigError as exc:
+            logger.warning("config.toml's [rigs] not followed: %s", exc)
+            return
+        self.follow(config.rigs)
 
     def release(self, rig: MobileRig) -> None:
         if self.leases.get(rig.device) == rig.agent:
@@ -41,8 +77,8 @@ class MobileDevices:
 
     async def devices_answer(self, agent: str) -> Answer:
         """`mobile_use devices`: every configured device, its state and who holds it."""
-        if self.adb is None:
-            raise NotAvailable(_NO_ANDROID)
+        if self.adb is None or not self.android.devices:
+            raise NotAvailable(NO_ANDROID)
         rows = []
         for dev in await self.adb.states():
             holder = self.leases.get(dev.serial)
@@ -59,8 +95,8 @@ class MobileDevices:
     async def start_android(
         self, rig_id: str, agent: str, cfg: ComputerUseConfig, now: float
     ) -> AndroidRig:
-        if self.adb is None:
-            raise NotAvailable(_NO_ANDROID)
+        if self.adb is None or not self.android.devices:
+            raise NotAvailable(NO_ANDROID)
         states = await self.adb.states()
         client = await self.adb.ensure()
         free = [d for d in states if d.serial not in self.leases and d.state == "device"]
@@ -96,10 +132,7 @@ class MobileDevices:
     ) -> IosRig:
         url = self.ios.wda_url
         if url is None:
-            raise NotAvailable(
-                "ios_use has no simulator: set [rigs.ios] wda_url (and simulator_udid) in "
-                "config.toml (docs/rigs.md)"
-            )
+            raise NotAvailable(NO_IOS)
         if url in self.leases:
             raise SessionRefused("the iOS simulator is held by another agent; try again later")
         self.leases[url] = agent
@@ -127,9 +160,3 @@ class MobileDevices:
         self.leases.clear()
         if self.adb is not None:
             await self.adb.close()
-
-
-_NO_ANDROID = (
-    "mobile_use has no device: list them in config.toml as [rigs.android] devices = "
-    '["SERIAL", "HOST:PORT"] (docs/rigs.md)'
-)

@@ -77,7 +77,7 @@ class RigManager(SurfaceManager):
         self._playwright: Playwright | None = None
         self._playwright_cm: Any = None
         self._playwright_lock = anyio.Lock()
-        self.mobile = MobileDevices(self.config, self.home.root / "adb")
+        self.mobile = MobileDevices(self.config, self.home.root / "adb", self.home.config_file)
         # Tools a room above registers (codrive): gated here, then handed the params.
         self.tools: dict[str, RigTool] = {}
 
@@ -141,6 +141,7 @@ class RigManager(SurfaceManager):
                 return await handler(agent, params, cfg, events)
             assert isinstance(params, VerbUnion)
             if tool == "mobile_use" and params.verb.verb == "devices":
+                await self.mobile.refresh()
                 return await self.mobile.devices_answer(agent)
             return await self._drive(agent, SURFACES[tool], params, cfg, events)
         except ParamError as exc:
@@ -202,6 +203,7 @@ class RigManager(SurfaceManager):
         started = self.clock()
         rig: Rig
         if surface in ("android", "ios"):
+            await self.mobile.refresh()
             start = self.mobile.start_android if surface == "android" else self.mobile.start_ios
             rig = await start(rig_id, agent, cfg, started)
             return self._started(agent, surface, rig, started)

@@ -333,6 +333,8 @@ def manager_for(home: CorralHome, serial: str, clock: Clock, **cu: object) -> Ri
     home.agent_file("alice").parent.mkdir(parents=True, exist_ok=True)
     home.agent_file("alice").write_text(text)
     config = config_for(serial)
+    # config.toml says the same: the gate lists mobile_use only while a device is configured
+    home.config_file.write_text(f'[rigs.android]\ndevices = ["{serial}"]\ntimeout_seconds = 10\n')
     # a phone rig needs no container backend and no egress
     return RigManager(home, config, None, AuditLog(home.audit_file), None, clock=clock)  # type: ignore[arg-type]
 
@@ -372,6 +374,33 @@ async def test_revoking_mobile_use_ends_the_rig_and_releases_the_device(
         assert rigs.mobile.leases == {}
         refused = await rigs.handle("alice", "mobile_use", {"verb": "inspect"})
         assert refused.is_error and "mobile_use" in refused.content[0].text
+    finally:
+        await rigs.close_all()
+
+
+async def test_a_device_added_to_config_toml_is_usable_without_a_restart(
+    corral_home: CorralHome, fake: FakeAdbd
+) -> None:
+    """Visible = callable follows config.toml (issue 25 item 5): with no device configured
+    mobile_use is refused by the gate; once config.toml lists one, the same running rig
+    manager drives it; removed again, the rig ends and the device is released."""
+    serial = f"127.0.0.1:{fake.port}"
+    rigs = manager_for(corral_home, serial, Clock())
+    corral_home.config_file.write_text("")
+    try:
+        refused = await rigs.handle("alice", "mobile_use", {"verb": "inspect"})
+        assert refused.is_error and "not available on this server" in refused.text, refused.text
+        assert "[rigs.android] devices" in refused.text
+        assert fake.device.events == [] and rigs.mobile.leases == {}
+
+        corral_home.config_file.write_text(f'[rigs.android]\ndevices = ["{serial}"]\n')
+        driven = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
+        assert not driven.is_error, driven.text
+        assert fake.device.events[-1] == "input keyevent KEYCODE_BACK"
+
+        corral_home.config_file.write_text("")
+        assert await rigs.expire() == [("alice", "android")]
+        assert rigs.mobile.leases == {}
     finally:
         await rigs.close_all()
 

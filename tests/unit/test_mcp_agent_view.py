@@ -48,7 +48,8 @@ def test_a_missing_agent_toml_gives_the_default_view_without_a_file_problem(
 ) -> None:
     view = load_view(home, "ann")
 
-    assert view == AgentView(name="ann")
+    assert view == AgentView(name="ann", unavailable=view.unavailable)
+    assert view.unavailable.keys() == {"mobile_use", "ios_use"}  # no config.toml: no phone
     assert view.file_problem is None
     assert visible_names(view) == {"execute_program"}
     assert permission_refusal(BY_NAME["execute_program"], view) is None
