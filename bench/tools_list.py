@@ -13,8 +13,10 @@ Every server is started afresh over stdio and asked for tools/list once, by the 
 4. mcp-server-git (run by .venv-mcp1) on a throwaway `git init` repository.
 
 The size is the UTF-8 byte length of the compact JSON of the `tools` array, each Tool
-serialized as the wire carries it (camelCase aliases, no null fields). The token figure
-is bytes / 4: a rough rule of thumb, not any model's tokenizer.
+serialized as the wire carries it (camelCase aliases, no null fields); "prompt bytes"
+counts only what the common clients hand the model of each tool (name, description,
+inputSchema): outputSchema, annotations and `_meta` stay with the client. The token
+figure is bytes / 4: a rough rule of thumb, not any model's tokenizer.
 """
 
 from __future__ import annotations
@@ -65,6 +67,11 @@ AGENT_ON = "bench-all"
 TIME_ZONE = "UTC"
 BYTES_PER_TOKEN = 4
 TIMEOUT_S = 60.0
+# A phone tool is listed only while a device of its kind is configured (listing connects to
+# none): one of each, so the every-family row lists every tool.
+PHONES_CONFIGURED = (
+    '[rigs.android]\ndevices = ["emulator-5554"]\n\n[rigs.ios]\nwda_url = "http://127.0.0.1:8100"\n'
+)
 REFERENCE_PACKAGES: tuple[str, ...] = ("mcp-server-time", "mcp-server-git", "mcp")
 
 console = Console()
@@ -81,6 +88,7 @@ class Measurement:
     label: str
     tool_names: tuple[str, ...]
     size_bytes: int
+    prompt_bytes: int
     server_info: str
 
     @property
@@ -149,8 +157,17 @@ def init_git_repo(path: Path) -> None:
 # --- measuring ------------------------------------------------------------------------
 
 
+PROMPT_FIELDS = ("name", "description", "inputSchema")
+
+
 def wire_size(tools: Sequence[Mapping[str, Any]]) -> int:
     return len(json.dumps(list(tools), separators=(",", ":")).encode())
+
+
+def prompt_size(tools: Sequence[Mapping[str, Any]]) -> int:
+    """What a client puts in the model's prompt of each tool: its name, description and
+    input schema (Claude's and OpenAI's tool definitions carry nothing else)."""
+    return wire_size([{k: tool[k] for k in PROMPT_FIELDS if k in tool} for tool in tools])
 
 
 async def measure(server: Server) -> Measurement:
@@ -171,7 +188,7 @@ async def measure(server: Server) -> Measurement:
     if not tools:
         raise BenchError(f"{server.label}: tools/list returned no tools")
     described = f"{info.name} {info.version}" if info is not None else "unknown"
-    return Measurement(server.label, tuple(names), wire_size(tools), described)
+    return Measurement(server.label, tuple(names), wire_size(tools), prompt_size(tools), described)
 
 
 async def measure_all(servers: Sequence[Server]) -> list[Measurement]:
@@ -195,6 +212,7 @@ def run_benchmark() -> list[Measurement]:
         home = CorralHome(Path(home_dir).resolve(), env=Environment.from_environ(os.environ))
         write_agent(home, AGENT_OFF, render_new_agent(AGENT_OFF))
         write_agent(home, AGENT_ON, all_families_on(render_new_agent(AGENT_ON)))
+        home.config_file.write_text(PHONES_CONFIGURED, encoding="utf-8")
         repo = Path(git_dir).resolve()
         init_git_repo(repo)
         servers = [
@@ -231,12 +249,20 @@ def local_version(package: str) -> str:
 
 # --- reporting ------------------------------------------------------------------------
 
-HEADERS = ("server", "tools", "bytes", "~tokens", "bytes/tool")
+HEADERS = ("server", "tools", "bytes", "~tokens", "bytes/tool", "prompt bytes", "~prompt tokens")
 
 
 def table_rows(results: Sequence[Measurement]) -> list[list[str]]:
     return [
-        [r.label, str(r.tools), str(r.size_bytes), str(r.tokens), f"{r.bytes_per_tool:.0f}"]
+        [
+            r.label,
+            str(r.tools),
+            str(r.size_bytes),
+            str(r.tokens),
+            f"{r.bytes_per_tool:.0f}",
+            str(r.prompt_bytes),
+            str(round(r.prompt_bytes / BYTES_PER_TOKEN)),
+        ]
         for r in results
     ]
 
@@ -278,7 +304,11 @@ What a client puts in the model's prompt for a server's tools: the size of the `
 of one tools/list answer. Each `Tool` is serialized as on the wire
 (`model_dump(by_alias=True, exclude_none=True, mode="json")`), the array dumped as compact
 JSON (`separators=(",", ":")`) and its UTF-8 bytes counted. "~tokens" is bytes / {BYTES_PER_TOKEN},
-a rough rule of thumb for English and JSON, not any model's tokenizer.
+a rough rule of thumb for English and JSON, not any model's tokenizer. "prompt bytes" counts
+only what the common clients hand the model of each tool (`name`, `description`,
+`inputSchema`; Claude's and OpenAI's tool definitions carry nothing else): a tool's
+`outputSchema` (corral lists one for every tool, docs/tools.md), annotations and `_meta`
+stay with the client.
 
 Every server is started afresh over stdio and reached by the MCP Python SDK
 {local_version("mcp")} client (`Client(..., mode="legacy")`):
@@ -286,7 +316,8 @@ Every server is started afresh over stdio and reached by the MCP Python SDK
 - **corral (fresh agent)**: `corral mcp --agent NAME` (corral {local_version("corral")}) on a
   throwaway `CORRAL_HOME`, the agent being the rendered template (every optional family off).
 - **corral (every family on)**: the same, with every optional family set to `true` in its
-  `agent.toml`: {families}.
+  `agent.toml`: {families}; its `config.toml` names one Android device and one
+  WebDriverAgent (the phone tools are listed only then; listing connects to neither).
 - **mcp-server-time** {versions["mcp-server-time"]}: `python -m mcp_server_time
   --local-timezone {TIME_ZONE}` (its descriptions embed the local timezone's name, so it is
   pinned for repeatable figures).

@@ -244,6 +244,7 @@ def _tool(spec: ToolSpec) -> types.Tool:
         name=spec.name,
         description=spec.description,
         input_schema=spec.input_schema(),
+        output_schema=spec.output_schema(),
         annotations=types.ToolAnnotations(
             read_only_hint=read_only,
             destructive_hint=spec.name == "rig_close" if not read_only else None,

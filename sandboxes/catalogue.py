@@ -16,8 +16,10 @@ from pydantic import BaseModel
 
 from sandboxes import mobile_params as mp
 from sandboxes import params as p
+from sandboxes import results as out
 from sandboxes import rig_params as r
 from sandboxes.codrive import CodriveRunParams, CodriveStatusParams
+from sandboxes.results import output_schema
 
 DESCRIPTION_BUDGET_BYTES = 200
 DOCS = "docs/tools.md"
@@ -38,6 +40,9 @@ class ToolSpec:
     capability: str | tuple[str, ...] | None
     action_classes: tuple[str, ...] = ()
     permission: str | None = None  # a [permissions] flag that refuses the call when false
+    # The shape of its structured content (sandboxes.results): one model, or several of
+    # which each result is one. Every tool has one.
+    result: tuple[type[BaseModel], ...] = ()
 
     @property
     def capabilities(self) -> tuple[str, ...]:
@@ -45,6 +50,9 @@ class ToolSpec:
         if self.capability is None:
             return ()
         return (self.capability,) if isinstance(self.capability, str) else self.capability
+
+    def output_schema(self) -> dict[str, Any]:
+        return output_schema(*self.result)
 
     def input_schema(self) -> dict[str, Any]:
         object_schema = getattr(self.params, "object_schema", None)
@@ -82,6 +90,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         capability=None,
         action_classes=(PROCESS_SPAWN,),
         permission="execute_program",
+        result=(out.ScriptRun,),
     ),
     ToolSpec(
         "computer_session_start",
@@ -90,6 +99,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.SessionStartParams,
         _CU,
         _CU_CLASSES,
+        result=(out.SessionStarted,),
     ),
     ToolSpec(
         "computer_screenshot",
@@ -98,6 +108,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.NoParams,
         _CU,
         _CU_CLASSES,
+        result=(out.Shot,),
     ),
     ToolSpec(
         "computer_click",
@@ -105,6 +116,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.ClickParams,
         _CU,
         _CU_CLASSES,
+        result=(out.SurfaceState,),
     ),
     ToolSpec(
         "computer_type",
@@ -113,6 +125,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.TypeParams,
         _CU,
         _CU_CLASSES,
+        result=(out.SurfaceState,),
     ),
     ToolSpec(
         "computer_key",
@@ -121,6 +134,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.KeyParams,
         _CU,
         _CU_CLASSES,
+        result=(out.SurfaceState,),
     ),
     ToolSpec(
         "computer_scroll",
@@ -128,6 +142,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.ScrollParams,
         _CU,
         _CU_CLASSES,
+        result=(out.SurfaceState,),
     ),
     ToolSpec(
         "computer_navigate",
@@ -136,6 +151,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.NavigateParams,
         _CU,
         _CU_CLASSES,
+        result=(out.SurfaceState,),
     ),
     ToolSpec(
         "computer_session_stop",
@@ -143,6 +159,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         p.SessionStopParams,
         _CU,
         (ENCLOSURE_CONTROL,),
+        result=(out.SessionStopped,),
     ),
     ToolSpec(
         "browser_use",
@@ -152,6 +169,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         r.BrowserUseParams,
         "browser_use",
         _RIG_CLASSES,
+        result=(out.BrowserAction,),
     ),
     ToolSpec(
         "computer_use",
@@ -160,6 +178,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         r.DesktopUseParams,
         "desktop_use",
         _RIG_CLASSES,
+        result=(out.Shot,),
     ),
     ToolSpec(
         "mobile_use",
@@ -169,6 +188,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         mp.MobileUseParams,
         "mobile_use",
         _MOBILE_CLASSES,
+        result=(out.PhoneAction, out.Devices),
     ),
     ToolSpec(
         "ios_use",
@@ -178,6 +198,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         mp.IosUseParams,
         "ios_use",
         _MOBILE_CLASSES,
+        result=(out.PhoneAction,),
     ),
     ToolSpec(
         "rig_list",
@@ -185,6 +206,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         "used and time left.",
         p.NoParams,
         RIG_FLAGS,
+        result=(out.RigList,),
     ),
     ToolSpec(
         "rig_close",
@@ -193,6 +215,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         r.RigCloseParams,
         RIG_FLAGS,
         (ENCLOSURE_CONTROL,),
+        result=(out.RigsClosed,),
     ),
     ToolSpec(
         "codrive_run",
@@ -201,12 +224,14 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         CodriveRunParams,
         "codrive",
         (ENCLOSURE_CONTROL, PROCESS_SPAWN),
+        result=(out.CodriveRunResult,),
     ),
     ToolSpec(
         "codrive_status",
         "Status of your codrive run: current step, pending approval, who holds the desktop.",
         CodriveStatusParams,
         "codrive",
+        result=(out.CodriveRunResult,),
     ),
 )
 

@@ -19,6 +19,7 @@ MAX_STEPS = 50
 APPS: tuple[str, ...] = ("mousepad", "galculator", "gnome-calculator", "chromium")
 
 Action = Literal["click", "double_click", "type", "key", "scroll", "wait", "take_over"]
+RunState = Literal["running", "waiting_approval", "human", "finished", "failed", "stopped"]
 StepCategory = Literal["none", "send", "submit", "delete", "purchase", "other", "credential"]
 CONSEQUENTIAL: frozenset[str] = frozenset({"send", "submit", "delete", "purchase", "other"})
 POINTER_ACTIONS: frozenset[str] = frozenset({"click", "double_click", "scroll"})

@@ -29,7 +29,7 @@ import secrets
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import anyio
 
@@ -39,7 +39,7 @@ from orchestrator.errors import DeniedPage, SeatError, SecretField, SessionRefus
 from orchestrator.ledger import Recovered, run_failed_reason
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.pipeline import Pipeline
-from sandboxes.codrive import CodriveRunParams, Step
+from sandboxes.codrive import CodriveRunParams, RunState, Step
 from sandboxes.codrive_rules import StepTarget
 from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.ladder import DesktopProbes, Registry, StepResult
@@ -48,8 +48,6 @@ ANSWER_WITHIN = 30.0
 MAX_SEAT_WAITS = 10  # a step a person takes before its try begins waits at most this often
 KEEP_RUNS = 20  # finished runs kept per agent for codrive_status
 STOPPED_WITH_GATEWAY = "the gateway stopped while the run was going; start it again"
-
-RunState = Literal["running", "waiting_approval", "human", "finished", "failed", "stopped"]
 
 
 class Desktop(Protocol):

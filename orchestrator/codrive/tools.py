@@ -24,6 +24,7 @@ from sandboxes.codrive import CodriveRunParams, CodriveStatusParams
 from sandboxes.events import CallEvents
 from sandboxes.fence import fence
 from sandboxes.ladder import StepResult
+from sandboxes.results import NO_RUN
 
 APP_DEADLINE = 45.0  # starting a target app (the agent waits up to 40 s for its window)
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], Any]
@@ -103,6 +104,7 @@ class CodriveTools:
             return answer(
                 text_block(f"You have no {which} (runs are kept for a while)."),
                 is_error=run_id is not None,
+                **NO_RUN,
             )
         return run_answer(run)
 

@@ -66,6 +66,11 @@ def told_first(said: Answer, text: str) -> Answer:
     return Answer((text_block(text), *said.content), said.is_error, said.structured)
 
 
+def with_state(said: Answer, state: Mapping[str, Any]) -> Answer:
+    """`said` with the surface's `state` (`Surface.summary`) in its structured content."""
+    return Answer(said.content, said.is_error, {**(said.structured or {}), **state})
+
+
 def error(text: str) -> Answer:
     """A recoverable refusal or failure, said in one text block."""
     return answer(text_block(text), is_error=True)

@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 
 import anyio
 
@@ -96,6 +96,22 @@ class Surface:
     @property
     def state(self) -> str:
         return "broken" if self.broken else "ready"
+
+    def summary(self, now: float, approval: str | None = None) -> dict[str, Any]:
+        """The state every action's structured content carries (`sandboxes.results.
+        SurfaceState`): the surface, its seat, its budget and clocks, and the approval the
+        action ran under."""
+        idle, life = self.clock.time_left(now)
+        return {
+            "surface": self.kind,
+            "surface_id": self.id,
+            "controller": self.controller,
+            "actions_used": self.clock.used,
+            "max_actions": self.clock.max_actions,
+            "idle_seconds_left": idle,
+            "lifetime_seconds_left": life,
+            "approval": approval,
+        }
 
     def status(self, now: float) -> str:
         """The budget and timers line every answer ends with."""

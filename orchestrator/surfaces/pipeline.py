@@ -63,7 +63,7 @@ from pydantic import BaseModel
 
 from orchestrator.audit import AuditLog
 from orchestrator.errors import CorralError, InputInterrupted, SessionRefused, SurfaceGone
-from orchestrator.surfaces.answers import Answer
+from orchestrator.surfaces.answers import Answer, with_state
 from orchestrator.surfaces.base import Surface
 from sandboxes.approval_binding import PENDING, TARGET_CHANGED, Binding, pending_refusal
 from sandboxes.approval_rules import Hold
@@ -186,7 +186,8 @@ class Pipeline:
                 surface.waiting = None  # held until the approved action was judged again
         self.audit.record(driver.done_event, surface.agent, {**action.details, **done.details})
         self._timeline(surface, action, driver, done.step or action.step, done.outcome[:300])
-        return done.answer
+        held = None if approval is None else approval.id
+        return with_state(done.answer, surface.summary(self.clock(), held))
 
     async def _approved(
         self, surface: Surface, action: Action, driver: Driver, hold: Hold, events: CallEvents

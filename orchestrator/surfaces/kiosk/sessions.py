@@ -17,7 +17,7 @@ from orchestrator.agents.view import agent_and_view
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
 from orchestrator.people.approvals import ApprovalQueue
-from orchestrator.surfaces.answers import Answer, answer, text_block
+from orchestrator.surfaces.answers import Answer, answer, text_block, with_state
 from orchestrator.surfaces.base import Surface, opened
 from orchestrator.surfaces.kiosk.driver import KioskDriver
 from orchestrator.surfaces.kiosk.session import KioskSession
@@ -123,7 +123,8 @@ class SessionManager(SurfaceManager):
         session = self._session_of(agent)
         await self._follow_settings(session, cfg)
         if tool == "computer_screenshot":
-            return await self.screenshot(session, record=True)
+            shot = await self.screenshot(session, record=True)
+            return with_state(shot, session.summary(self.clock()))
         action = Action(
             tool=tool,
             name=tool,
@@ -272,7 +273,10 @@ class SessionManager(SurfaceManager):
                 else "You have no session to stop."
             )
         await self.end(agent, "stopped by the agent")
-        return answer(text_block(f"Session {session.id} stopped; its container is removed."))
+        return answer(
+            text_block(f"Session {session.id} stopped; its container is removed."),
+            session_id=session.id,
+        )
 
     async def end(self, agent: str, why: str) -> None:
         session = self.sessions.pop(agent, None)
