@@ -33,12 +33,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_front.errors import INVALID_PARAMS, GateRefusal, call_outcome
 from mcp_front.families.script import run_execute_program
 from mcp_front.forwarder import forward, gateway_client
+from mcp_front.links import KEEP_SECONDS, ImageLinks, linked, read_result
 from mcp_front.reporting import LogLevels, McpCallEvents, session_key
 from mcp_front.tool_log import ToolCallLog
 from orchestrator.agents.view import view_of
 from orchestrator.audit import AuditLog
-from orchestrator.config import load_config
-from orchestrator.errors import AuditUnavailable, NotAvailable
+from orchestrator.config import McpConfig, load_config
+from orchestrator.errors import AuditUnavailable, ConfigError, NotAvailable
 from orchestrator.gateway.wire import gateway_base_url
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
@@ -83,6 +84,7 @@ class CorralMCP:
         self._runtime: Runtime | None = None
         self._http: httpx.AsyncClient | None = None  # one client for every forwarded call
         self.levels = LogLevels()
+        self.links = ImageLinks()  # large images, served to the conversation that made them
         # The logging capability is deprecated from protocol 2026-07-28 on (the SDK warns
         # when a handler is registered); clients of the handshake era still use it.
         with warnings.catch_warnings():
@@ -96,6 +98,8 @@ class CorralMCP:
                 on_list_tools=self._list_tools,
                 on_call_tool=self._call_tool,
                 on_set_logging_level=self._set_logging_level,
+                on_list_resources=self._list_resources,
+                on_read_resource=self._read_resource,
                 on_subscriptions_listen=ListenHandler(self.bus),
             )
 
@@ -200,7 +204,48 @@ class CorralMCP:
                 log("refused", -32003)
                 raise
         log("error" if result.is_error else "allowed")
-        return result
+        return await self._linked(ctx, result)
+
+    async def _linked(self, ctx: Any, result: types.CallToolResult) -> types.CallToolResult:
+        """Images over `[mcp] inline_image_max_bytes` as resource links of this conversation."""
+        if not any(isinstance(block, types.ImageContent) for block in result.content):
+            return result
+        try:
+            config = await anyio.to_thread.run_sync(load_config, self.home.config_file)
+            limit = config.mcp.inline_image_max_bytes
+        except ConfigError:  # the tool's own answer said what it could; keep the default
+            limit = McpConfig().inline_image_max_bytes
+        conversation = session_key(ctx)
+        return linked(
+            result,
+            limit,
+            lambda data, mime: self.links.put(conversation, data, mime),
+        )
+
+    async def _list_resources(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        """This conversation's kept images (nothing else is a resource)."""
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=uri, name=uri.rsplit("/", 1)[-1], mime_type=k.mime_type, size=len(k.data)
+                )
+                for uri, k in self.links.listed(session_key(ctx))
+            ]
+        )
+
+    async def _read_resource(
+        self, ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        kept = self.links.get(session_key(ctx), str(params.uri))
+        if kept is None:
+            raise GateRefusal(
+                f"Resource not found: {params.uri} (an image is kept {KEEP_SECONDS:.0f} s, "
+                "for the conversation that made it only)",
+                code=INVALID_PARAMS,
+            )
+        return read_result(str(params.uri), kept)
 
     def _audit_refusal(self, tool: str, refusal: str) -> str:
         """Audit a [permissions] refusal; the refusal's message, saying so when the audit

@@ -105,7 +105,7 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         "computer_screenshot",
         "PNG of your session, with password fields and denied pages masked, then actions "
         "used and time left.",
-        p.NoParams,
+        p.ScreenshotParams,
         _CU,
         _CU_CLASSES,
         result=(out.Shot,),

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from sandboxes.adb_commands import ANDROID_FORMS, IOS_FORMS, check_adb_command, check_simctl
-from sandboxes.params import TYPE_MAX_CHARS, Int
+from sandboxes.params import TYPE_MAX_CHARS, Int, MaxWidth
 from sandboxes.rig_params import VerbUnion, _Verb
 
 MOBILE_REF_PATTERN = r"^e[0-9]{1,6}$"
@@ -216,6 +216,7 @@ class AndroidKey(_Verb):
 
 class AndroidScreenshot(_Verb):
     verb: Literal["screenshot"]
+    max_width: MaxWidth = None
 
 
 class AndroidInstall(_Verb):
@@ -309,6 +310,7 @@ class IosPressButton(_Verb):
 
 class IosScreenshot(_Verb):
     verb: Literal["screenshot"]
+    max_width: MaxWidth = None
 
 
 class IosInstall(_Verb):

@@ -41,12 +41,29 @@ def _not_bool(value: object) -> object:
 Int = Annotated[int, BeforeValidator(_not_bool)]
 
 
+MAX_WIDTH_MIN, MAX_WIDTH_MAX = 64, 8192
+# Every screenshot's optional down-scaling (sandboxes.image_size).
+MaxWidth = Annotated[
+    Int | None,
+    Field(
+        ge=MAX_WIDTH_MIN,
+        le=MAX_WIDTH_MAX,
+        description="Scale the screenshot down to at most this many pixels wide (aspect kept, "
+        f"masked first), {MAX_WIDTH_MIN}-{MAX_WIDTH_MAX}.",
+    ),
+]
+
+
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class NoParams(Params):
     pass
+
+
+class ScreenshotParams(Params):
+    max_width: MaxWidth = None
 
 
 class SessionStartParams(Params):

@@ -59,6 +59,8 @@ class Shot(SurfaceState):
     masked: bool | None = None  # anything was masked
     mask_reason: str | None = None
     masked_fields: int | None = None
+    scaled_from: list[int] | None = None  # max_width: the screen's size, and the image's
+    scaled_to: list[int] | None = None
 
 
 class BrowserAction(Shot):

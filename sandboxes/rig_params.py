@@ -19,7 +19,7 @@ from pydantic import Field, RootModel, ValidationError, model_validator
 
 from sandboxes.errors import ParamError
 from sandboxes.keys import KeyVerdict, check_key, key_param
-from sandboxes.params import TYPE_MAX_CHARS, Int, Params, describe
+from sandboxes.params import TYPE_MAX_CHARS, Int, MaxWidth, Params, describe
 from sandboxes.urls import check_url_size
 
 ENGINES_REFUSED = {
@@ -154,6 +154,7 @@ class BrowserClipboardSet(_Engine):
 
 class BrowserScreenshot(_Engine):
     verb: Literal["screenshot"]
+    max_width: MaxWidth = None
 
 
 class BrowserBack(_Engine):
@@ -243,6 +244,7 @@ class DesktopClipboardSet(_Verb):
 
 class DesktopScreenshot(_Verb):
     verb: Literal["screenshot"]
+    max_width: MaxWidth = None
 
 
 # ------------------------------------------------------------------ the unions

@@ -43,6 +43,7 @@ from orchestrator.config.corral import (
     CodriveConfig,
     CorralConfig,
     GatewayConfig,
+    McpConfig,
 )
 from orchestrator.config.fields import (
     AGENT_NAME_RE,
@@ -94,6 +95,7 @@ __all__ = [
     "IosRigConfig",
     "KioskConfig",
     "KubernetesBackendConfig",
+    "McpConfig",
     "MobileRigsConfig",
     "Permissions",
     "RigsConfig",

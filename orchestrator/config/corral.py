@@ -1,5 +1,5 @@
 """The whole of `config.toml`: `[gateway]`, `[approvals]`, `[codrive]`, `[container]`,
-`[rigs]` and `[backend]`."""
+`[rigs]`, `[mcp]` and `[backend]`."""
 
 from __future__ import annotations
 
@@ -39,6 +39,13 @@ class CodriveConfig(StrictModel):
     handoff_timeout_seconds: Annotated[int, Field(ge=5, le=3600)] = 600
 
 
+class McpConfig(StrictModel):
+    """`[mcp]`: how the MCP front answers. An image over `inline_image_max_bytes` comes back
+    as a resource link its conversation reads with resources/read (docs/clients.md)."""
+
+    inline_image_max_bytes: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = 512 * 1024
+
+
 class CorralConfig(StrictModel):
     """The whole of `config.toml`."""
 
@@ -47,6 +54,7 @@ class CorralConfig(StrictModel):
     codrive: CodriveConfig = CodriveConfig()
     container: ContainerConfig = ContainerConfig()
     rigs: MobileRigsConfig = MobileRigsConfig()
+    mcp: McpConfig = McpConfig()
     # Unset: Docker at `[container] docker_host` (configs older than issue 15).
     backend: BackendConfig | None = None
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sandboxes.masking import MaskPlan
+from sandboxes.image_size import scale_to_width
+from sandboxes.masking import MaskPlan, png_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,31 @@ def told_first(said: Answer, text: str) -> Answer:
 def with_state(said: Answer, state: Mapping[str, Any]) -> Answer:
     """`said` with the surface's `state` (`Surface.summary`) in its structured content."""
     return Answer(said.content, said.is_error, {**(said.structured or {}), **state})
+
+
+def fit_width(said: Answer, max_width: int | None) -> Answer:
+    """`said` with each image wider than `max_width` scaled down to it (aspect kept; the
+    masking was done at full size), saying so in a text block and in `scaled_from` /
+    `scaled_to`: coordinates read off a scaled image are not the screen's."""
+    if max_width is None or not said.images:
+        return said
+    blocks: list[Block] = []
+    sizes: tuple[tuple[int, int], tuple[int, int]] | None = None
+    for block in said.content:
+        scaled = scale_to_width(block.png, max_width) if isinstance(block, Image) else None
+        if scaled is not None and isinstance(block, Image):
+            sizes = (png_size(block.png) or scaled[1], scaled[1])
+            block = Image(scaled[0], block.mime_type)
+        blocks.append(block)
+    if sizes is None:
+        return said
+    (w, h), (sw, sh) = sizes
+    note = (
+        f"Scaled from {w}x{h} to {sw}x{sh} (max_width {max_width}): multiply x and y read "
+        f"off this image by {w / sw:.4g} to act on the screen."
+    )
+    structured = {**(said.structured or {}), "scaled_from": [w, h], "scaled_to": [sw, sh]}
+    return Answer((*blocks, text_block(note)), said.is_error, structured)
 
 
 def error(text: str) -> Answer:

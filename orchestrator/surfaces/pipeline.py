@@ -63,7 +63,7 @@ from pydantic import BaseModel
 
 from orchestrator.audit import AuditLog
 from orchestrator.errors import CorralError, InputInterrupted, SessionRefused, SurfaceGone
-from orchestrator.surfaces.answers import Answer, with_state
+from orchestrator.surfaces.answers import Answer, fit_width, with_state
 from orchestrator.surfaces.base import Surface
 from sandboxes.approval_binding import PENDING, TARGET_CHANGED, Binding, pending_refusal
 from sandboxes.approval_rules import Hold
@@ -187,7 +187,8 @@ class Pipeline:
         self.audit.record(driver.done_event, surface.agent, {**action.details, **done.details})
         self._timeline(surface, action, driver, done.step or action.step, done.outcome[:300])
         held = None if approval is None else approval.id
-        return with_state(done.answer, surface.summary(self.clock(), held))
+        said = fit_width(done.answer, getattr(action.params, "max_width", None))
+        return with_state(said, surface.summary(self.clock(), held))
 
     async def _approved(
         self, surface: Surface, action: Action, driver: Driver, hold: Hold, events: CallEvents

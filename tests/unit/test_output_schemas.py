@@ -13,8 +13,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from mcp_front.server import _tool
-from orchestrator.codrive.tools import run_answer
 from orchestrator.codrive.runs import CodriveRun
+from orchestrator.codrive.tools import run_answer
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
 from orchestrator.surfaces.pipeline import Done
 from orchestrator.surfaces.rig_driver import rig_list_answer

@@ -17,7 +17,7 @@ from orchestrator.agents.view import agent_and_view
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
 from orchestrator.people.approvals import ApprovalQueue
-from orchestrator.surfaces.answers import Answer, answer, text_block, with_state
+from orchestrator.surfaces.answers import Answer, answer, fit_width, text_block, with_state
 from orchestrator.surfaces.base import Surface, opened
 from orchestrator.surfaces.kiosk.driver import KioskDriver
 from orchestrator.surfaces.kiosk.session import KioskSession
@@ -123,7 +123,7 @@ class SessionManager(SurfaceManager):
         session = self._session_of(agent)
         await self._follow_settings(session, cfg)
         if tool == "computer_screenshot":
-            shot = await self.screenshot(session, record=True)
+            shot = fit_width(await self.screenshot(session, record=True), params.max_width)
             return with_state(shot, session.summary(self.clock()))
         action = Action(
             tool=tool,
