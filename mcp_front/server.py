@@ -45,6 +45,7 @@ from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
 from sandboxes.catalogue import BY_NAME, GATEWAY_TOOLS, NETWORK_EGRESS, ToolSpec
 from sandboxes.events import CallEvents
+from sandboxes.heartbeat import heartbeat
 from sandboxes.params import validate
 from sandboxes.visibility import decide, permission_refusal, visible_names, visible_tools
 
@@ -193,7 +194,9 @@ class CorralMCP:
             log("refused", -32003, refusal)
             raise GateRefusal(refusal)
         try:
-            result = await self._dispatch(spec, params.arguments, McpCallEvents(ctx, self.levels))
+            # Progress at least every few seconds, whatever the call waits for (issue 25).
+            async with heartbeat(McpCallEvents(ctx, self.levels), name) as events:
+                result = await self._dispatch(spec, params.arguments, events)
         except BaseException as exc:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 log("error", reason="cancelled")

@@ -110,8 +110,10 @@ async def _unavailable(exc: SandboxUnavailable, call: _Call) -> ScriptResult:
 
 
 @contextlib.asynccontextmanager
-async def _slot(ctx: ScriptContext) -> AsyncIterator[None]:
+async def _slot(ctx: ScriptContext, events: CallEvents) -> AsyncIterator[None]:
     """A run slot (none without a limit); a refusal as busy, in it or taking it, is audited."""
+    if ctx.slots is not None:
+        await events.progress("slot", "waiting for a script slot")
     try:
         async with contextlib.nullcontext() if ctx.slots is None else ctx.slots.slot():
             yield
@@ -127,7 +129,7 @@ async def _run_pooled(
     image proves the engine and the image, so the per-call check is skipped); on a miss,
     check and run cold in the same slot. The check's failure is returned, not raised, for
     the caller to handle outside the slot."""
-    async with _slot(call.ctx):
+    async with _slot(call.ctx, call.events):
         claimed = await pool.claim()
         if claimed is None:
             try:
@@ -149,5 +151,5 @@ async def _run_pooled(
 
 async def _run(call: _Call, start: Start, *, sandboxed: bool, session: str) -> ScriptResult:
     """Take a slot, then run there (without a pool: the pooled path holds its slot)."""
-    async with _slot(call.ctx):
+    async with _slot(call.ctx, call.events):
         return await _run_in_slot(call, start, sandboxed=sandboxed, session=session)

@@ -125,7 +125,8 @@ async def test_a_3_second_script_reports_progress_with_its_output_in_order(
         values = [s[0] for s in seen]
         assert values == sorted(values) and len(set(values)) == len(values)  # only grows
         assert all(total is not None and total > value for value, total, _ in running)
-        assert seen[0][2] == "starting the script sandbox"
+        assert seen[0][2] == "waiting for a script slot"  # taken at once here
+        assert seen[1][2] == "starting the script sandbox"
         assert seen[-1][2].startswith("exit code 0")
         streamed = [line for _, _, message in seen for line in output_lines(message)]
         assert streamed == TICKS  # every line once, in order, before the result
