@@ -30,6 +30,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from mcp_front.elicit import eliciting
 from mcp_front.errors import INVALID_PARAMS, GateRefusal, call_outcome
 from mcp_front.families.script import run_execute_program
 from mcp_front.forwarder import forward, gateway_client
@@ -196,7 +197,7 @@ class CorralMCP:
         try:
             # Progress at least every few seconds, whatever the call waits for (issue 25).
             async with heartbeat(McpCallEvents(ctx, self.levels), name) as events:
-                result = await self._dispatch(spec, params.arguments, events)
+                result = await self._dispatch(ctx, spec, params.arguments, events)
         except BaseException as exc:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 log("error", reason="cancelled")
@@ -260,21 +261,23 @@ class CorralMCP:
         return refusal
 
     async def _dispatch(
-        self, spec: ToolSpec, arguments: dict[str, Any] | None, events: CallEvents
+        self, ctx: Any, spec: ToolSpec, arguments: dict[str, Any] | None, events: CallEvents
     ) -> types.CallToolResult:
         params = validate(spec.params, arguments)
         if spec.name.startswith("computer_") or spec.name in GATEWAY_TOOLS:
             # The gateway owns sessions and performs every check; re-read its address per call.
             gateway = load_config(self.home.config_file).gateway
-            return await forward(
-                self.home,
-                gateway_base_url(gateway.host, gateway.port),
-                self.agent,
-                spec.name,
-                params.model_dump(mode="json"),
-                client=self._http,
-                events=events,
-            )
+            url = gateway_base_url(gateway.host, gateway.port)
+            async with eliciting(events, ctx, url) as told:  # a held call's approval page
+                return await forward(
+                    self.home,
+                    url,
+                    self.agent,
+                    spec.name,
+                    params.model_dump(mode="json"),
+                    client=self._http,
+                    events=told,
+                )
         assert self._runtime is not None, "the server lifespan opens the runtime"
         if spec.name == "execute_program":
             return await run_execute_program(params, self._runtime, self.agent, events)

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import anyio
 
 from sandboxes._script_start import Start, _Call, _Execution
+from sandboxes.beside import tasks_beside
 from sandboxes.errors import AuditUnavailable, EngineError, HomeUnwritable, SandboxUnavailable
 from sandboxes.events import NO_EVENTS, PROGRESS_INTERVAL_SECONDS, CallEvents, OutputTail
 from sandboxes.ports import ExitInfo
@@ -77,18 +78,9 @@ async def _reporting(
 ) -> T:
     """`body()`, with `report()` running beside it until it ends. An error of the body is
     raised as itself (not wrapped in an exception group)."""
-    failure: Exception | None = None
-    async with anyio.create_task_group() as reporters:
+    async with tasks_beside() as reporters:
         reporters.start_soon(report)
-        try:
-            result = await body()
-        except Exception as exc:
-            failure = exc
-        finally:
-            reporters.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    return result
+        return await body()
 
 
 @contextlib.asynccontextmanager

@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from sandboxes.beside import tasks_beside
 from sandboxes.events import NO_EVENTS, CallEvents, LogLevel
 
 HEARTBEAT_SECONDS = 4.0  # under the promised 5 s, with room for a busy event loop
@@ -88,14 +89,6 @@ async def heartbeat(
             if beating.due(every) == 0.0:
                 await beating.beat()
 
-    failure: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        try:
-            yield beating
-        except Exception as exc:  # raised as itself below, not in an exception group
-            failure = exc
-        finally:
-            tg.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
+    async with tasks_beside() as tasks:
+        tasks.start_soon(run)
+        yield beating

@@ -69,7 +69,7 @@ export function approvalCard(a, onError) {
   };
   // The buttons come first and the screenshot's box is sized before it loads: nothing
   // moves under the operator's pointer while the image arrives.
-  const card = el('div', { class: 'approval', 'data-approval': a.id },
+  const card = el('div', { class: 'approval', id: `approval-${a.id}`, 'data-approval': a.id },
     el('b', { text: `${a.agent}: ${a.description}` }),
     el('div', { class: 'left', text: leftText(a) }),
     boundAction(a),
@@ -103,7 +103,16 @@ export function renderApprovals(container, pending, onError) {
       wanted.delete(a.id);
     }
   }
-  for (const a of wanted.values()) container.append(approvalCard(a, onError));
+  for (const a of wanted.values()) {
+    const card = approvalCard(a, onError);
+    container.append(card);
+    // A link to one approval (the chat's elicitation, /console/#approval-ID): shown
+    // and marked once its card exists.
+    if (location.hash === `#${card.id}`) {
+      card.classList.add('linked');
+      card.scrollIntoView({ block: 'center' });
+    }
+  }
   const none = container.querySelector('.none');
   if (pending.length && none) none.remove();
   if (!pending.length && !none) container.append(el('p', { class: 'none', text: 'None.' }));
