@@ -59,6 +59,7 @@ FAMILIES: tuple[str, ...] = (
     "computer_use",
     "codrive",
     "browser_use",
+    "desktop_use",
     "mobile_use",
     "ios_use",
 )
@@ -300,8 +301,9 @@ def markdown_section(
     return f"""{SECTION_START}
 ## tools/list: prompt cost of the tool listing
 
-What a client puts in the model's prompt for a server's tools: the size of the `tools` array
-of one tools/list answer. Each `Tool` is serialized as on the wire
+What a server's tools cost: the size of the `tools` array of one tools/list answer (what
+the wire carries), and of the part of it the common clients put in the model's prompt.
+Each `Tool` is serialized as on the wire
 (`model_dump(by_alias=True, exclude_none=True, mode="json")`), the array dumped as compact
 JSON (`separators=(",", ":")`) and its UTF-8 bytes counted. "~tokens" is bytes / {BYTES_PER_TOKEN},
 a rough rule of thumb for English and JSON, not any model's tokenizer. "prompt bytes" counts
@@ -316,8 +318,8 @@ Every server is started afresh over stdio and reached by the MCP Python SDK
 - **corral (fresh agent)**: `corral mcp --agent NAME` (corral {local_version("corral")}) on a
   throwaway `CORRAL_HOME`, the agent being the rendered template (every optional family off).
 - **corral (every family on)**: the same, with every optional family set to `true` in its
-  `agent.toml`: {families}; its `config.toml` names one Android device and one
-  WebDriverAgent (the phone tools are listed only then; listing connects to neither).
+  `agent.toml`: {families}; its `config.toml` names one Android device and
+  one WebDriverAgent (the phone tools are listed only then; listing connects to neither).
 - **mcp-server-time** {versions["mcp-server-time"]}: `python -m mcp_server_time
   --local-timezone {TIME_ZONE}` (its descriptions embed the local timezone's name, so it is
   pinned for repeatable figures).
