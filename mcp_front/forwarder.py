@@ -28,6 +28,7 @@ from orchestrator.gateway.signing import load_or_create_key, new_nonce, sign
 from orchestrator.gateway.wire import (
     CALL_EVENT_LINE,
     COMPUTER_USE_PATH,
+    CONVERSATIONS_PATH,
     EVENTS_MEDIA_TYPE,
     ComputerUseAnswer,
     ErrorLine,
@@ -40,10 +41,18 @@ from orchestrator.gateway.wire import (
 from orchestrator.home import CorralHome
 from sandboxes.events import NO_EVENTS, CallEvents
 
-__all__ = ["forward", "gateway_base_url", "gateway_client", "not_running_message", "to_result"]
+__all__ = [
+    "forward",
+    "gateway_base_url",
+    "gateway_client",
+    "lease_conversations",
+    "not_running_message",
+    "to_result",
+]
 
 TIMEOUT_SECONDS = 120.0
 CONNECT_TIMEOUT_SECONDS = 5.0
+LEASE_TIMEOUT = 2.0
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one event line (a result with a screenshot is < 16 MiB)
 UNREADABLE = (
     "corral gateway sent an answer this MCP server cannot read; are `corral gateway` "
@@ -106,6 +115,7 @@ async def forward(
     timeout_seconds: float = TIMEOUT_SECONDS,
     client: httpx.AsyncClient | None = None,
     events: CallEvents = NO_EVENTS,
+    conversation: str = "",
 ) -> types.CallToolResult:
     """Sign and send one computer_* call to the gateway; its answer as a CallToolResult.
     The call's progress and log events go to `events` while it runs.
@@ -113,17 +123,14 @@ async def forward(
     Pass a long-lived `client` (see `gateway_client`): making one per call costs ~15 ms
     (httpx loads its CA bundle), which is most of a click's round trip. `timeout_seconds`
     bounds the wait for each piece of the answer (the gateway's next event or result)."""
-    body = json.dumps(
-        {"agent": agent, "tool": tool, "arguments": arguments, "stream": True},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode("utf-8")
+    call = {"agent": agent, "tool": tool, "arguments": arguments, "stream": True}
+    if conversation:
+        call["conversation"] = conversation
+    body = json.dumps(call, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     try:
-        key = await anyio.to_thread.run_sync(load_or_create_key, home, agent)
+        headers = await _signed(home, agent, COMPUTER_USE_PATH, body)
     except (KeyFileError, ValueError) as exc:  # ValueError: not an agent's name
         return _error(f"corral cannot sign the request to the gateway: {exc}")
-    headers = sign(key, "POST", COMPUTER_USE_PATH, body, now=time.time(), nonce=new_nonce())
-    headers["Content-Type"] = "application/json"
     headers["Accept"] = f"{EVENTS_MEDIA_TYPE}, application/json"
     url = gateway_url.rstrip("/") + COMPUTER_USE_PATH
     limits = httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS)
@@ -140,6 +147,35 @@ async def forward(
         )
     except httpx.HTTPError as exc:
         return _error(f"corral gateway at {gateway_url} failed: {type(exc).__name__}: {exc}")
+
+
+async def _signed(home: CorralHome, agent: str, path: str, body: bytes) -> dict[str, str]:
+    """Headers signing `body` for `path` with the agent's channel key (read per request)."""
+    key = await anyio.to_thread.run_sync(load_or_create_key, home, agent)
+    headers = sign(key, "POST", path, body, now=time.time(), nonce=new_nonce())
+    headers["Content-Type"] = "application/json"
+    return headers
+
+
+async def lease_conversations(
+    home: CorralHome,
+    gateway_url: str,
+    agent: str,
+    live: list[str],
+    ended: list[str],
+    client: httpx.AsyncClient,
+) -> bool:
+    """Tell the gateway which of the agent's conversations this front still serves and
+    which ended (orchestrator.surfaces.conversations); whether it took it. Never raises:
+    a gateway that is not running has no rigs to end."""
+    body = json.dumps({"agent": agent, "live": live, "ended": ended}).encode()
+    try:
+        headers = await _signed(home, agent, CONVERSATIONS_PATH, body)
+        url = gateway_url.rstrip("/") + CONVERSATIONS_PATH
+        response = await client.post(url, content=body, headers=headers, timeout=LEASE_TIMEOUT)
+    except (KeyFileError, ValueError, httpx.HTTPError):
+        return False
+    return response.status_code == 200
 
 
 async def _exchange(

@@ -30,10 +30,11 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from mcp_front.conversations import FrontConversations
 from mcp_front.elicit import eliciting
 from mcp_front.errors import INVALID_PARAMS, GateRefusal, call_outcome
 from mcp_front.families.script import run_execute_program
-from mcp_front.forwarder import forward, gateway_client
+from mcp_front.forwarder import LEASE_TIMEOUT, forward, gateway_client, lease_conversations
 from mcp_front.links import KEEP_SECONDS, ImageLinks, linked, read_result
 from mcp_front.reporting import LogLevels, McpCallEvents, session_key
 from mcp_front.tool_log import ToolCallLog
@@ -44,6 +45,7 @@ from orchestrator.errors import AuditUnavailable, ConfigError, NotAvailable
 from orchestrator.gateway.wire import gateway_base_url
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
+from orchestrator.surfaces.conversations import LEASE_EVERY_SECONDS
 from sandboxes.catalogue import BY_NAME, GATEWAY_TOOLS, NETWORK_EGRESS, ToolSpec
 from sandboxes.events import CallEvents
 from sandboxes.heartbeat import heartbeat
@@ -87,6 +89,7 @@ class CorralMCP:
         self._http: httpx.AsyncClient | None = None  # one client for every forwarded call
         self.levels = LogLevels()
         self.links = ImageLinks()  # large images, served to the conversation that made them
+        self.conversations = FrontConversations()  # each MCP session's, for its rigs
         # The logging capability is deprecated from protocol 2026-07-28 on (the SDK warns
         # when a handler is registered); clients of the handshake era still use it.
         with warnings.catch_warnings():
@@ -116,10 +119,13 @@ class CorralMCP:
             self._runtime = runtime
             self._http = http
             tg.start_soon(self._watch)
+            tg.start_soon(self._keep_conversations, http)
             try:
                 yield {}
             finally:
                 tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(LEASE_TIMEOUT):
+                    await self._lease(http, [], self.conversations.all())  # all ended
                 self._runtime = None
                 self._http = None
 
@@ -132,6 +138,29 @@ class CorralMCP:
                 self._known = current
                 await self._notify_list_changed()
             await anyio.sleep(WATCH_INTERVAL_SECONDS)
+
+    async def _keep_conversations(self, http: httpx.AsyncClient) -> None:
+        """Tell the gateway every second which conversations are live and which ended (an
+        HTTP session deleted or expired): their rigs end with them."""
+        while True:
+            live, ended = self.conversations.lease(self._http_sessions())
+            await self._lease(http, live, ended)
+            await anyio.sleep(LEASE_EVERY_SECONDS)
+
+    def _http_sessions(self) -> set[str] | None:
+        """The Streamable HTTP sessions open now; None over stdio. (The SDK keeps them in
+        its session manager, which has no public listing.)"""
+        manager = getattr(self.server, "_session_manager", None)
+        instances = getattr(manager, "_server_instances", None)
+        return None if instances is None else set(instances)
+
+    async def _lease(self, http: httpx.AsyncClient, live: list[str], ended: list[str]) -> None:
+        try:
+            gateway = (await anyio.to_thread.run_sync(load_config, self.home.config_file)).gateway
+        except ConfigError:
+            return
+        url = gateway_base_url(gateway.host, gateway.port)
+        await lease_conversations(self.home, url, self.agent, live, ended, http)
 
     async def _notify_list_changed(self) -> None:
         for session in list(self._sessions):
@@ -277,6 +306,7 @@ class CorralMCP:
                     params.model_dump(mode="json"),
                     client=self._http,
                     events=told,
+                    conversation=self.conversations.of(session_key(ctx)),
                 )
         assert self._runtime is not None, "the server lifespan opens the runtime"
         if spec.name == "execute_program":

@@ -125,7 +125,8 @@ class Rig(_Result):
 
 
 class RigList(_Result):
-    rigs: list[Rig]
+    rigs: list[Rig]  # this conversation's
+    others: int = 0  # rigs the agent's other conversations hold
 
 
 class RigsClosed(_Result):

@@ -40,6 +40,7 @@ class Recorder:
     answer: Answer | None = None
     progress: list[tuple[str, str]] = field(default_factory=list)
     logs: list[tuple[Any, str]] = field(default_factory=list)
+    conversations: list[str] = field(default_factory=list)  # each call's
 
     async def __call__(
         self,
@@ -47,8 +48,10 @@ class Recorder:
         tool: str,
         arguments: dict[str, Any],
         events: CallEvents = NO_EVENTS,
+        conversation: str = "",
     ) -> Answer:
         self.calls.append((agent, tool, arguments))
+        self.conversations.append(conversation)
         for phase, message in self.progress:
             await events.progress(phase, message, remaining=5.0)
         for level, event in self.logs:

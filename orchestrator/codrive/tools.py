@@ -57,20 +57,30 @@ class CodriveTools:
                 )
 
     async def handle(
-        self, agent: str, params: Any, cfg: ComputerUseConfig, events: CallEvents
+        self,
+        agent: str,
+        params: Any,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
+        conversation: str = "",
     ) -> Answer:
         if isinstance(params, CodriveStatusParams):
             return self.status(agent, params.run_id)
         assert isinstance(params, CodriveRunParams)
-        return await self.run(agent, params, cfg, events)
+        return await self.run(agent, params, cfg, events, conversation)
 
     async def run(
-        self, agent: str, params: CodriveRunParams, cfg: ComputerUseConfig, events: CallEvents
+        self,
+        agent: str,
+        params: CodriveRunParams,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
+        conversation: str = "",
     ) -> Answer:
-        """A run on the agent's desktop rig (started if needed): answers when it ends, when
-        it waits for a person, or after 30 s with it still going (SPEC S3; codrive_status
-        follows it)."""
-        async with self.rigs.holding(agent, "desktop", cfg, events) as rig:
+        """A run on the conversation's desktop rig (started if needed): answers when it
+        ends, when it waits for a person, or after 30 s with it still going (SPEC S3;
+        codrive_status follows it)."""
+        async with self.rigs.holding(agent, "desktop", cfg, events, conversation) as rig:
             assert isinstance(rig, DesktopRig)
             going = self.runs.status(agent, None)
             if going is not None and not going.done.is_set():

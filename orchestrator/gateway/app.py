@@ -77,10 +77,11 @@ REASON_AGENT_MISMATCH = "the body's agent is not the one its key belongs to"
 
 _AUDIT_PATH_CHARS = 200
 
-ComputerUseHandler = Callable[[str, str, dict[str, Any], CallEvents], Awaitable[Answer]]
-"""(agent, tool, arguments, events) -> the typed answer, rendered here as a
+ComputerUseHandler = Callable[[str, str, dict[str, Any], CallEvents, str], Awaitable[Answer]]
+"""(agent, tool, arguments, events, conversation) -> the typed answer, rendered here as a
 ComputerUseAnswer. `events` reports progress and log events to the caller (NO_EVENTS when
-the request did not ask for a stream)."""
+the request did not ask for a stream); `conversation` is the MCP conversation the call is
+from ("" for none)."""
 
 
 # ------------------------------------------------------------------ refusals
@@ -273,12 +274,16 @@ def create_app(
 
         if call.stream:
             return CallEventsResponse(
-                lambda events: handler(call.agent, call.tool, dict(call.arguments), events),
+                lambda events: handler(
+                    call.agent, call.tool, dict(call.arguments), events, call.conversation
+                ),
                 failed,
             )
         try:
             answer = ComputerUseAnswer.of(
-                await handler(call.agent, call.tool, dict(call.arguments), NO_EVENTS)
+                await handler(
+                    call.agent, call.tool, dict(call.arguments), NO_EVENTS, call.conversation
+                )
             )
         except Exception as exc:
             return JSONResponse({"error": failed(exc)}, status_code=500)

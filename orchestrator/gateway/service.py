@@ -168,11 +168,15 @@ async def _serve(
     )
 
     async def handle(
-        agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
+        agent: str,
+        tool: str,
+        arguments: dict[str, Any],
+        events: CallEvents = NO_EVENTS,
+        conversation: str = "",
     ) -> Answer:
-        if tool in GATEWAY_TOOLS:  # rigs and codrive, on the agent's desktop rig
-            return await rigs.handle(agent, tool, arguments, events)
-        return await manager.handle(agent, tool, arguments, events)
+        if tool in GATEWAY_TOOLS:  # rigs and codrive, on the conversation's desktop rig
+            return await rigs.handle(agent, tool, arguments, events, conversation)
+        return await manager.handle(agent, tool, arguments, events)  # one per agent (S2.3)
 
     try:
         async with anyio.create_task_group() as tg:
@@ -186,7 +190,9 @@ async def _serve(
                 tg.start_soon,
                 handoff_timeout=float(config.codrive.handoff_timeout_seconds),
             ).runs.restore([r for r in left if r.kind == "codrive_run"])
-            routes = people_routes(home, manager)
+            from orchestrator.gateway.conversations_api import with_conversations
+
+            routes = with_conversations(people_routes(home, manager), rigs.conversations)
 
             async def serve() -> None:
                 try:

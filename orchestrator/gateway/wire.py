@@ -22,6 +22,7 @@ from orchestrator.surfaces.answers import Answer, Text
 from sandboxes.events import PROGRESS_OUTPUT_BYTES, LogLevel
 
 COMPUTER_USE_PATH = "/api/internal/computer-use"
+CONVERSATIONS_PATH = "/api/internal/conversations"
 ADMIN_APPROVALS_PATH = "/api/internal/admin/approvals"
 ADMIN_DECIDE_PATH = "/api/internal/admin/approvals/decide"
 ADMIN_SESSIONS_PATH = "/api/internal/admin/sessions"
@@ -47,11 +48,22 @@ def _agent_name(value: str) -> str:
     return value
 
 
+_SEAT_KIND_RE = re.compile(r"[a-z]{1,20}(-[0-9a-f]{6})?")
+CONVERSATION_RE = re.compile(r"c[0-9a-f]{16}")
+
+
 def _seat_name(value: str) -> str:
-    """A seat's name (orchestrator.surfaces.registry): AGENT, or AGENT.KIND for a rig."""
+    """A seat's name (orchestrator.surfaces.registry): AGENT, AGENT.KIND for a rig, or
+    AGENT.KIND-XXXXXX for a conversation's rig."""
     agent, _, kind = value.partition(".")
-    if not AGENT_NAME_RE.fullmatch(agent) or (kind and not kind.isalpha()):
+    if not AGENT_NAME_RE.fullmatch(agent) or (kind and not _SEAT_KIND_RE.fullmatch(kind)):
         raise ValueError("not a seat name (AGENT, or AGENT.KIND as corral sessions list shows)")
+    return value
+
+
+def _conversation(value: str) -> str:
+    if value and not CONVERSATION_RE.fullmatch(value):
+        raise ValueError("not a conversation id (c and 16 hex digits)")
     return value
 
 
@@ -68,8 +80,12 @@ class ComputerUseRequest(_Wire):
     tool: str
     arguments: dict[str, Any]
     stream: bool = False  # answer as NDJSON call events, the last one the result
+    # The MCP conversation the call is from ("" for a caller naming none): its rigs are its
+    # own and end with it (orchestrator.surfaces.conversations).
+    conversation: str = ""
 
     _check_agent = field_validator("agent")(_agent_name)
+    _check_conversation = field_validator("conversation")(_conversation)
 
     @field_validator("tool")
     @classmethod
@@ -77,6 +93,25 @@ class ComputerUseRequest(_Wire):
         if not _TOOL_RE.fullmatch(value):
             raise ValueError("not a computer_*, rig or codrive tool name")
         return value
+
+
+class ConversationLease(_Wire):
+    """Body of POST /api/internal/conversations: which of the agent's conversations its MCP
+    front still serves, and which ended (every LEASE_EVERY_SECONDS, and at its exit)."""
+
+    agent: str
+    live: list[str] = Field(default_factory=list, max_length=1024)
+    ended: list[str] = Field(default_factory=list, max_length=1024)
+
+    _check_agent = field_validator("agent")(_agent_name)
+
+    @field_validator("live", "ended")
+    @classmethod
+    def _ids(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not CONVERSATION_RE.fullmatch(value):
+                raise ValueError("not a conversation id (c and 16 hex digits)")
+        return values
 
 
 class TextBlock(_Wire):

@@ -62,6 +62,9 @@ class Surface:
     seat_changed: anyio.Event = field(default_factory=anyio.Event)  # set at each change
     lock: anyio.Lock = field(default_factory=anyio.Lock)  # one input at a time
     timeline: deque[TimelineEntry] = field(default_factory=lambda: deque(maxlen=KEEP_ENTRIES))
+    # The MCP conversation a rig belongs to ("" for none; a kiosk session is the agent's).
+    conversation: str = ""
+    seat_suffix: str = ""  # see `seat`
     # Told to its agent with the first answer: why the surface this one replaced ended
     # (ended between two calls, by its idle timeout or a failure found meanwhile).
     notice: str | None = None
@@ -77,8 +80,12 @@ class Surface:
     @property
     def seat(self) -> str:
         """The seat's one name (orchestrator.surfaces.registry): a kiosk session is its
-        agent's only one, so its agent; a rig `AGENT.KIND` (agent names have no dot)."""
-        return self.agent if self.kind == "kiosk" else f"{self.agent}.{self.kind}"
+        agent's only one, so its agent; a rig `AGENT.KIND` (agent names have no dot), or,
+        while another conversation of the agent holds that name, `AGENT.KIND-XXXXXX` (its
+        conversation id's first hex digits; `seat_suffix`, fixed at its start)."""
+        if self.kind == "kiosk":
+            return self.agent
+        return f"{self.agent}.{self.kind}{self.seat_suffix}"
 
     @property
     def broken(self) -> str | None:

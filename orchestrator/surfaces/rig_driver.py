@@ -161,8 +161,9 @@ async def phone_hold(rig: MobileRig, verb: Any, cfg: ComputerUseConfig) -> Hold 
     return None
 
 
-def rig_list_answer(rigs: Mapping[str, Surface], now: float) -> Answer:
-    """rig_list: the agent's rigs by surface, with their budget and time left."""
+def rig_list_answer(rigs: Mapping[str, Surface], now: float, others: int = 0) -> Answer:
+    """rig_list: the conversation's rigs by surface, with their budget and time left, and
+    how many rigs the agent's other conversations hold."""
     rows: list[dict[str, Any]] = []
     for surface, rig in sorted(rigs.items()):
         idle, life = rig.clock.time_left(now)
@@ -180,8 +181,9 @@ def rig_list_answer(rigs: Mapping[str, Surface], now: float) -> Answer:
                 "lifetime_seconds_left": life,
             }
         )
+    elsewhere = f"\nYour other conversations have {others} rig(s) of their own." if others else ""
     if not rows:
-        return answer(text_block("You have no rig."), rigs=[])
+        return answer(text_block(f"You have no rig.{elsewhere}"), rigs=[], others=others)
     lines = [
         f"{row['rig_id']}: {row['surface']}, {row['state']}, {row['screen']}, "
         f"controlled by {'the AI' if row['controller'] == 'ai' else 'a person'}, "
@@ -189,4 +191,4 @@ def rig_list_answer(rigs: Mapping[str, Surface], now: float) -> Answer:
         f"{row['lifetime_seconds_left']} s of lifetime left"
         for row in rows
     ]
-    return answer(text_block("\n".join(lines)), rigs=rows)
+    return answer(text_block("\n".join(lines) + elsewhere), rigs=rows, others=others)

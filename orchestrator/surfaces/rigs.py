@@ -1,7 +1,8 @@
 """Rigs (SPEC S4.1-S4.2): the gateway's handler for browser_use, computer_use,
 mobile_use, ios_use, rig_list and rig_close.
 
-One rig per agent and surface: repeated calls share it, agents never do. Like kiosk
+One rig per agent, conversation and surface: repeated calls of a conversation share it,
+conversations and agents never do, and it ends with its conversation. Like kiosk
 sessions, each rig has an action budget, an idle timeout and a lifetime (the agent's
 [capabilities.computer_use_config]), its own egress (the same proxy and rules), labelled
 containers reaped with the rest, and it is removed at once by rig_close. The gateway
@@ -30,6 +31,7 @@ from orchestrator.surfaces.answers import Answer, answer, text_block, told_first
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser.rig import BrowserRig
 from orchestrator.surfaces.browser.start import start_browser
+from orchestrator.surfaces.conversations import Conversations
 from orchestrator.surfaces.desktop import DesktopRig, start_desktop
 from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.ios.rig import IosRig
@@ -47,7 +49,8 @@ from sandboxes.visibility import decide
 logger = logging.getLogger("corral.rigs")
 
 Clock = Callable[[], float]
-RigTool = Callable[[str, Any, ComputerUseConfig, CallEvents], Awaitable[Answer]]
+RigTool = Callable[[str, Any, ComputerUseConfig, CallEvents, str], Awaitable[Answer]]
+RigKey = tuple[str, str, str]  # (agent, surface, conversation): "" for a caller naming none
 Rig = BrowserRig | DesktopRig | AndroidRig | IosRig
 SURFACES = {
     "browser_use": "browser",
@@ -68,12 +71,14 @@ USERS_OF = {
 
 
 class RigManager(SurfaceManager):
-    """Every rig, one per agent and surface kind, listed in the gateway's seats."""
+    """Every rig, one per agent, conversation and surface kind, listed in the gateway's
+    seats. A rig ends with its conversation (`orchestrator.surfaces.conversations`)."""
 
     def setup(self) -> None:
-        self.rigs: dict[tuple[str, str], Rig] = {}  # (agent, surface) -> rig
-        self.ended: dict[tuple[str, str], str] = {}  # why the last rig of each ended
-        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self.rigs: dict[RigKey, Rig] = {}
+        self.ended: dict[RigKey, str] = {}  # why the last rig of each ended
+        self._locks: dict[RigKey, anyio.Lock] = {}
+        self.conversations = Conversations(clock=self.clock)
         self._playwright: Playwright | None = None
         self._playwright_cm: Any = None
         self._playwright_lock = anyio.Lock()
@@ -83,7 +88,8 @@ class RigManager(SurfaceManager):
 
     def register(self, tools: Iterable[str], handler: RigTool) -> None:
         """Serve `tools` (codrive's, from the gateway) behind this manager's gate: the
-        handler gets the agent, the validated params, its computer_use_config, events."""
+        handler gets the agent, the validated params, its computer_use_config, events and
+        the conversation."""
         for tool in tools:
             self.tools[tool] = handler
 
@@ -97,20 +103,30 @@ class RigManager(SurfaceManager):
 
     @asynccontextmanager
     async def holding(
-        self, agent: str, surface: str, cfg: ComputerUseConfig, events: CallEvents
+        self,
+        agent: str,
+        surface: str,
+        cfg: ComputerUseConfig,
+        events: CallEvents,
+        conversation: str = "",
     ) -> AsyncIterator[Rig]:
-        """The agent's rig of `surface` (started if needed), held: one start per agent and
-        surface, and the calls on one rig in order."""
-        key = (agent, surface)
+        """The conversation's rig of `surface` (started if needed), held: one start per
+        agent, conversation and surface, and the calls on one rig in order."""
+        key = (agent, surface, conversation)
         async with self._locks.setdefault(key, anyio.Lock()):
             rig = self.rigs.get(key)
             if rig is None:
-                rig = await self._start(agent, surface, cfg, events)
+                rig = await self._start(key, cfg, events)
             yield rig
 
     # ------------------------------------------------------------------ handler
     async def handle(
-        self, agent: str, tool: str, arguments: dict[str, Any], events: CallEvents = NO_EVENTS
+        self,
+        agent: str,
+        tool: str,
+        arguments: dict[str, Any],
+        events: CallEvents = NO_EVENTS,
+        conversation: str = "",
     ) -> Answer:
         spec = BY_NAME.get(tool)
         if spec is None or tool not in RIG_TOOLS | CODRIVE_TOOLS:
@@ -120,14 +136,15 @@ class RigManager(SurfaceManager):
         if not decision.visible or agent_cfg is None:
             self.audit.record("rig_refused", agent, {"tool": tool})
             return answer(text_block(decision.message), is_error=True)
+        self.conversations.touch(agent, conversation)
         try:
             params = validate(spec.params, arguments)
             cfg = agent_cfg.capabilities.computer_use_config
             if tool == "rig_list":
-                return self.rig_list(agent)
+                return self.rig_list(agent, conversation)
             if tool == "rig_close":
                 assert isinstance(params, RigCloseParams)
-                return await self.rig_close(agent, params.rig_id)
+                return await self.rig_close(agent, conversation, params.rig_id)
             if tool in CODRIVE_TOOLS:
                 handler = self.tools.get(tool)
                 if handler is None and tool == "codrive_status":
@@ -138,36 +155,33 @@ class RigManager(SurfaceManager):
                     raise NotAvailable(
                         "codrive needs the gateway's approval queue (corral gateway)"
                     )
-                return await handler(agent, params, cfg, events)
+                return await handler(agent, params, cfg, events, conversation)
             assert isinstance(params, VerbUnion)
             if tool == "mobile_use" and params.verb.verb == "devices":
                 await self.mobile.refresh()
                 return await self.mobile.devices_answer(agent)
-            return await self._drive(agent, SURFACES[tool], params, cfg, events)
+            key = (agent, SURFACES[tool], conversation)
+            return await self._drive(key, params, cfg, events)
         except ParamError as exc:
             return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
         except CorralError as exc:
-            ended = await self._end_if_broken(agent)
+            ended = await self._end_if_broken(agent, conversation)
             return answer(text_block(f"{exc}{ended}"), is_error=True)
 
     async def _drive(
-        self,
-        agent: str,
-        surface: str,
-        params: VerbUnion[Any],
-        cfg: ComputerUseConfig,
-        events: CallEvents,
+        self, key: RigKey, params: VerbUnion[Any], cfg: ComputerUseConfig, events: CallEvents
     ) -> Answer:
+        agent, surface, conversation = key
         verb = params.verb
         driver = RigDriver(cfg)
-        running = self.rigs.get((agent, surface))
+        running = self.rigs.get(key)
         if running is not None and running.waiting is not None:
             # An approval is pending: input is refused now and a screenshot taken now,
             # neither queued behind the held call (the pipeline's pending stage).
             return await self.pipeline.run(
                 running, action_of(running, surface, verb), driver, events
             )
-        async with self.holding(agent, surface, cfg, events) as rig:
+        async with self.holding(agent, surface, cfg, events, conversation) as rig:
             await self.follow(rig, cfg)
             said = await self.pipeline.run(rig, action_of(rig, surface, verb), driver, events)
             notice, rig.notice = rig.notice, None
@@ -191,9 +205,8 @@ class RigManager(SurfaceManager):
                 self._playwright = await self._playwright_cm.start()
             return self._playwright
 
-    async def _start(
-        self, agent: str, surface: str, cfg: ComputerUseConfig, events: CallEvents
-    ) -> Rig:
+    async def _start(self, key: RigKey, cfg: ComputerUseConfig, events: CallEvents) -> Rig:
+        agent, surface, _ = key
         if len(self.rigs) >= self.config.container.rigs.max_rigs_per_host:
             raise SessionRefused(
                 f"this host already runs {len(self.rigs)} rigs ([container.rigs] "
@@ -206,7 +219,7 @@ class RigManager(SurfaceManager):
             await self.mobile.refresh()
             start = self.mobile.start_android if surface == "android" else self.mobile.start_ios
             rig = await start(rig_id, agent, cfg, started)
-            return self._started(agent, surface, rig, started)
+            return self._started(key, rig, started)
         if surface == "desktop":
             rig = await start_desktop(self.host, rig_id, agent, cfg, events, started)
             sandbox = None
@@ -215,7 +228,7 @@ class RigManager(SurfaceManager):
                 self.host, rig_id, agent, cfg, events, playwright=self._driver, clock=self.clock
             )
             sandbox = rig.chromium_sandbox
-        self._keep(agent, surface, rig)
+        self._keep(key, rig)
         sites = navigable_sites(cfg.allowed_domains, rig.pinned, dict(rig.egress.left_out))  # type: ignore[union-attr]
         self.audit.record(
             "rig_started",
@@ -232,23 +245,26 @@ class RigManager(SurfaceManager):
         await events.progress(surface, f"rig {rig_id} is ready; it may open: {sites}")
         return rig
 
-    def _keep(self, agent: str, surface: str, rig: Rig) -> None:
-        """A started rig is the agent's; its first answer says why the one before it ended,
-        when that was not said already."""
-        self.rigs[(agent, surface)] = rig
-        ended = self.ended.pop((agent, surface), None)
+    def _keep(self, key: RigKey, rig: Rig) -> None:
+        """A started rig is the conversation's; its first answer says why the one before
+        it ended, when that was not said already."""
+        rig.conversation = key[2]
+        taken = {r.seat for k, r in self.rigs.items() if k[:2] == key[:2]}
+        rig.seat_suffix = f"-{(key[2] or rig.id)[1:7]}" if rig.seat in taken else ""
+        self.rigs[key] = rig
+        ended = self.ended.pop(key, None)
         if ended is not None:
             rig.notice = f"{ended}; this call started a new one, {rig.id}."
 
-    def _started(self, agent: str, surface: str, rig: MobileRig, started: float) -> Rig:
+    def _started(self, key: RigKey, rig: MobileRig, started: float) -> Rig:
         assert isinstance(rig, AndroidRig | IosRig)
-        self._keep(agent, surface, rig)
+        self._keep(key, rig)
         self.audit.record(
             "rig_started",
-            agent,
+            key[0],
             {
                 "rig": rig.id,
-                "surface": surface,
+                "surface": key[1],
                 "device": rig.device,
                 "ms": int((self.clock() - started) * 1000),
             },
@@ -256,12 +272,16 @@ class RigManager(SurfaceManager):
         return rig
 
     # ------------------------------------------------------------------ list / close
-    def rig_list(self, agent: str) -> Answer:
-        mine = {surface: rig for (owner, surface), rig in self.rigs.items() if owner == agent}
-        return rig_list_answer(mine, self.clock())
+    def rig_list(self, agent: str, conversation: str) -> Answer:
+        """This conversation's rigs, and how many the agent's other conversations hold."""
+        theirs = [key for key in self.rigs if key[0] == agent]
+        mine = {key[1]: self.rigs[key] for key in theirs if key[2] == conversation}
+        return rig_list_answer(mine, self.clock(), others=len(theirs) - len(mine))
 
-    async def rig_close(self, agent: str, rig_id: str | None) -> Answer:
-        mine = [key for key, rig in self.rigs.items() if key[0] == agent]
+    async def rig_close(self, agent: str, conversation: str, rig_id: str | None) -> Answer:
+        """One of this conversation's rigs, or all of them (another conversation's rigs
+        are its own)."""
+        mine = [key for key in self.rigs if key[0] == agent and key[2] == conversation]
         if rig_id is not None:
             mine = [key for key in mine if self.rigs[key].id == rig_id]
             if not mine:
@@ -280,7 +300,7 @@ class RigManager(SurfaceManager):
             closed=closed,
         )
 
-    async def end(self, key: tuple[str, str], why: str) -> None:
+    async def end(self, key: RigKey, why: str) -> None:
         rig = self.rigs.pop(key, None)
         if rig is None:
             return
@@ -296,9 +316,9 @@ class RigManager(SurfaceManager):
             "rig_ended", key[0], {"rig": rig.id, "why": why, "actions": rig.clock.used}
         )
 
-    async def _end_if_broken(self, agent: str) -> str:
+    async def _end_if_broken(self, agent: str, conversation: str) -> str:
         for key, rig in list(self.rigs.items()):
-            if key[0] == agent and rig.broken is not None:
+            if key[0] == agent and key[2] == conversation and rig.broken is not None:
                 why = rig.failure("its channel")
                 await self.end(key, why)
                 self.ended.pop(key, None)  # said in this answer
@@ -306,13 +326,14 @@ class RigManager(SurfaceManager):
                 return f" Your rig {rig.id} ended: {why}; the next {tool} call starts a new one."
         return ""
 
-    async def expire(self) -> list[tuple[str, str]]:
-        """End every rig past its lifetime or idle timeout, or whose agent lost the tool."""
+    async def expire(self) -> list[RigKey]:
+        """End every rig past its lifetime or idle timeout, whose conversation ended, or
+        whose agent lost the tool."""
         ended = []
         now = self.clock()
         for key, rig in list(self.rigs.items()):
             view, agent_cfg = await agent_and_view(self.home, key[0])
-            why = rig.clock.expiry(now)
+            why = rig.clock.expiry(now) or self.conversations.gone(key[0], key[2])
             if why is None and not any(
                 decide(BY_NAME[tool], view).visible for tool in USERS_OF[key[1]]
             ):

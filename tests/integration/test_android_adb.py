@@ -354,7 +354,7 @@ async def test_idle_timeout_ends_the_rig_and_releases_the_device(
         over = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
         assert over.is_error and "rig_close" in over.content[0].text  # the budget
         clock.now += 6
-        assert await rigs.expire() == [("alice", "android")]
+        assert await rigs.expire() == [("alice", "android", "")]
         assert rigs.mobile.leases == {}
         events = [e["event"] for e in AuditLog(corral_home.audit_file).read()]
         assert events.count("rig_started") == 1 and events.count("rig_ended") == 1
@@ -370,7 +370,7 @@ async def test_revoking_mobile_use_ends_the_rig_and_releases_the_device(
         assert not (await rigs.handle("alice", "mobile_use", {"verb": "inspect"})).is_error
         path = corral_home.agent_file("alice")
         path.write_text(path.read_text().replace("mobile_use = true", "mobile_use = false"))
-        assert await rigs.expire() == [("alice", "android")]
+        assert await rigs.expire() == [("alice", "android", "")]
         assert rigs.mobile.leases == {}
         refused = await rigs.handle("alice", "mobile_use", {"verb": "inspect"})
         assert refused.is_error and "mobile_use" in refused.content[0].text
@@ -399,10 +399,57 @@ async def test_a_device_added_to_config_toml_is_usable_without_a_restart(
         assert fake.device.events[-1] == "input keyevent KEYCODE_BACK"
 
         corral_home.config_file.write_text("")
-        assert await rigs.expire() == [("alice", "android")]
+        assert await rigs.expire() == [("alice", "android", "")]
         assert rigs.mobile.leases == {}
     finally:
         await rigs.close_all()
+
+
+ONE, TWO, THREE = ("c" + d * 16 for d in "123")
+
+
+async def test_each_conversation_has_its_own_rig_and_it_ends_with_the_conversation(
+    corral_home: CorralHome, fake: FakeAdbd
+) -> None:
+    """A machine per conversation (issue 25 item 1), on the gateway's rig manager: two
+    conversations of one agent lease two devices; each lists and closes its own; a
+    conversation its front said ended, or one not heard of for the lease time, loses its
+    rig and the device is released."""
+    clock = Clock()
+    with FakeAdbd() as other:
+        first, second = f"127.0.0.1:{fake.port}", f"127.0.0.1:{other.port}"
+        rigs = manager_for(corral_home, first, clock)
+        corral_home.config_file.write_text(f'[rigs.android]\ndevices = ["{first}", "{second}"]\n')
+        key = {"verb": "key", "key": "BACK"}
+        try:
+            for conversation in (ONE, TWO):
+                done = await rigs.handle("alice", "mobile_use", key, conversation=conversation)
+                assert not done.is_error, done.text
+            assert sorted(rigs.mobile.leases) == sorted([first, second])
+            assert fake.device.events and other.device.events  # one device each
+
+            listed = (await rigs.handle("alice", "rig_list", {}, conversation=ONE)).structured
+            assert listed is not None and len(listed["rigs"]) == 1 and listed["others"] == 1
+            seats = {rig.seat for rig in rigs.surfaces()}
+            assert seats == {"alice.android", f"alice.android-{TWO[1:7]}"}
+
+            closed = (await rigs.handle("alice", "rig_close", {}, conversation=ONE)).structured
+            assert closed is not None and len(closed["closed"]) == 1
+            assert [k[2] for k in rigs.rigs] == [TWO]
+
+            rigs.conversations.lease("alice", [], [TWO])
+            assert await rigs.expire() == [("alice", "android", TWO)]
+            assert rigs.mobile.leases == {}
+            assert "its conversation ended" in rigs.ended[("alice", "android", TWO)]
+
+            await rigs.handle("alice", "mobile_use", key, conversation=THREE)
+            clock.now += 4  # heard of 4 s ago: still going
+            assert await rigs.expire() == []
+            clock.now += 2  # past the 5 s lease: its front is gone
+            assert await rigs.expire() == [("alice", "android", THREE)]
+            assert rigs.mobile.leases == {}
+        finally:
+            await rigs.close_all()
 
 
 # ------------------------------------------------------------------ the command policy, attacked

@@ -73,7 +73,7 @@ async def test_no_port_listens_in_the_rig_and_its_cdp_socket_is_private_and_sing
     rigs: RigManager, runtime: Runtime, docker_client: docker.DockerClient
 ) -> None:
     assert not (await call(rigs, "tabs")).is_error
-    rig = rigs.rigs[("ann", "browser")]
+    rig = rigs.rigs[("ann", "browser", "")]
 
     assert await exec_output(runtime.backend, rig.container.id, ["python3", "-c", LISTENING]) == b""
     attrs = docker_client.containers.get(rig.container.id).attrs
@@ -117,7 +117,7 @@ async def test_rig_close_and_idle_expiry_remove_the_container(
         )
 
     await call(rigs, "tabs")
-    socket_dir = Path(rigs.rigs[("ann", "browser")].bridge.socket_path).parent
+    socket_dir = Path(rigs.rigs[("ann", "browser", "")].bridge.socket_path).parent
     closed = await rigs.handle("ann", "rig_close", {})
     assert not closed.is_error and containers() == []
     assert not socket_dir.exists()
@@ -127,16 +127,16 @@ async def test_rig_close_and_idle_expiry_remove_the_container(
     agent(corral_home, idle_timeout_seconds=5)
     await call(rigs, "tabs")
     assert len(containers()) == 1
-    expired = rigs.rigs[("ann", "browser")].id
+    expired = rigs.rigs[("ann", "browser", "")].id
     now[0] = 4.0
     assert await rigs.expire() == []
     now[0] = 5.0
-    assert await rigs.expire() == [("ann", "browser")]
+    assert await rigs.expire() == [("ann", "browser", "")]
     await wait_until(lambda: containers() == [], limit=10)
-    assert "idle for 5 s" in rigs.ended[("ann", "browser")]
+    assert "idle for 5 s" in rigs.ended[("ann", "browser", "")]
     # The next call starts a new rig, and its answer says first why the old one ended.
     again = await call(rigs, "tabs")
-    fresh = rigs.rigs[("ann", "browser")].id
+    fresh = rigs.rigs[("ann", "browser", "")].id
     told = f"Your browser rig {expired} ended: it was idle for 5 s; this call started a new one"
     told += f", {fresh}."
     assert not again.is_error and text(again).startswith(told), text(again)
@@ -155,7 +155,7 @@ async def test_the_desktop_rig_listens_on_no_port_and_serves_vnc_on_its_socket_o
     try:
         result = await manager.handle("dee", "computer_use", {"verb": "screenshot"})
         assert not result.is_error, text(result)
-        rig = manager.rigs[("dee", "desktop")]
+        rig = manager.rigs[("dee", "desktop", "")]
         cid = rig.channel.id  # type: ignore[union-attr]
         assert await exec_output(runtime.backend, cid, ["python3", "-c", LISTENING]) == b""
         vnc = await rig.channel.request("vnc", 10)  # type: ignore[union-attr]
@@ -181,8 +181,8 @@ async def test_a_rig_whose_agent_loses_browser_use_is_removed_at_the_next_check(
     assert await rigs.expire() == []
     corral_home.agent_file("ann").write_text(render_new_agent("ann"))  # browser_use off
 
-    assert await rigs.expire() == [("ann", "browser")]
-    assert "revoked" in rigs.ended[("ann", "browser")]
+    assert await rigs.expire() == [("ann", "browser", "")]
+    assert "revoked" in rigs.ended[("ann", "browser", "")]
     assert (
         docker_client.containers.list(
             all=True, ignore_removed=True, filters={"label": ["corral.kind=rig-browser", MINE]}

@@ -239,7 +239,7 @@ class Blocking:
     cancelled: anyio.Event = field(default_factory=anyio.Event)
 
     async def __call__(
-        self, agent: str, tool: str, arguments: dict[str, Any], events: Any
+        self, agent: str, tool: str, arguments: dict[str, Any], events: Any, conversation: str
     ) -> Answer:
         await events.progress("approval", "waiting for an operator", remaining=30.0)
         self.started.set()

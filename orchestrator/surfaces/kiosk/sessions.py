@@ -244,6 +244,7 @@ class SessionManager(SurfaceManager):
             f"{session.clock.idle_timeout} s idle timeout, "
             f"{session.clock.max_lifetime} s lifetime. "
             f"computer_navigate may open: {sites}. {sandbox_note} "
+            "It is your one kiosk session: your other conversations share it. "
             + describe_rules(cfg.confirm_words, cfg.confirm_urls, self.approvals.timeout_seconds)
             + " Nothing can be approved from chat or by a tool: a named operator decides."
         )

@@ -101,7 +101,7 @@ async def test_a_browser_rig_runs_as_a_pod_behind_its_sessions_policies(
         p["metadata"]["name"]: p["spec"]
         for p in cluster.api.store.list("networkpolicies", NAMESPACE, "", "")
     }
-    rig_id = rigs.rigs[("ann", "browser")].id
+    rig_id = rigs.rigs[("ann", "browser", "")].id
     during = objects(cluster)
 
     closed = await rigs.handle("ann", "rig_close", {})
@@ -129,7 +129,7 @@ async def test_a_desktop_rig_runs_as_a_pod_and_its_live_view_relay_answers(
     assert not shot.is_error, texts(shot)
     clicked = await rigs.handle("ann", "computer_use", {"verb": "click", "x": 640, "y": 400})
     assert not clicked.is_error, texts(clicked)
-    rig = rigs.rigs[("ann", "desktop")]
+    rig = rigs.rigs[("ann", "desktop", "")]
     [pod] = pods(cluster, "rig-desktop")
     stream = await open_vnc(backend, rig.channel.id)
     try:

@@ -1,0 +1,72 @@
+"""A machine per conversation (issue 25 item 1), end to end: two stdio clients of one
+agent (two `corral mcp` processes, as two editor windows would be) get two browser rigs
+that cannot see each other's pages; each lists its own rig and counts the other's; a
+client that closes has its rig removed at once, and one that is killed (SIGKILL: no word
+to the gateway) within 10 s. Real containers, the test's own HTTPS site."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import anyio
+import docker
+import pytest
+
+from orchestrator.home import CorralHome
+from tests.e2e.conftest import connect, wait_until
+from tests.e2e.test_browser_use import SITE, fenced, rigs_of, use
+from tests.e2e.test_browser_use import gateway as gateway
+from tests.e2e.test_browser_use import rig_sites as rig_sites
+from tests.e2e.test_computer_use import text_of
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+WITHIN = 10.0  # the promise: a conversation's rigs are removed this soon after it ends
+
+
+def my_mcp_servers() -> set[int]:
+    """The `corral mcp` processes this test process started (its children)."""
+    me = str(os.getpid())
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parent = stat.rsplit(")", 1)[1].split()[1]
+        if parent == me and b"mcp" in cmdline and b"--agent" in cmdline:
+            found.add(int(proc.name))
+    return found
+
+
+async def test_two_conversations_get_two_browsers_and_each_ends_with_its_client(
+    gateway: CorralHome, docker_client: docker.DockerClient
+) -> None:
+    async with connect(gateway, "stdio") as first:
+        before = my_mcp_servers()
+        async with connect(gateway, "stdio") as second:
+            (second_pid,) = my_mcp_servers() - before
+            one = await use(first, "navigate", url=f"https://{SITE}/")
+            two = await use(second, "navigate", url=f"https://{SITE}/two")
+            assert not one.is_error and not two.is_error, (text_of(one), text_of(two))
+            assert len(rigs_of(docker_client, "alice")) == 2
+
+            # each sees its own page only: the other's navigation did not move it
+            assert "Page two" not in fenced(await use(first, "extract", mode="text"))
+            assert "Page two" in fenced(await use(second, "extract", mode="text"))
+            listed = (await first.client.call_tool("rig_list", {})).structured_content
+            assert listed is not None and len(listed["rigs"]) == 1 and listed["others"] == 1
+
+            os.kill(second_pid, signal.SIGKILL)  # the second client's server dies
+            killed_at = anyio.current_time()
+            await wait_until(lambda: len(rigs_of(docker_client, "alice")) == 1, limit=WITHIN)
+            assert anyio.current_time() - killed_at < WITHIN
+            again = await use(first, "extract", mode="text")  # the first goes on
+            assert not again.is_error, text_of(again)
+    # the first client closed: its conversation ended, its rig goes at once
+    await wait_until(lambda: rigs_of(docker_client, "alice") == [], limit=WITHIN)
