@@ -41,7 +41,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import uvicorn
@@ -57,12 +57,20 @@ from orchestrator.audit import AuditLog
 from orchestrator.errors import GatewayStartError, KeyFileError, NonceCacheFull, SignatureRefused
 from orchestrator.gateway.call_stream import CallEventsResponse
 from orchestrator.gateway.signing import REASON_NO_AGENT_KEY, NonceCache, read_key, verify
-from orchestrator.gateway.wire import COMPUTER_USE_PATH, ComputerUseAnswer, ComputerUseRequest
+from orchestrator.gateway.wire import (
+    COMPUTER_USE_PATH,
+    ComputerUseAnswer,
+    ComputerUseRequest,
+    ConversationLease,
+)
 from orchestrator.home import CorralHome
 from orchestrator.surfaces.answers import Answer
 from sandboxes.events import NO_EVENTS, CallEvents
 
 logger = logging.getLogger("corral.gateway")
+
+# What the agents' signed routes take: a body naming the agent whose key signed it.
+AgentBody = TypeVar("AgentBody", ComputerUseRequest, ConversationLease)
 
 INTERNAL_PREFIX = "/api/internal"
 MAX_BODY_BYTES = 1024 * 1024
@@ -232,6 +240,20 @@ class SignedRequests:
             return self.refusals.answer(REASON_NO_AGENT_KEY, scope, 401)
         return agent, body
 
+    async def model(self, request: Request, model: type[AgentBody]) -> AgentBody | Response:
+        """The body as `model`, signed by the key of the agent it names; or the refusal."""
+        checked = await self.body(request)
+        if isinstance(checked, Response):
+            return checked
+        signer, body = checked
+        try:
+            said = model.model_validate_json(body)
+        except ValidationError as exc:
+            return self.refusals.answer(_describe(exc), request.scope, 400)
+        if said.agent != signer:
+            return self.refusals.answer(REASON_AGENT_MISMATCH, request.scope, 401)
+        return said
+
 
 ExtraRoutes = Callable[[SignedRequests], list[BaseRoute]]
 """More routes for the app, given the request checks (the admin API, the console)."""
@@ -253,17 +275,9 @@ def create_app(
         return JSONResponse({"ok": True})
 
     async def computer_use(request: Request) -> Response:
-        scope = request.scope
-        checked = await signed.body(request)
-        if isinstance(checked, Response):
-            return checked
-        signer, body = checked
-        try:
-            call = ComputerUseRequest.model_validate_json(body)
-        except ValidationError as exc:
-            return refusals.answer(_describe(exc), scope, 400)
-        if call.agent != signer:
-            return refusals.answer(REASON_AGENT_MISMATCH, scope, 401)
+        call = await signed.model(request, ComputerUseRequest)
+        if isinstance(call, Response):
+            return call
 
         def failed(exc: Exception) -> str:
             incident = uuid.uuid4().hex[:8]
@@ -272,19 +286,13 @@ def create_app(
             )
             return f"internal error in the gateway (incident {incident})"
 
+        def run(events: CallEvents) -> Awaitable[Answer]:
+            return handler(call.agent, call.tool, dict(call.arguments), events, call.conversation)
+
         if call.stream:
-            return CallEventsResponse(
-                lambda events: handler(
-                    call.agent, call.tool, dict(call.arguments), events, call.conversation
-                ),
-                failed,
-            )
+            return CallEventsResponse(run, failed)
         try:
-            answer = ComputerUseAnswer.of(
-                await handler(
-                    call.agent, call.tool, dict(call.arguments), NO_EVENTS, call.conversation
-                )
-            )
+            answer = ComputerUseAnswer.of(await run(NO_EVENTS))
         except Exception as exc:
             return JSONResponse({"error": failed(exc)}, status_code=500)
         return JSONResponse(answer.model_dump(mode="json", by_alias=True))

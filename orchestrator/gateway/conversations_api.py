@@ -5,7 +5,6 @@ manager's expiry ends the rigs of the others (orchestrator.surfaces.conversation
 
 from __future__ import annotations
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -20,16 +19,9 @@ def with_conversations(routes: ExtraRoutes, conversations: Conversations) -> Ext
 
     def build(signed: SignedRequests) -> list[BaseRoute]:
         async def lease(request: Request) -> Response:
-            checked = await signed.body(request)
-            if isinstance(checked, Response):
-                return checked
-            signer, body = checked
-            try:
-                said = ConversationLease.model_validate_json(body)
-            except ValidationError as exc:
-                return JSONResponse({"error": str(exc.errors()[0]["msg"])}, status_code=400)
-            if said.agent != signer:  # not reached: the key is the body's agent's
-                return JSONResponse({"error": "agent mismatch"}, status_code=401)
+            said = await signed.model(request, ConversationLease)
+            if isinstance(said, Response):
+                return said
             conversations.lease(said.agent, said.live, said.ended)
             return JSONResponse({"ok": True})
 

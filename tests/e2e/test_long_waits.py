@@ -14,7 +14,7 @@ call began), and the approval is decided once one says 150 s."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -28,11 +28,11 @@ from tests.e2e.conftest import connect, wait_until
 from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import text_of
 from tests.e2e.test_operators import corral, pending
+from tests.e2e.test_rules_everywhere import phones as phones
 from tests.e2e.test_rules_everywhere import write
 from tests.images import ENV
-from tests.simulators import fake_wda
 from tests.simulators.fake_adbd import FakeAdbd
-from tests.simulators.fake_android import DELETE_BOX, DeviceState
+from tests.simulators.fake_android import DELETE_BOX
 from tests.simulators.fake_wda import DELETE, FakeWda
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -40,16 +40,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 WAIT = 150.0  # seconds held before the operator decides
 APPROVAL_TIMEOUT = 240  # [approvals] timeout_seconds: longer than the wait
 MAX_GAP = 5.0  # the promise: progress at least this often
-
-
-@pytest.fixture
-def phones() -> Iterator[tuple[FakeAdbd, FakeWda]]:
-    wda = fake_wda.serve(FakeWda(delete_button=True))
-    try:
-        with FakeAdbd(DeviceState(delete_button=True)) as adbd:
-            yield adbd, wda
-    finally:
-        fake_wda.stop(wda)
 
 
 @pytest.fixture
