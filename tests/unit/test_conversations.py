@@ -118,3 +118,13 @@ async def test_the_lease_route_takes_the_agents_own_signed_word(corral_home: Cor
 
         ended = await lease_conversations(corral_home, "http://gateway", "alice", [], [A], client)
         assert ended and talks.gone("alice", A) == "its conversation ended"
+
+
+def test_a_second_conversations_seat_is_a_seat_name_the_operators_api_takes() -> None:
+    from orchestrator.gateway.wire import AdminSessionAct
+
+    for seat in ("alice", "alice.desktop", "alice.desktop-0a1b2c"):
+        assert AdminSessionAct(agent=seat, action="takeover").agent == seat
+    for bad in ("alice.desktop-", "alice.desktop-XYZ123", "alice.desktop.c1", "alice.-0a1b2c"):
+        with pytest.raises(ValidationError):
+            AdminSessionAct(agent=bad, action="takeover")
