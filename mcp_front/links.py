@@ -16,7 +16,7 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import mcp_types as types
 
@@ -25,8 +25,7 @@ KEEP_BYTES = 64 * 1024 * 1024
 SCHEME = "corral://image/"
 
 
-@dataclass(frozen=True, slots=True)
-class Kept:
+class Kept(NamedTuple):
     conversation: str
     data: bytes
     mime_type: str

@@ -58,13 +58,36 @@ class ToolSpec:
         object_schema = getattr(self.params, "object_schema", None)
         if object_schema is not None:  # a rig tool: verb plus that verb's arguments
             verbs: dict[str, Any] = object_schema()
-            return verbs
+            return json_schema_bounds(verbs)
         schema = self.params.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
             prop.pop("title", None)
         schema.setdefault("properties", {})
-        return schema
+        return json_schema_bounds(schema)
+
+
+# pydantic writes a bound it could not fold into the type (an integer behind a validator,
+# `params.Int`) as its own keyword; JSON Schema's are these.
+_BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
+def json_schema_bounds(node: Any) -> Any:
+    """`node` with pydantic's bound keywords (ge, le, gt, lt) as JSON Schema's, so that a
+    client sees and checks the ranges too (property names are left alone)."""
+    if isinstance(node, list):
+        return [json_schema_bounds(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: json_schema_bounds(prop) for name, prop in value.items()}
+        elif key in _BOUNDS and isinstance(value, int | float) and "type" in node:
+            out[_BOUNDS[key]] = value
+        else:
+            out[key] = json_schema_bounds(value)
+    return out
 
 
 _CU = "computer_use"

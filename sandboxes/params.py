@@ -44,10 +44,8 @@ Int = Annotated[int, BeforeValidator(_not_bool)]
 MAX_WIDTH_MIN, MAX_WIDTH_MAX = 64, 8192
 # Every screenshot's optional down-scaling (sandboxes.image_size).
 MaxWidth = Annotated[
-    Int | None,
+    Annotated[Int, Field(ge=MAX_WIDTH_MIN, le=MAX_WIDTH_MAX)] | None,
     Field(
-        ge=MAX_WIDTH_MIN,
-        le=MAX_WIDTH_MAX,
         description="Scale the screenshot down to at most this many pixels wide (aspect kept, "
         f"masked first), {MAX_WIDTH_MIN}-{MAX_WIDTH_MAX}.",
     ),

@@ -10,12 +10,13 @@ the action pipeline adds, once) and what the verb itself returned.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from sandboxes.codrive import RunState
 from sandboxes.ladder import Effect, Rung
+from sandboxes.script_call import ScriptResult
 
 SurfaceKind = Literal["kiosk", "browser", "desktop", "android", "ios"]
 
@@ -24,20 +25,13 @@ class _Result(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ScriptRun(_Result):
-    """execute_program: how the script ended and its merged output."""
-
-    exit_code: int | None = Field(description="null when the script was killed")
-    timed_out: bool
-    hard_cap_hit: bool
-    oom_killed: bool
-    truncated: bool  # the output was cut to the returned bytes
-    output: str
-    output_bytes: int
-    returned_bytes: int
-    duration_ms: int
-    timeout_seconds: int
-    sandboxed: bool
+# execute_program: the script's result as `sandboxes.script_call.ScriptResult` holds it
+# (one list of fields: the model is made from the dataclass).
+ScriptRun: type[BaseModel] = create_model(
+    "ScriptRun",
+    __config__=ConfigDict(extra="forbid"),
+    **{name: (kind, ...) for name, kind in get_type_hints(ScriptResult).items()},  # type: ignore[call-overload]
+)
 
 
 class SurfaceState(_Result):

@@ -152,9 +152,15 @@ class BrowserClipboardSet(_Engine):
     text: Annotated[str, Field(max_length=CLIPBOARD_MAX_CHARS)]
 
 
-class BrowserScreenshot(_Engine):
+class ScreenshotVerb(_Verb):
+    """`screenshot` on every rig: the masked screen, scaled to `max_width` if asked."""
+
     verb: Literal["screenshot"]
     max_width: MaxWidth = None
+
+
+class BrowserScreenshot(ScreenshotVerb, _Engine):
+    pass
 
 
 class BrowserBack(_Engine):
@@ -242,9 +248,8 @@ class DesktopClipboardSet(_Verb):
     text: Annotated[str, Field(max_length=CLIPBOARD_MAX_CHARS)]
 
 
-class DesktopScreenshot(_Verb):
-    verb: Literal["screenshot"]
-    max_width: MaxWidth = None
+class DesktopScreenshot(ScreenshotVerb):
+    pass
 
 
 # ------------------------------------------------------------------ the unions

@@ -28,7 +28,6 @@ from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 from orchestrator.surfaces.start import no_egress, read_text
 from sandboxes.catalogue import GATEWAY_TOOLS
-from sandboxes.events import NO_EVENTS, CallEvents
 from sandboxes.ports import ContainerBackend, Egress, EgressFactory
 from sandboxes.rfb import ClientMessage
 
@@ -167,16 +166,12 @@ async def _serve(
         oversight=manager.oversight,  # one seats registry over every surface
     )
 
-    async def handle(
-        agent: str,
-        tool: str,
-        arguments: dict[str, Any],
-        events: CallEvents = NO_EVENTS,
-        conversation: str = "",
-    ) -> Answer:
-        if tool in GATEWAY_TOOLS:  # rigs and codrive, on the conversation's desktop rig
-            return await rigs.handle(agent, tool, arguments, events, conversation)
-        return await manager.handle(agent, tool, arguments, events)  # one per agent (S2.3)
+    async def handle(*call: Any) -> Answer:
+        """(agent, tool, arguments, events, conversation): rigs and codrive per
+        conversation; the kiosk one per agent (S2.3), whatever the conversation."""
+        if call[1] in GATEWAY_TOOLS:
+            return await rigs.handle(*call)
+        return await manager.handle(*call[:4])
 
     try:
         async with anyio.create_task_group() as tg:

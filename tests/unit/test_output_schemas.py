@@ -6,6 +6,7 @@ validates every non-error result against the listed schema (`ClientSession.call_
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,19 @@ def test_codrive_answers_validate() -> None:
 
     assert problems("codrive_run", said.structured) == []
     assert problems("codrive_status", answer(text_block("none"), **NO_RUN).structured) == []
+
+
+@pytest.mark.parametrize("spec", CATALOGUE, ids=lambda spec: spec.name)
+def test_every_input_schema_states_its_ranges_as_json_schema(spec: Any) -> None:
+    """A range is `minimum`/`maximum`, which clients check, not pydantic's own `ge`/`le`
+    (written for an integer behind a validator): a client sees 1-20 as a client can."""
+    schema = _tool(spec).input_schema
+    Draft202012Validator.check_schema(schema)
+    text = json.dumps(schema)
+    assert not any(f'"{bound}": ' in text for bound in ("ge", "le", "gt", "lt")), text
+
+
+def test_a_client_checks_a_range_from_the_listed_schema() -> None:
+    scroll = Draft202012Validator(_tool(BY_NAME["computer_scroll"]).input_schema)
+    assert scroll.is_valid({"x": 1, "y": 1, "amount": 20})
+    assert not scroll.is_valid({"x": 1, "y": 1, "amount": 21})
