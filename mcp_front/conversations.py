@@ -37,5 +37,9 @@ class FrontConversations:
         ended = [self._ids.pop(session) for session in gone]
         return [self.own, *self._ids.values()], ended
 
+    def sessions(self) -> list[str]:
+        """The HTTP sessions that have a conversation."""
+        return list(self._ids)
+
     def all(self) -> list[str]:
         return [self.own, *self._ids.values()]

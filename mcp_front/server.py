@@ -149,10 +149,14 @@ class CorralMCP:
 
     def _http_sessions(self) -> set[str] | None:
         """The Streamable HTTP sessions open now; None over stdio. (The SDK keeps them in
-        its session manager, which has no public listing.)"""
+        its session manager, which has no public listing: should that change, every
+        session known is taken as open, so no live session's rigs are ended; then they
+        end with the process.)"""
         manager = getattr(self.server, "_session_manager", None)
+        if manager is None:
+            return None
         instances = getattr(manager, "_server_instances", None)
-        return None if instances is None else set(instances)
+        return set(self.conversations.sessions() if instances is None else instances)
 
     async def _lease(self, http: httpx.AsyncClient, live: list[str], ended: list[str]) -> None:
         try:

@@ -75,3 +75,40 @@ async def test_two_conversations_get_two_browsers_and_each_ends_with_its_client(
         assert not again.is_error and "Page two" not in fenced(again), text_of(again)
     # the first client closed: its conversation ended, its rig goes at once
     await wait_until(lambda: rigs_of(docker_client, "alice") == [], limit=WITHIN)
+
+
+async def test_an_http_session_that_ends_takes_its_rig_with_it(tmp_path: Path) -> None:
+    """Over Streamable HTTP each session is a conversation: two sessions of one server get
+    a phone each (the fake adbd, two devices: tests/simulators); the one whose client
+    leaves (the SDK deletes its session) loses its rig at once, the other keeps its own."""
+    from tests.e2e.conftest import serve_http
+    from tests.e2e.gateways import running_gateway
+    from tests.e2e.test_resource_links import http_session
+    from tests.e2e.test_rules_everywhere import write
+    from tests.images import ENV
+    from tests.simulators.fake_adbd import FakeAdbd
+
+    home = CorralHome(root=tmp_path / "corral-home", env=ENV)
+    home.ensure()
+    write(home, "alice", mobile_use=True)
+    key = {"verb": "key", "key": "BACK"}
+    with FakeAdbd() as one, FakeAdbd() as two:
+        devices = f'"127.0.0.1:{one.port}", "127.0.0.1:{two.port}"'
+        async with (
+            running_gateway(home, f"[rigs.android]\ndevices = [{devices}]\n"),
+            serve_http(home) as (url, _),
+            http_session(url, home) as first,
+        ):
+            async with http_session(url, home) as second:
+                for client in (first, second):
+                    done = await client.call_tool("mobile_use", key)
+                    assert not done.is_error, text_of(done)
+                listed = (await first.call_tool("rig_list", {})).structured_content
+                assert listed is not None and listed["others"] == 1
+
+            async def only_mine() -> bool:
+                listed = (await first.call_tool("rig_list", {})).structured_content
+                return listed is not None and listed["others"] == 0 and len(listed["rigs"]) == 1
+
+            await wait_until(only_mine, limit=WITHIN)
+            assert not (await first.call_tool("mobile_use", key)).is_error
