@@ -57,14 +57,15 @@ class ToolSpec:
     def input_schema(self) -> dict[str, Any]:
         object_schema = getattr(self.params, "object_schema", None)
         if object_schema is not None:  # a rig tool: verb plus that verb's arguments
-            verbs: dict[str, Any] = object_schema()
-            return json_schema_bounds(verbs)
+            verbs: dict[str, Any] = json_schema_bounds(object_schema())
+            return verbs
         schema = self.params.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
             prop.pop("title", None)
         schema.setdefault("properties", {})
-        return json_schema_bounds(schema)
+        bounded: dict[str, Any] = json_schema_bounds(schema)
+        return bounded
 
 
 # pydantic writes a bound it could not fold into the type (an integer behind a validator,
