@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -45,9 +47,13 @@ def owned_by(client: docker.DockerClient, pid: int) -> list[Any]:
     return list(client.containers.list(all=True, ignore_removed=True, filters=owned))
 
 
-async def work_in_flight(home: CorralHome) -> str:
+@asynccontextmanager
+async def work_in_flight(home: CorralHome) -> AsyncIterator[str]:
     """Under the running gateway: bob's kiosk taken over by operator olga, and alice's
-    codrive run held at its second step for an approval. Returns the run's id."""
+    codrive run held at its second step for an approval; yields the run's id. Alice's
+    conversation stays open meanwhile: a run is on its conversation's desktop rig, which
+    ends with the conversation (issue 25), and the work must be in flight when the
+    gateway is killed."""
     async with connect(home, "stdio", agent="bob") as bob:
         started = await bob.client.call_tool("computer_session_start", {})
         assert not started.is_error, started.content
@@ -65,8 +71,8 @@ async def work_in_flight(home: CorralHome) -> str:
             tg.start_soon(held)
             await wait_until(lambda: events(home, "approval_raised"), limit=SAFETY)
             tg.cancel_scope.cancel()  # the run goes on in the gateway; its call is not needed
-    (run,) = events(home, "codrive_run_started")
-    return str(run["details"]["run"])
+        (run,) = events(home, "codrive_run_started")
+        yield str(run["details"]["run"])
 
 
 async def test_a_killed_gateways_work_in_flight_is_closed_at_its_restart(
@@ -77,8 +83,7 @@ async def test_a_killed_gateways_work_in_flight_is_closed_at_its_restart(
     write_alice(home)
     write_bob(home)
     add_operator(home, "olga")
-    async with running_gateway(home, CONFIG) as (_, pid):
-        run_id = await work_in_flight(home)
+    async with running_gateway(home, CONFIG) as (_, pid), work_in_flight(home) as run_id:
         (approval,) = events(home, "approval_raised")
         assert events(home, "approval_decided") == []
         os.kill(pid, signal.SIGKILL)
