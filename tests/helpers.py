@@ -164,6 +164,22 @@ async def wait_until(predicate: Callable[[], Any], limit: float = 30.0) -> Any:
             await anyio.sleep(0.05)
 
 
+def children_of(pid: int) -> list[tuple[int, list[bytes]]]:
+    """(pid, argv) of every live child process of `pid`, read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append((int(entry.name), argv))
+    return found
+
+
 def env_with_home(home: CorralHome) -> dict[str, str]:
     env = dict(os.environ)
     env["CORRAL_HOME"] = str(home.root)

@@ -21,6 +21,7 @@ from tests.e2e.test_browser_use import SITE, fenced, rigs_of, use
 from tests.e2e.test_browser_use import gateway as gateway
 from tests.e2e.test_browser_use import rig_sites as rig_sites
 from tests.e2e.test_computer_use import text_of
+from tests.helpers import children_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -29,20 +30,9 @@ WITHIN = 10.0  # the promise: a conversation's rigs are removed this soon after 
 
 def my_mcp_servers() -> set[int]:
     """The `corral mcp` processes this test process started (its children)."""
-    me = str(os.getpid())
-    found = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        parent = stat.rsplit(")", 1)[1].split()[1]
-        if parent == me and b"mcp" in cmdline and b"--agent" in cmdline:
-            found.add(int(proc.name))
-    return found
+    return {
+        child for child, argv in children_of(os.getpid()) if b"mcp" in argv and b"--agent" in argv
+    }
 
 
 async def test_two_conversations_get_two_browsers_and_each_ends_with_its_client(

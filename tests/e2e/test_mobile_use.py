@@ -25,6 +25,7 @@ from sandboxes.fence import unfence
 from tests.e2e.conftest import connect, wait_until
 from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import image_of, text_of
+from tests.helpers import children_of
 from tests.images import ENV
 from tests.simulators import fake_wda
 from tests.simulators.fake_adbd import FakeAdbd
@@ -112,19 +113,9 @@ async def gateway(world: World) -> AsyncIterator[CorralHome]:
 
 def adb_servers_of(pid: int) -> list[int]:
     """Child processes of `pid` that are an adb server."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and cmdline[0].endswith(b"/adb") and b"server" in cmdline:
-            found.append(int(entry.name))
-    return found
+    return [
+        child for child, argv in children_of(pid) if argv[0].endswith(b"/adb") and b"server" in argv
+    ]
 
 
 async def call(mcp: Any, tool: str, verb: str, **arguments: Any) -> types.CallToolResult:

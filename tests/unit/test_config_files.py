@@ -162,6 +162,15 @@ def test_an_unknown_key_is_reported_with_its_dotted_name(tmp_path: Path) -> None
     ]
 
 
+@pytest.mark.parametrize("value", ["-1", "16777217", '"big"'])
+def test_the_inline_image_limit_is_refused_out_of_range_naming_the_key(
+    tmp_path: Path, value: str
+) -> None:
+    path = write(tmp_path / "config.toml", f"[mcp]\ninline_image_max_bytes = {value}\n")
+
+    assert "'mcp.inline_image_max_bytes'" in str(config_error(path))
+
+
 def test_an_unknown_top_level_table_is_reported(tmp_path: Path) -> None:
     path = write(tmp_path / "config.toml", "[gatway]\nport = 1\n")
 

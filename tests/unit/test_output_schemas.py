@@ -6,6 +6,7 @@ validates every non-error result against the listed schema (`ClientSession.call_
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,8 @@ from sandboxes.events import NO_EVENTS
 from sandboxes.ladder import StepResult
 from sandboxes.masking import MaskPlan
 from sandboxes.results import NO_RUN
-from sandboxes.script_call import ScriptResult
 from tests.unit.test_approval_binding_surfaces import FakeDriver, action, held, surface_of, world
+from tests.unit.test_script_output import BASE
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 
@@ -115,19 +116,7 @@ def test_the_devices_answer_validates_as_mobile_use() -> None:
 
 
 def test_the_script_result_validates() -> None:
-    result = ScriptResult(
-        exit_code=None,
-        timed_out=True,
-        hard_cap_hit=False,
-        oom_killed=False,
-        truncated=False,
-        output="",
-        output_bytes=0,
-        returned_bytes=0,
-        duration_ms=5,
-        timeout_seconds=1,
-        sandboxed=True,
-    )
+    result = dataclasses.replace(BASE, exit_code=None, timed_out=True)  # killed: null code
     assert problems("execute_program", result.structured()) == []
 
 
