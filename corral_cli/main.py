@@ -26,6 +26,7 @@ COMMANDS = {
     "operators": "corral_cli.people:operators",
     "approvals": "corral_cli.people:approvals",
     "sessions": "corral_cli.people:sessions",
+    "recordings": "corral_cli.recordings:recordings",
     "grants": "corral_cli.agents:grants",
     "doctor": "corral_cli.doctor:doctor",
     "reap": "corral_cli.doctor:reap",

@@ -33,20 +33,28 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_front.conversations import FrontConversations
 from mcp_front.elicit import eliciting
 from mcp_front.errors import INVALID_PARAMS, GateRefusal, call_outcome
+from mcp_front.families.recording import SCHEME as RECORDING_SCHEME
+from mcp_front.families.recording import read_recording, recording_get, recording_list
 from mcp_front.families.script import run_execute_program
 from mcp_front.forwarder import LEASE_TIMEOUT, forward, gateway_client, lease_conversations
 from mcp_front.links import KEEP_SECONDS, ImageLinks, linked, read_result
 from mcp_front.reporting import LogLevels, McpCallEvents, session_key
 from mcp_front.tool_log import ToolCallLog
+from mcp_front.tools import tool as _tool
 from orchestrator.agents.view import view_of
 from orchestrator.audit import AuditLog
 from orchestrator.config import McpConfig, load_config
-from orchestrator.errors import AuditUnavailable, ConfigError, NotAvailable
+from orchestrator.errors import AuditUnavailable, ConfigError, NotAvailable, RecordingError
 from orchestrator.gateway.wire import gateway_base_url
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.surfaces.conversations import LEASE_EVERY_SECONDS
-from sandboxes.catalogue import BY_NAME, GATEWAY_TOOLS, NETWORK_EGRESS, ToolSpec
+from sandboxes.catalogue import (
+    BY_NAME,
+    GATEWAY_TOOLS,
+    RECORDING_TOOLS,
+    ToolSpec,
+)
 from sandboxes.events import CallEvents
 from sandboxes.heartbeat import heartbeat
 from sandboxes.params import validate
@@ -272,9 +280,25 @@ class CorralMCP:
             ]
         )
 
+    def _recording(self, tool: str, params: Any) -> types.CallToolResult:
+        if tool == "recording_list":
+            return recording_list(self.home, self.agent)
+        return recording_get(self.home, self.agent, params, self.audit)
+
     async def _read_resource(
         self, ctx: Any, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        if uri.startswith(RECORDING_SCHEME):  # while the family still shows its tools
+            view = await view_of(self.home, self.agent)
+            if not decide(BY_NAME["recording_get"], view).visible:
+                raise GateRefusal(f"Resource not found: {uri}", code=INVALID_PARAMS)
+            try:
+                return await anyio.to_thread.run_sync(
+                    read_recording, self.home, self.agent, uri, self.audit
+                )
+            except RecordingError as exc:
+                raise GateRefusal(str(exc), code=INVALID_PARAMS) from exc
         kept = self.links.get(session_key(ctx), str(params.uri))
         if kept is None:
             raise GateRefusal(
@@ -312,31 +336,12 @@ class CorralMCP:
                     events=told,
                     conversation=self.conversations.of(session_key(ctx)),
                 )
+        if spec.name in RECORDING_TOOLS:
+            return await anyio.to_thread.run_sync(self._recording, spec.name, params)
         assert self._runtime is not None, "the server lifespan opens the runtime"
         if spec.name == "execute_program":
             return await run_execute_program(params, self._runtime, self.agent, events)
         raise NotAvailable(f"{spec.name} has no handler in this version of corral")
-
-
-ACTION_CLASSES_META = "corral/actionClasses"
-
-
-def _tool(spec: ToolSpec) -> types.Tool:
-    """The tool as listed: its action classes (SPEC S4.3) in `_meta` under
-    `corral/actionClasses`, and summed up in the standard annotations."""
-    read_only = not spec.action_classes
-    return types.Tool(
-        name=spec.name,
-        description=spec.description,
-        input_schema=spec.input_schema(),
-        output_schema=spec.output_schema(),
-        annotations=types.ToolAnnotations(
-            read_only_hint=read_only,
-            destructive_hint=spec.name == "rig_close" if not read_only else None,
-            open_world_hint=NETWORK_EGRESS in spec.action_classes,
-        ),
-        _meta={ACTION_CLASSES_META: list(spec.action_classes)},
-    )
 
 
 async def serve_stdio(home: CorralHome, agent: str) -> None:

@@ -37,6 +37,8 @@
     ├── SeatError                  orchestrator.errors take over / hand back not possible now
     ├── AdminError                 orchestrator.errors the gateway refused an operator's CLI
     │                                                  request, or is not running
+    ├── RecordingError             orchestrator.errors no such recording, or it cannot be
+    │                                                  read or exported as asked
     ├── SurfaceGone                orchestrator.errors a surface's channel failed: nothing
     │                                                  done, the surface is ended
     ├── RigError                   orchestrator.errors a rig did not start or answer as it
@@ -215,6 +217,10 @@ class InputInterrupted(SessionRefused):
 class SeatError(CorralError):
     """Take over, hand back or stop cannot be done now (no such session, another person
     holds the desktop, ...)."""
+
+
+class RecordingError(CorralError):
+    """No such recording, or it cannot be read or exported as asked."""
 
 
 class SurfaceGone(CorralError):

@@ -100,6 +100,8 @@ class CorralHome:
     work_dir = _Below("work")
     # The gateway's work in flight (orchestrator.ledger), closed by the next gateway.
     inflight_dir = _Below("inflight")
+    # Masked recordings of sessions and rigs (orchestrator.recordings.store), owner only.
+    recordings_dir = _Below("recordings")
 
     def agent_file(self, name: str) -> Path:
         return self.agents_dir / name / "agent.toml"

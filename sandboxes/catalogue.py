@@ -102,6 +102,8 @@ RIG_TOOLS = frozenset(
 )
 _MOBILE_CLASSES = (*_RIG_CLASSES, PACKAGE_INSTALL)
 CODRIVE_TOOLS = frozenset({"codrive_run", "codrive_status"})
+# Run by the MCP front itself, from CORRAL_HOME's recordings (no gateway needed).
+RECORDING_TOOLS = frozenset({"recording_list", "recording_get"})
 # Tools the gateway runs (the MCP front only forwards them): it owns the machines.
 GATEWAY_TOOLS = RIG_TOOLS | CODRIVE_TOOLS
 
@@ -256,6 +258,22 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         CodriveStatusParams,
         "codrive",
         result=(out.CodriveRunResult,),
+    ),
+    ToolSpec(
+        "recording_list",
+        "Your sessions' and rigs' recordings (masked video, newest first): id, surface, "
+        "start, length, actions, approvals, take overs.",
+        p.NoParams,
+        "recording",
+        result=(out.RecordingList,),
+    ),
+    ToolSpec(
+        "recording_get",
+        "One of your recordings: its facts, and its masked video (WebM) and timeline as "
+        "resource links for resources/read.",
+        p.RecordingGetParams,
+        "recording",
+        result=(out.RecordingGot,),
     ),
 )
 

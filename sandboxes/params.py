@@ -144,6 +144,18 @@ class NavigateParams(Params):
         return self
 
 
+class RecordingGetParams(Params):
+    recording_id: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=64,
+            pattern=r"^[a-z0-9][a-z0-9-]*$",
+            description="A recording's id, from recording_list.",
+        ),
+    ]
+
+
 class SessionStopParams(Params):
     session_id: Annotated[
         str | None, Field(max_length=64, description="Session to stop; default: yours.")

@@ -151,6 +151,32 @@ class CodriveRunResult(_Result):
     reason: str | None = None
 
 
+class RecordingListed(_Result):
+    """One recording of the agent's own (`corral recordings list` shows them all)."""
+
+    recording_id: str
+    surface: str
+    started_at: float
+    ended_at: float | None  # None: still recorded, or its gateway was killed
+    length_seconds: float
+    frames: int
+    actions: int
+    approvals: int
+    takeovers: int
+    stopped: str | None  # why the recording stopped before its session ended
+
+
+class RecordingList(_Result):
+    recordings: list[RecordingListed]  # newest first
+
+
+class RecordingGot(RecordingListed):
+    """recording_get: the recording, its video and timeline as resource links."""
+
+    video_uri: str | None  # None: no frame was taken
+    timeline_uri: str
+
+
 NO_RUN: dict[str, Any] = {"run_id": None, "state": None, "steps": []}
 
 

@@ -31,6 +31,7 @@ FAMILIES = (
     "desktop_use",
     "mobile_use",
     "ios_use",
+    "recording",
 )
 
 

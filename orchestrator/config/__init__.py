@@ -44,6 +44,7 @@ from orchestrator.config.corral import (
     CorralConfig,
     GatewayConfig,
     McpConfig,
+    RecordingConfig,
 )
 from orchestrator.config.fields import (
     AGENT_NAME_RE,
@@ -98,6 +99,7 @@ __all__ = [
     "McpConfig",
     "MobileRigsConfig",
     "Permissions",
+    "RecordingConfig",
     "RigsConfig",
     "SandboxConfig",
     "StrictModel",

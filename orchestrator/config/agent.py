@@ -48,6 +48,7 @@ class Capabilities(StrictModel):
     desktop_use: bool = False  # the desktop rig's computer_use tool (not the kiosk family)
     mobile_use: bool = False
     ios_use: bool = False
+    recording: bool = False  # recording_list / recording_get: its own sessions' recordings
     read_only: bool = False
     # Tool patterns: a name, `mcp__corral__<name>`, or either ending in `*` (SPEC S5.2).
     allowed_tools: list[ToolPattern] = Field(default_factory=list)
@@ -104,6 +105,7 @@ browser_use = false
 desktop_use = false
 mobile_use = false
 ios_use = false
+recording = false
 read_only = false
 allowed_tools = []
 denied_tools = []

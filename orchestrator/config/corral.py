@@ -1,5 +1,5 @@
 """The whole of `config.toml`: `[gateway]`, `[approvals]`, `[codrive]`, `[container]`,
-`[rigs]`, `[mcp]` and `[backend]`."""
+`[rigs]`, `[mcp]`, `[recording]` and `[backend]`."""
 
 from __future__ import annotations
 
@@ -46,6 +46,18 @@ class McpConfig(StrictModel):
     inline_image_max_bytes: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = 512 * 1024
 
 
+class RecordingConfig(StrictModel):
+    """`[recording]`: every kiosk session and rig is recorded (masked frames only) under
+    `CORRAL_HOME/recordings/`, at most `fps` frames a second, taken when the screen may
+    have changed; recordings older than `keep_days` go, and the oldest go first while all
+    of them hold more than `max_total_mb` (docs/operator.md)."""
+
+    enabled: bool = True
+    fps: Annotated[int, Field(ge=1, le=15)] = 4
+    keep_days: Annotated[int, Field(ge=1, le=3650)] = 30
+    max_total_mb: Annotated[int, Field(ge=16, le=1024 * 1024)] = 2048
+
+
 class CorralConfig(StrictModel):
     """The whole of `config.toml`."""
 
@@ -55,6 +67,7 @@ class CorralConfig(StrictModel):
     container: ContainerConfig = ContainerConfig()
     rigs: MobileRigsConfig = MobileRigsConfig()
     mcp: McpConfig = McpConfig()
+    recording: RecordingConfig = RecordingConfig()
     # Unset: Docker at `[container] docker_host` (configs older than issue 15).
     backend: BackendConfig | None = None
 

@@ -21,6 +21,7 @@ from orchestrator.config import CorralConfig, load_config
 from orchestrator.gateway.app import ExtraRoutes, SignedRequests, serve_gateway
 from orchestrator.home import CorralHome
 from orchestrator.ledger import Ledger, Recovered, close_left_work
+from orchestrator.recordings.service import Recordings
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.desktop import DesktopRig
@@ -152,7 +153,10 @@ async def _serve(
     left: list[Recovered],
 ) -> None:
     egress = egress_factory(runtime.backend, config)
-    manager = SessionManager(home, config, runtime.backend, runtime.audit, egress)
+    recordings = Recordings(home.recordings_dir, config.recording, runtime.audit)
+    manager = SessionManager(
+        home, config, runtime.backend, runtime.audit, egress, recordings=recordings
+    )
     manager.kiosk_pool = kiosk_pool
     from orchestrator.codrive.tools import CodriveTools
     from orchestrator.surfaces.rigs import RigManager
@@ -164,6 +168,7 @@ async def _serve(
         runtime.audit,
         egress,
         oversight=manager.oversight,  # one seats registry over every surface
+        recordings=recordings,
     )
 
     async def handle(*call: Any) -> Answer:
@@ -174,7 +179,7 @@ async def _serve(
         return await manager.handle(*call[:4])
 
     try:
-        async with anyio.create_task_group() as tg:
+        async with recordings.running(), anyio.create_task_group() as tg:
             tg.start_soon(manager.expire_forever)
             tg.start_soon(rigs.expire_forever)
             tg.start_soon(manager.oversight.thumbnails_forever)

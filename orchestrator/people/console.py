@@ -46,9 +46,11 @@ from orchestrator.people.console_auth import (
     same_origin,
     secured,
 )
+from orchestrator.people.console_recordings import recording_routes
 from orchestrator.people.operators import operator_for_token
 from orchestrator.people.peer import peer_uid
 from orchestrator.people.seats import SeatBoard
+from orchestrator.recordings.store import RecordingStore
 from sandboxes.rfb import ClientMessage
 
 LiveBridge = Callable[[WebSocket, str, Callable[[ClientMessage], Awaitable[bool]]], Awaitable[None]]
@@ -129,6 +131,9 @@ def console_routes(
         *_image_routes(console),
         *_action_routes(console),
         *_live_routes(console, bridge),
+        *recording_routes(
+            RecordingStore(home.recordings_dir), console.logged_in, _to_login, _bare_401
+        ),
         Mount("/console/static", app=StaticSecured(directory=STATIC_DIR), name="static"),
     ]
     if novnc_dir.is_dir():
@@ -211,6 +216,16 @@ def _page_routes(c: _Console) -> list[BaseRoute]:
         session = board.seats().get(agent or "")
         if session is not None:
             data["timeline"] = [e.public() for e in reversed(session.timeline)]
+            recorder = session.recorder
+            data["recording"] = (
+                None
+                if recorder is None
+                else {
+                    "id": recorder.meta.id,
+                    "started_at": recorder.meta.started_at,
+                    "stopped": recorder.stopped,
+                }
+            )
             data["session"] = next((s for s in data["sessions"] if s["agent"] == agent), None)
         return secured(JSONResponse(data))
 

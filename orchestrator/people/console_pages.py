@@ -28,6 +28,7 @@ def _shell(title: str, body: str, *, csrf: str = "", script: str = "", data: str
 def _header(operator: str, csrf: str) -> str:
     return (
         '<header><a href="/console/" class="brand">corral console</a>'
+        '<a href="/console/recordings" id="past">Past sessions</a>'
         f'<span class="who">operator <b id="operator">{escape(operator)}</b></span>'
         '<form method="post" action="/console/logout" class="logout">'
         f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
@@ -98,6 +99,9 @@ def session_page(operator: str, csrf: str, agent: str) -> str:
         '<div class="columns"><section class="live"><div id="screen"></div></section>'
         '<section class="side"><h2>Pending approvals</h2>'
         '<div id="approvals" class="approvals"></div>'
+        '<h2>Recording</h2><div class="recording"><video id="player" controls muted '
+        'preload="metadata"></video><button id="latest">Load the latest</button>'
+        '<span id="recording-state">not recorded</span></div>'
         '<h2>Timeline</h2><ol id="timeline" class="timeline"></ol></section></div></main>'
     )
     return _shell(
@@ -106,4 +110,56 @@ def session_page(operator: str, csrf: str, agent: str) -> str:
         csrf=csrf,
         script="session.js",
         data=f' data-agent="{escape(agent)}"',
+    )
+
+
+def _length(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 60}:{whole % 60:02d}"
+
+
+def recording_rows(found: list[dict[str, Any]]) -> str:
+    rows = []
+    for m in found:
+        rid = escape(m["id"])
+        ended = "recording" if m["ended_at"] is None else (m["ended_by"] or "ended")
+        started = datetime.datetime.fromtimestamp(m["started_at"]).strftime("%Y-%m-%d %H:%M:%S")
+        rows.append(
+            f'<tr data-recording="{rid}"><td><a href="/console/recordings/{rid}">{rid}</a></td>'
+            f"<td>{escape(m['agent'])}</td><td>{escape(m['surface'])}</td>"
+            f"<td>{started}</td><td>{_length(m['length_seconds'])}</td>"
+            f"<td>{m['actions']}</td><td>{m['approvals']}</td><td>{m['takeovers']}</td>"
+            f"<td>{escape(ended[:80])}</td></tr>"
+        )
+    return "".join(rows) or '<tr class="empty"><td colspan="9">No recordings.</td></tr>'
+
+
+def recordings_page(operator: str, csrf: str, found: list[dict[str, Any]]) -> str:
+    body = (
+        _header(operator, csrf)
+        + '<main><h1>Past sessions</h1><table id="recordings"><thead><tr><th>recording</th>'
+        "<th>agent</th><th>surface</th><th>started</th><th>length</th><th>actions</th>"
+        "<th>approvals</th><th>take overs</th><th>ended</th></tr></thead>"
+        f"<tbody>{recording_rows(found)}</tbody></table></main>"
+    )
+    return _shell("Past sessions", body, csrf=csrf)
+
+
+def recording_page(operator: str, csrf: str, meta: dict[str, Any]) -> str:
+    rid = escape(meta["id"])
+    body = (
+        _header(operator, csrf) + f"<main><h1>Recording {rid}</h1><p>{escape(meta['agent'])} · "
+        f"{escape(meta['surface'])} · seat {escape(meta['seat'])}</p>"
+        '<div class="columns"><section class="live">'
+        f'<video id="player" controls muted preload="metadata" '
+        f'src="/console/recordings/{rid}/video.webm"></video></section>'
+        '<section class="side"><h2>Timeline</h2><ol id="timeline" class="timeline"></ol>'
+        "</section></div></main>"
+    )
+    return _shell(
+        f"Recording {meta['id']}",
+        body,
+        csrf=csrf,
+        script="recording.js",
+        data=f' data-recording="{rid}"',
     )

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from orchestrator.audit import AuditLog
 from orchestrator.people.approvals import ApprovalQueue
 from orchestrator.people.timeline import TimelineEntry
+from orchestrator.recordings.recorder import Recorder
 
 
 class Seat(Protocol):
@@ -19,6 +20,9 @@ class Seat(Protocol):
 
     @property
     def timeline(self) -> Sequence[TimelineEntry]: ...
+
+    @property
+    def recorder(self) -> Recorder | None: ...
 
 
 class SeatBoard(Protocol):

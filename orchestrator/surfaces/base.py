@@ -25,6 +25,7 @@ from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import SurfaceGone
 from orchestrator.people.timeline import KEEP_ENTRIES
+from orchestrator.recordings.recorder import Frame, Recorder
 from sandboxes.ports import Egress
 from sandboxes.session_rules import SessionClock
 
@@ -68,6 +69,8 @@ class Surface:
     # Told to its agent with the first answer: why the surface this one replaced ended
     # (ended between two calls, by its idle timeout or a failure found meanwhile).
     notice: str | None = None
+    # Its recording (orchestrator.recordings), None when it is not recorded.
+    recorder: Recorder | None = None
 
     @property
     def used(self) -> int:
@@ -133,6 +136,11 @@ class Surface:
         take over has set the seat: once it returns, no input of the AI's lands."""
         async with self.lock:
             pass
+
+    async def frame(self) -> Frame:
+        """The masked screen now, for its recording: the screenshot tool's own masking
+        (each kind with a screen says how)."""
+        raise NotImplementedError
 
     async def forget_clipboard(self) -> None:
         """Clear what a person may have copied (clipboard, primary selection), at hand

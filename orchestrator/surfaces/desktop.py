@@ -16,10 +16,11 @@ from typing import ClassVar
 from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import RigError
+from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import ChannelSurface, opened
 from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
-from orchestrator.surfaces.screenshots import masked_screenshot
+from orchestrator.surfaces.screenshots import channel_frame, masked_screenshot
 from orchestrator.surfaces.start import Host, extra_ca, rig_egress_and_spec
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes import rig_params as r
@@ -42,6 +43,9 @@ class DesktopRig(ChannelSurface):
 
     def counts(self, verb: r.DesktopVerb) -> bool:
         return verb.verb in COUNTED_VERBS
+
+    async def frame(self) -> Frame:
+        return await channel_frame(self)
 
     async def run(self, verb: r.DesktopVerb, status: str) -> Answer:
         """Do one verb (validated and counted already); the tool answer."""

@@ -11,6 +11,7 @@ from dataclasses import KW_ONLY, dataclass
 from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig
 from orchestrator.home import CorralHome
+from orchestrator.recordings.service import Recordings
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.pipeline import Pipeline
@@ -32,6 +33,7 @@ class SurfaceManager:
     _: KW_ONLY
     clock: Callable[[], float] = time.monotonic
     oversight: Oversight | None = None
+    recordings: Recordings | None = None  # the gateway's; None: nothing is recorded
 
     def __post_init__(self) -> None:
         self.host = Host(self.config, self.backend, self.egress_factory)
@@ -54,3 +56,23 @@ class SurfaceManager:
 
     async def end_surface(self, surface: Surface, why: str) -> None:
         raise NotImplementedError
+
+    def record(self, surface: Surface) -> None:
+        """Start recording a surface that has just started, from its first frame."""
+        if self.recordings is None:
+            return
+        surface.recorder = self.recordings.begin(
+            surface_id=surface.id,
+            agent=surface.agent,
+            kind=surface.kind,
+            seat=surface.seat,
+            conversation=surface.conversation,
+            capture=surface.frame,
+        )
+        if surface.recorder is not None:
+            surface.recorder.poke()
+
+    async def unrecord(self, surface: Surface, why: str) -> None:
+        """The surface ends: its recording ends first (no frame of a closing surface)."""
+        if self.recordings is not None:
+            await self.recordings.end(surface.recorder, why)

@@ -104,6 +104,11 @@ class Oversight:
         finally:
             self.approvals.withdraw(approval)  # the call itself was cancelled, if pending
         entry.outcome = f"{approval.state} ({hold.rule})"
+        if session.recorder is not None:
+            decided = {"approval": approval.id, "state": approval.state}
+            session.recorder.note(
+                {"event": "approval_decided", "operator": approval.decided_by} | decided
+            )
         await self._told(approval, events)
         if approval.state == "approved" and session.controller != "human":
             return approval  # the pipeline clears `waiting` once it judged the action again
@@ -190,6 +195,8 @@ class Oversight:
         entry = new_entry(tool, step, outcome, actor, png)
         session.timeline.append(entry)
         self._last_input[session.id] = self.clock()
+        if session.recorder is not None:
+            session.recorder.note({k: v for k, v in entry.public().items() if k != "thumb"})
         return entry
 
     async def thumbnails_forever(self) -> None:
@@ -304,7 +311,10 @@ class Oversight:
         if session.controller == "human":
             if session.holder == operator and session.holder_viewer is None:
                 session.holder_viewer = viewer  # taken from the CLI or a button: this view
-            return session.holder == operator and session.holder_viewer == viewer
+            forwarded = session.holder == operator and session.holder_viewer == viewer
+            if forwarded and session.recorder is not None:
+                session.recorder.poke()  # the person's input changes the screen too
+            return forwarded
         if not take:
             return False
         await self.take_over(agent, operator, viewer=viewer, how="console input")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from orchestrator.errors import DeviceError
+from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
 from orchestrator.surfaces.base import Surface
 from sandboxes.fence import fence
@@ -90,6 +91,30 @@ class MobileRig(Surface):
         status: str,
     ) -> Answer:
         """One image: the capture with every secret field seen before or after it masked."""
+        masked, plan = await self.masked(capture, secrets)
+        return image_answer(
+            masked, plan, status, used=self.clock.used, max_actions=self.clock.max_actions
+        )
+
+    async def frame(self) -> Frame:
+        masked, plan = await self.masked(self._capture, self._secrets)
+        return Frame(masked, plan.reason if plan.full else None)
+
+    async def _capture(self) -> bytes:
+        """The device's screen as a PNG (each phone captures its own)."""
+        raise NotImplementedError
+
+    async def _secrets(self) -> tuple[Rect, ...]:
+        """The secret fields on the device's screen now (each phone reads its own)."""
+        raise NotImplementedError
+
+    async def masked(
+        self,
+        capture: Callable[[], Awaitable[bytes]],
+        secrets: Callable[[], Awaitable[tuple[Rect, ...]]],
+    ) -> tuple[bytes, MaskPlan]:
+        """The capture with every secret field seen before or after it masked, and what
+        was masked; black, saying why, when the fields could not be found."""
         size = (self.width or 1, self.height or 1)
         try:
             before = await secrets()
@@ -110,9 +135,7 @@ class MobileRig(Surface):
                 raise
             plan = _whole(f"the screen could not be checked ({str(exc)[:200]})")
             masked = blank_png(*size)
-        return image_answer(
-            masked, plan, status, used=self.clock.used, max_actions=self.clock.max_actions
-        )
+        return masked, plan
 
 
 def _whole(reason: str) -> MaskPlan:

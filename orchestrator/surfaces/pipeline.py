@@ -68,6 +68,7 @@ from orchestrator.surfaces.base import Surface
 from sandboxes.approval_binding import PENDING, TARGET_CHANGED, Binding, pending_refusal
 from sandboxes.approval_rules import Hold
 from sandboxes.events import CallEvents
+from sandboxes.recording import mark_of
 
 if TYPE_CHECKING:
     from orchestrator.people.approvals import Approval
@@ -185,6 +186,8 @@ class Pipeline:
             if approval is not None and surface.waiting is approval:
                 surface.waiting = None  # held until the approved action was judged again
         self.audit.record(driver.done_event, surface.agent, {**action.details, **done.details})
+        if surface.recorder is not None:  # its mark, on the frame the timeline entry wakes
+            surface.recorder.poke(mark_of(action.params, done.step or action.step))
         self._timeline(surface, action, driver, done.step or action.step, done.outcome[:300])
         held = None if approval is None else approval.id
         said = fit_width(done.answer, getattr(action.params, "max_width", None))
@@ -292,3 +295,7 @@ class Pipeline:
     ) -> None:
         if driver.keeps_timeline and self.approver is not None:
             self.approver.record(surface, action.tool, step, outcome)
+        elif surface.recorder is not None:  # no console timeline: the recording's own
+            surface.recorder.note(
+                {"tool": action.tool, "step": step, "outcome": outcome, "actor": "ai"}
+            )

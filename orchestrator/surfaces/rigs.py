@@ -252,6 +252,7 @@ class RigManager(SurfaceManager):
         taken = {r.seat for k, r in self.rigs.items() if k[:2] == key[:2]}
         rig.seat_suffix = f"-{(key[2] or rig.id)[1:7]}" if rig.seat in taken else ""
         self.rigs[key] = rig
+        self.record(rig)
         ended = self.ended.pop(key, None)
         if ended is not None:
             rig.notice = f"{ended}; this call started a new one, {rig.id}."
@@ -308,6 +309,7 @@ class RigManager(SurfaceManager):
         if self.oversight is not None:
             self.oversight.approvals.cancel_session(rig.id, f"the rig ended: {why}")
         try:
+            await self.unrecord(rig, why)
             await rig.close()
         finally:
             if isinstance(rig, MobileRig):

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from orchestrator.errors import KioskError
+from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, image_answer
 from orchestrator.surfaces.base import ChannelSurface
 from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
@@ -60,6 +61,12 @@ async def masked_screenshot(session: ChannelSurface, status: str) -> Shot:
         why = f"the screenshot could not be checked (incident {incident})"
         return _black(session, why, status, failed=False)
     return _shot(session, png, plan, status, failed=False)
+
+
+async def channel_frame(session: ChannelSurface) -> Frame:
+    """A kiosk's or desktop rig's masked screen, for its recording."""
+    shot = await masked_screenshot(session, "")
+    return Frame(shot.png, shot.plan.reason or "masked whole" if shot.plan.full else None)
 
 
 def _black(session: ChannelSurface, why: str, status: str, *, failed: bool) -> Shot:

@@ -64,6 +64,16 @@ class Viewer:
         for down in (1, 0):
             await self.ws.send(struct.pack(">BBxxI", 4, down, keysym))
 
+    async def click(self, x: int, y: int) -> None:
+        """The left button pressed and released at x, y (PointerEvent, type 5)."""
+        for mask in (1, 0):
+            await self.ws.send(struct.pack(">BBHH", 5, mask, x, y))
+
+    async def type(self, text: str) -> None:
+        """Each character pressed in turn (Latin-1 keysyms are their code points)."""
+        for char in text:
+            await self.press(ord(char))
+
 
 @asynccontextmanager
 async def live_view(base: str, client: httpx.AsyncClient, key: str) -> AsyncIterator[Viewer]:

@@ -33,6 +33,7 @@ ROOMS: tuple[tuple[str, ...], ...] = (
     ("backends",),
     ("pools",),
     ("runtime",),
+    ("recordings",),
     ("people",),
     ("surfaces",),
     ("codrive",),

@@ -137,11 +137,13 @@ def test_execute_program_is_always_offered_and_refusable_by_its_permission_flag(
     assert set(spec.input_schema()["required"]) == {"code"}
 
 
-def test_the_catalogue_holds_execute_program_the_computer_and_the_codrive_tools() -> None:
+def test_the_catalogue_holds_execute_program_the_computer_codrive_and_recording_tools() -> None:
     assert set(BY_NAME) == COMPUTER_TOOLS | RIG_TOOLS | {
         "execute_program",
         "codrive_run",
         "codrive_status",
+        "recording_list",
+        "recording_get",
     }
 
 
@@ -149,10 +151,12 @@ def test_only_execute_program_has_no_capability_family() -> None:
     assert [spec.name for spec in CATALOGUE if spec.capability is None] == ["execute_program"]
 
 
-def test_only_rig_list_and_codrive_status_declare_no_action_class() -> None:
+def test_only_the_tools_that_read_what_is_declare_no_action_class() -> None:
     assert [spec.name for spec in CATALOGUE if not spec.action_classes] == [
         "rig_list",
         "codrive_status",
+        "recording_list",
+        "recording_get",
     ]
 
 

@@ -33,6 +33,8 @@ MINIMAL_ARGS: dict[str, dict[str, Any]] = {
     "computer_session_stop": {},
     "codrive_run": CODRIVE,
     "codrive_status": {},
+    "recording_list": {},
+    "recording_get": {"recording_id": "k0123456789"},
     "browser_use": {"verb": "screenshot"},
     "computer_use": {"verb": "screenshot"},
     "mobile_use": {"verb": "screenshot"},

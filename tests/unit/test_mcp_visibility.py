@@ -29,7 +29,7 @@ PROPERTY = settings(database=None, deadline=None, max_examples=200)
 CODRIVE_TOOLS = frozenset({"codrive_run", "codrive_status"})
 ALL_TOOLS = frozenset(spec.name for spec in CATALOGUE)
 EVERYTHING_ON = frozenset(
-    {"computer_use", "codrive", "browser_use", "desktop_use", "mobile_use", "ios_use"}
+    {"computer_use", "codrive", "browser_use", "desktop_use", "mobile_use", "ios_use", "recording"}
 )
 RIG_TOOLS = frozenset(
     {"browser_use", "computer_use", "mobile_use", "ios_use", "rig_list", "rig_close"}
@@ -248,7 +248,7 @@ def test_allowed_tools_naming_only_other_servers_hides_every_corral_tool() -> No
 def test_read_only_hides_every_tool_that_declares_an_action_class() -> None:
     agent = view(capabilities=EVERYTHING_ON, read_only=True)
 
-    assert visible_names(agent) == {"codrive_status", "rig_list"}
+    assert visible_names(agent) == {"codrive_status", "rig_list", "recording_list", "recording_get"}
     for name in sorted(
         COMPUTER_TOOLS | RIG_TOOLS - {"rig_list"} | {"execute_program", "codrive_run"}
     ):

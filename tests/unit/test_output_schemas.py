@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from mcp_front.server import _tool
+from mcp_front.tools import tool as _tool
 from orchestrator.codrive.runs import CodriveRun
 from orchestrator.codrive.tools import run_answer
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block

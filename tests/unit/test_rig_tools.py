@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from mcp_front.server import ACTION_CLASSES_META, _tool
+from mcp_front.tools import ACTION_CLASSES_META
+from mcp_front.tools import tool as _tool
 from orchestrator.agents.view import load_view
 from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome

@@ -3,6 +3,7 @@
 // the timeline, newest first.
 import RFB from '/console/novnc/core/rfb.js';
 import { clock, el, post, renderApprovals, state } from './common.js';
+import { syncTimeline } from './player.js';
 
 const agent = document.body.dataset.agent;
 const stateEl = document.getElementById('state');
@@ -43,7 +44,7 @@ function thumbOf(e) {
 }
 
 function entry(e) {
-  return el('li', { 'data-seq': String(e.seq), 'data-tool': e.tool, 'data-thumb': e.thumb },
+  return el('li', { 'data-seq': String(e.seq), 'data-tool': e.tool, 'data-thumb': e.thumb, 'data-at': String(e.at) },
     thumbOf(e),
     el('div', {},
       el('div', { text: `${clock(e.at)} · ${e.tool} · ${e.actor}` }),
@@ -68,6 +69,27 @@ function renderTimeline(entries) {
   for (const gone of rows.values()) gone.remove();
 }
 
+// The session's recording so far, in step with the timeline: an entry is at its wall
+// time less the recording's start. "Load the latest" reloads what was written since.
+const player = document.getElementById('player');
+const recordingState = document.getElementById('recording-state');
+let recording = null;
+const markCurrent = syncTimeline(player, timeline, (li) => Number(li.dataset.at) - (recording ? recording.started_at : NaN));
+function showRecording(found) {
+  if (!found) { recordingState.textContent = 'not recorded'; return; }
+  recordingState.textContent = found.stopped
+    ? `recording ${found.id} stopped: ${found.stopped}` : `recording ${found.id}`;
+  if (recording && recording.id === found.id) return;
+  recording = found;
+  player.src = `/console/recordings/${encodeURIComponent(found.id)}/video.webm`;
+}
+document.getElementById('latest').addEventListener('click', () => {
+  if (!recording) return;
+  const at = player.currentTime;
+  player.src = `/console/recordings/${encodeURIComponent(recording.id)}/video.webm?at=${Date.now()}`;
+  player.addEventListener('loadedmetadata', () => { player.currentTime = at; markCurrent(); }, { once: true });
+});
+
 async function refresh() {
   const data = await state(agent);
   if (!data) return;
@@ -77,6 +99,7 @@ async function refresh() {
   const pending = data.approvals.filter((a) => a.state === 'pending' && (a.agent === agent || a.session === data.session.session));
   renderApprovals(approvals, pending, showError);
   renderTimeline(data.timeline || []);
+  showRecording(data.recording);
 }
 
 window.corralStarted = true;  // boot.js: the module loaded

@@ -20,6 +20,7 @@ from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page
 from playwright.async_api import Error as PlaywrightError
 
 from orchestrator.errors import RigError, SessionRefused
+from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
 from orchestrator.surfaces.base import Surface, proxy_alive
 from orchestrator.surfaces.browser.cdp import CdpBridge
@@ -290,6 +291,18 @@ class BrowserRig(Surface):
     # ------------------------------------------------------------------ screenshot
     async def screenshot(self, page: Page, status: str) -> Answer:
         """The masked screenshot: never an unmasked image because a check failed."""
+        masked, plan = await self.masked(page)
+        return image_answer(
+            masked, plan, status, used=self.clock.used, max_actions=self.clock.max_actions
+        )
+
+    async def frame(self) -> Frame:
+        masked, plan = await self.masked(await self.page())
+        return Frame(masked, plan.reason if plan.full else None)
+
+    async def masked(self, page: Page) -> tuple[bytes, MaskPlan]:
+        """The page's screenshot with every secret field seen before or after it masked,
+        and what was masked; black, saying why, when a check failed."""
         size = (self.width, self.height)
         try:
             before = (await page_secrets(self.context, page, values=False)).rects
@@ -304,9 +317,7 @@ class BrowserRig(Surface):
             why = f"the screenshot could not be checked ({str(exc).splitlines()[0][:200]})"
             plan = plan_mask(Probe(0, False, (), "", "", error=why), self.deny_list, size)
             masked = blank_png(*size)
-        return image_answer(
-            masked, plan, status, used=self.clock.used, max_actions=self.clock.max_actions
-        )
+        return masked, plan
 
 
 def _named(verb: Any) -> str:

@@ -209,6 +209,7 @@ class SessionManager(SurfaceManager):
         )
         self.sessions[agent] = session
         self.ended.pop(agent, None)
+        self.record(session)
         self.audit.record(
             "computer_session_started",
             agent,
@@ -285,6 +286,7 @@ class SessionManager(SurfaceManager):
             return
         self.ended[agent] = why
         self.approvals.cancel_session(session.id, f"the session ended: {why}")
+        await self.unrecord(session, why)
         await session.close()
         self.audit.record(
             "computer_session_ended",

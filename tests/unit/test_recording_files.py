@@ -1,0 +1,190 @@
+"""A recording's files, written for real (PyAV's libvpx and Matroska muxer, real files):
+a writer killed with SIGKILL leaves a video that plays up to its last second, which
+`finish` makes seekable; the store's modes, export manifest, retention and orphans; the
+recorder takes frames only when the screen changed (its capture scripted here; the real
+capture is the screenshot path, tested end to end in tests/e2e/test_recordings.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import av
+import pytest
+from PIL import Image
+
+from orchestrator.recordings.recorder import Frame, Recorder
+from orchestrator.recordings.store import (
+    LIVE_VIDEO,
+    META,
+    TIMELINE,
+    VIDEO,
+    RecordingMeta,
+    RecordingStore,
+    session_audit,
+)
+from orchestrator.recordings.video import VideoFile, duration_ms, finish
+from sandboxes.recording import Mark
+
+pytestmark = pytest.mark.anyio
+
+
+def png(colour: tuple[int, int, int], size: tuple[int, int] = (320, 200)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, colour).save(out, format="PNG")
+    return out.getvalue()
+
+
+def frames_of(path: Path) -> list[tuple[int, Image.Image]]:
+    with av.open(str(path)) as video:
+        return [(int(f.pts or 0), f.to_image()) for f in video.decode(video=0)]
+
+
+KILLED_WRITER = """
+import os, sys
+from pathlib import Path
+from orchestrator.recordings.video import VideoFile
+video = VideoFile(Path(sys.argv[1]), (320, 200), 4)
+frames = [bytes.fromhex(h) for h in sys.stdin.read().split()]
+for i, data in enumerate(frames):
+    video.add(data, i * 500)
+print("written", flush=True)
+sys.stdin.close()
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_writer_killed_mid_recording_leaves_a_video_that_plays_and_finish_seeks(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / LIVE_VIDEO
+    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)] * 5  # 10 s of frames
+    feed = " ".join(png(c).hex() for c in colours)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(path)],
+        input=feed,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -9 and "written" in killed.stdout, killed.stderr
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    decoded = frames_of(path)  # plays as the killed writer left it
+    assert len(decoded) >= len(colours) - 4  # at most the last second's cluster lost
+    assert decoded[0][1].getpixel((160, 100))[0] > 200  # the first frame is red
+    before = duration_ms(path)
+    assert before >= 8000
+    assert finish(path, tmp_path / VIDEO) == len(decoded)
+    with av.open(str(tmp_path / VIDEO)) as video:
+        assert video.duration is not None and video.duration / 1_000_000 >= 8  # cues: seekable
+        video.seek(6_000, stream=video.streams.video[0])
+        assert next(iter(video.decode(video=0))).pts is not None
+    assert duration_ms(tmp_path / VIDEO) == before
+
+
+def test_frames_of_another_size_are_scaled_and_marks_drawn(tmp_path: Path) -> None:
+    video = VideoFile(tmp_path / LIVE_VIDEO, (321, 201), 4)  # odd: VP9 wants even
+    video.add(png((0, 0, 0), (321, 201)), 0, (Mark("clicked", (160, 100)),))
+    video.add(png((255, 255, 255), (640, 400)), 500)
+    video.close()
+    (_, marked), (_, white) = frames_of(tmp_path / LIVE_VIDEO)
+    assert marked.size == (320, 200) and white.getpixel((10, 10))[0] > 230
+    r, g, b = marked.getpixel((160 + 13, 100))
+    assert r > 150 and g < 110 and b > 110, (r, g, b)  # the ring's magenta
+
+
+def meta(rid: str, started: float, **more: object) -> RecordingMeta:
+    return RecordingMeta(
+        id=rid, agent="ann", surface="kiosk", seat="ann", started_at=started, **more
+    )  # type: ignore[arg-type]
+
+
+def test_the_store_is_owner_only_exports_a_manifest_and_prunes(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path / "recordings")
+    where = store.create(meta("k1", time.time() - 10, ended_at=time.time()))
+    (where / VIDEO).write_bytes(b"x" * 3000)
+    (where / TIMELINE).write_text('{"t":0.1,"tool":"computer_click"}\n{"torn')
+    assert stat.S_IMODE(store.root.stat().st_mode) == 0o700
+    assert stat.S_IMODE(where.stat().st_mode) == 0o700
+    assert stat.S_IMODE((where / META).stat().st_mode) == 0o600
+    assert store.timeline("k1") == [{"t": 0.1, "tool": "computer_click"}]  # torn line left out
+
+    events = [
+        {"event": "computer_action", "details": {"session": "k1"}},
+        {"event": "computer_action", "details": {"session": "k2"}},
+        {"event": "rig_action", "details": {"rig": "k1"}},
+    ]
+    lines = session_audit(events, "k1")
+    assert [json.loads(line)["event"] for line in lines] == ["computer_action", "rig_action"]
+    out = tmp_path / "export"
+    sums = store.export("k1", out, lines)
+    assert set(sums) == {VIDEO, TIMELINE, META, "audit.jsonl"}
+    check = subprocess.run(
+        ["sha256sum", "-c", "MANIFEST.sha256"], cwd=out, capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    (out / VIDEO).write_bytes(b"tampered")
+    check = subprocess.run(["sha256sum", "-c", "MANIFEST.sha256"], cwd=out, capture_output=True)
+    assert check.returncode != 0
+
+    old = store.create(meta("k0", time.time() - 40 * 86400, ended_at=time.time()))
+    (old / VIDEO).write_bytes(b"x")
+    big = store.create(meta("k2", time.time() - 5, ended_at=time.time()))
+    (big / VIDEO).write_bytes(b"x" * (3 << 20))
+    live = store.create(meta("k3", time.time() - 20))
+    (live / VIDEO).write_bytes(b"x" * (20 << 20))
+    assert store.prune(["k3"], keep_days=30, max_total_mb=16) == ["k0", "k1", "k2"]
+    assert [m.id for m in store.all()] == ["k3"]  # the live one stays, though over the bound
+
+
+def test_a_killed_gateways_recording_is_finished_by_the_next(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path)
+    where = store.create(meta("k9", time.time() - 60))
+    video = VideoFile(where / LIVE_VIDEO, (320, 200), 4)
+    for i in range(8):
+        video.add(png((i * 30, 0, 0)), i * 500)
+    video.close()
+    (where / TIMELINE).write_text(json.dumps({"t": 3.0, "at": time.time() - 57}) + "\n")
+    assert store.finish_orphans(["other"]) == ["k9"]
+    ended = store.meta("k9")
+    assert ended.ended_by == "the gateway was killed" and ended.ended_at is not None
+    assert ended.bytes > 0 and len(frames_of(where / VIDEO)) == 8
+    assert not (where / LIVE_VIDEO).exists()
+    assert store.finish_orphans([]) == []  # once
+
+
+async def test_the_recorder_writes_a_frame_only_when_the_screen_changed(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path)
+    store.create(meta("k5", time.time()))
+    screens = [png((255, 0, 0))] * 3 + [png((0, 255, 0))] * 3
+    taken: list[int] = []
+
+    async def capture() -> Frame:
+        taken.append(1)
+        return Frame(screens[min(len(taken), len(screens)) - 1])
+
+    stopped: list[str] = []
+    recorder = Recorder(store, meta("k5", time.time()), capture, 15, on_stopped=stopped.append)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorder.run)
+        recorder.poke()  # red, then red again: still; one frame written
+        with anyio.fail_after(10):
+            while len(taken) < 2:
+                await anyio.sleep(0.01)
+        assert len(taken) == 2
+        recorder.poke(Mark("clicked", (10, 10)))  # the same red, but a mark: written
+        recorder.note({"tool": "computer_click", "step": "click", "outcome": "ok", "actor": "ai"})
+        with anyio.fail_after(10):
+            while len(taken) < 5:
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    recorded = recorder.close_sync("stopped by the agent")
+    assert recorded.frames == len(frames_of(tmp_path / "k5" / VIDEO)) == 3  # red, marked, green
+    assert recorded.actions == 1 and recorded.ended_by == "stopped by the agent"
+    assert not stopped
