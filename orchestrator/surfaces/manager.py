@@ -4,12 +4,14 @@ and the one action pipeline their inputs pass."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 
 from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig
+from orchestrator.errors import CorralError
 from orchestrator.home import CorralHome
 from orchestrator.recordings.service import Recordings
 from orchestrator.surfaces.base import Surface
@@ -17,6 +19,8 @@ from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.pipeline import Pipeline
 from orchestrator.surfaces.start import Host
 from sandboxes.ports import ContainerBackend, EgressFactory
+
+logger = logging.getLogger("corral.surfaces")
 
 
 @dataclass(eq=False)
@@ -76,3 +80,15 @@ class SurfaceManager:
         """The surface ends: its recording ends first (no frame of a closing surface)."""
         if self.recordings is not None:
             await self.recordings.end(surface.recorder, why)
+
+    async def removed(self, surface: Surface) -> dict[str, str]:
+        """Close `surface` (its containers, network, proxy); what failed, for its end's
+        audit line ({} when nothing did). A removal the engine refused is not the call's
+        failure: the surface has ended either way, and the owner watchdog and `corral
+        reap` remove what is left."""
+        try:
+            await surface.close()
+        except CorralError as exc:
+            logger.warning("%s %s: its removal failed (%s)", surface.kind, surface.id, exc)
+            return {"removal_failed": str(exc)[:300]}
+        return {}

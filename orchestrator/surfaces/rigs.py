@@ -310,12 +310,12 @@ class RigManager(SurfaceManager):
             self.oversight.approvals.cancel_session(rig.id, f"the rig ended: {why}")
         try:
             await self.unrecord(rig, why)
-            await rig.close()
+            failed = await self.removed(rig)
         finally:
             if isinstance(rig, MobileRig):
                 self.mobile.release(rig)
         self.audit.record(
-            "rig_ended", key[0], {"rig": rig.id, "why": why, "actions": rig.clock.used}
+            "rig_ended", key[0], {"rig": rig.id, "why": why, "actions": rig.clock.used, **failed}
         )
 
     async def _end_if_broken(self, agent: str, conversation: str) -> str:

@@ -53,6 +53,9 @@ async def running_gateway(home: CorralHome, config: str = "") -> AsyncIterator[t
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        told = log.read_text(errors="replace")
+        if "Traceback" in told:  # shown with a failed test's captured output
+            print(f"--- the gateway's stderr ({log}) ---\n{told[-20000:]}")
 
 
 _TOKENS: dict[tuple[Path, str], str] = {}

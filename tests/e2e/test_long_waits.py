@@ -72,13 +72,15 @@ async def held_for(
     home: CorralHome, agent: str, transport: str, tap: tuple[str, dict[str, Any]]
 ) -> tuple[types.CallToolResult, list[float], float]:
     """The held tap's result once approved after WAIT seconds of progress; when each
-    progress notification arrived (the client's clock); the last progress value heard."""
+    progress notification was sent (its `progress`: the front's seconds since the call
+    began, stamped as it sends: the promise is the server's, whatever the client's own
+    scheduling on a loaded machine); the last progress value heard."""
     heard: list[float] = []
     waited = anyio.Event()
     last = [0.0]
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        heard.append(anyio.current_time())
+        heard.append(progress)
         last[0] = progress
         if progress >= WAIT:
             waited.set()

@@ -5,6 +5,7 @@ the audit closes each, marked `recovered` (orchestrator.ledger)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -66,13 +67,29 @@ async def work_in_flight(home: CorralHome) -> AsyncIterator[str]:
         async with anyio.create_task_group() as tg:
 
             async def held() -> None:
-                await alice.client.call_tool("codrive_run", {"target_app": CALC, "steps": steps})
+                # Left waiting until the gateway is killed under it (not cancelled: a
+                # client's cancel would withdraw the approval before the kill).
+                with contextlib.suppress(Exception):
+                    await alice.client.call_tool(
+                        "codrive_run", {"target_app": CALC, "steps": steps}
+                    )
 
             tg.start_soon(held)
             await wait_until(lambda: events(home, "approval_raised"), limit=SAFETY)
-            tg.cancel_scope.cancel()  # the run goes on in the gateway; its call is not needed
-        (run,) = events(home, "codrive_run_started")
-        yield str(run["details"]["run"])
+            # The ledger is written just after the audit line: the kill must find both.
+            await wait_until(lambda: "approval:" in ledgers(home), limit=SAFETY)
+            (run,) = events(home, "codrive_run_started")
+            yield str(run["details"]["run"])
+            tg.cancel_scope.cancel()
+
+
+def ledgers(home: CorralHome) -> str:
+    """The text of every ledger of work in flight (orchestrator.ledger)."""
+    texts = []
+    for path in home.inflight_dir.glob("*.json"):
+        with contextlib.suppress(FileNotFoundError):
+            texts.append(path.read_text())
+    return "".join(texts)
 
 
 async def test_a_killed_gateways_work_in_flight_is_closed_at_its_restart(

@@ -287,11 +287,11 @@ class SessionManager(SurfaceManager):
         self.ended[agent] = why
         self.approvals.cancel_session(session.id, f"the session ended: {why}")
         await self.unrecord(session, why)
-        await session.close()
+        failed = await self.removed(session)
         self.audit.record(
             "computer_session_ended",
             agent,
-            {"session": session.id, "why": why, "actions": session.used},
+            {"session": session.id, "why": why, "actions": session.used, **failed},
         )
 
     async def close_all(self, why: str = "the gateway stopped") -> None:
