@@ -8,6 +8,7 @@ decoded (PyAV) and read where the password field is."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -21,10 +22,13 @@ from typing import Any
 import anyio
 import av
 import docker
+import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 from PIL import Image
 from playwright.async_api import async_playwright
 
+from orchestrator.audit import AuditLog
 from orchestrator.home import CorralHome
 from orchestrator.recordings.store import RecordingMeta, RecordingStore
 from tests.e2e.conftest import connect, wait_until
@@ -37,6 +41,7 @@ from tests.e2e.test_computer_use import (
     image_of,
     kiosk_config,
     screen_until,
+    text_of,
     write_agent,
 )
 from tests.e2e.test_operators import corral
@@ -168,6 +173,55 @@ async def test_a_person_types_a_password_in_a_take_over_and_no_frame_shows_it(
     assert any(marked_near(img, CLICK) for _, img in on_page)  # the AI's click, drawn
     assert PASSWORD not in json.dumps(lines) and PASSWORD not in home.audit_file.read_text()
     assert stat_mode(store.video(rid)) == 0o600 and stat_mode(home.recordings_dir / rid) == 0o700
+    await the_agent_reads_its_own_recording_only(home, rid)
+
+
+def with_recording(home: CorralHome, agent: str) -> None:
+    """`agent` (written already, or a new one) with `[capabilities] recording = true`."""
+    path = home.agent_file(agent)
+    if not path.exists():
+        write_agent(home, agent)
+    path.write_text(path.read_text().replace("recording = false", "recording = true"))
+
+
+async def the_agent_reads_its_own_recording_only(home: CorralHome, rid: str) -> None:
+    """Hidden without [capabilities] recording; with it, recording_list and recording_get
+    show the agent's own recordings, the video and timeline as resource links only, and
+    another agent's id or link is not found."""
+    async with connect(home, "stdio", agent=AGENT) as mcp:
+        assert not {"recording_list", "recording_get"} & await mcp.tool_names()
+        with pytest.raises(MCPError, match=r"\[capabilities\] recording is off"):
+            await call(mcp, "recording_list")
+    with_recording(home, AGENT)
+    with_recording(home, "vera")
+    async with (
+        connect(home, "stdio", agent=AGENT) as mcp,
+        connect(home, "stdio", agent="vera") as vera,
+    ):
+        listed = await call(mcp, "recording_list")
+        assert [r["recording_id"] for r in listed.structured_content["recordings"]] == [rid]  # type: ignore[index]
+        got = await call(mcp, "recording_get", recording_id=rid)
+        assert not got.is_error, text_of(got)
+        assert not [b for b in got.content if isinstance(b, types.ImageContent)]  # links only
+        links = {b.mime_type: b.uri for b in got.content if isinstance(b, types.ResourceLink)}
+        read = await mcp.client.read_resource(links["video/webm"])
+        (blob,) = read.contents
+        assert isinstance(blob, types.BlobResourceContents) and blob.mime_type == "video/webm"
+        played = home.root / "read.webm"
+        played.write_bytes(base64.b64decode(blob.blob))
+        assert any(red_page(img) for _, img in frames(played))
+        timeline_read = await mcp.client.read_resource(links["application/x-ndjson"])
+        (lines,) = timeline_read.contents
+        assert isinstance(lines, types.BlobResourceContents)
+        assert b'"takeover"' in base64.b64decode(lines.blob)
+
+        assert (await call(vera, "recording_list")).structured_content == {"recordings": []}
+        theirs = await call(vera, "recording_get", recording_id=rid)
+        assert theirs.is_error and f"no recording {rid} of yours" in text_of(theirs)
+        with pytest.raises(MCPError, match=f"no recording {rid} of yours"):
+            await vera.client.read_resource(links["video/webm"])
+    viewed = [e for e in AuditLog(home.audit_file).read() if e["event"] == "recording_read"]
+    assert {e["agent"] for e in viewed} == {AGENT}
 
 
 def stat_mode(path: Path) -> int:
