@@ -40,7 +40,8 @@ from sandboxes.recording import Mark
 logger = logging.getLogger("corral.recording")
 
 FOLLOW_SECONDS = 3.0  # how long a poke keeps frames coming while the screen changes
-CAPTURE_DEADLINE = 5.0
+QUIET_SECONDS = 0.25  # a capture waits until the AI has not acted for this long
+CAPTURE_DEADLINE = 8.0  # over the screenshot path's own deadlines (5 s): they end it first
 GROWTH_CHECK_BYTES = 1 << 20  # ask `on_grown` about the bound after each MiB written
 # A recording stops while its disk has less free than this: the audit and the session
 # keep the room they need (nothing runs that cannot be audited), the recording does not.
@@ -70,6 +71,7 @@ class Recorder:
         on_stopped: Callable[[str], None],
         on_grown: Callable[[], str | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
+        encoders: anyio.CapacityLimiter | None = None,
     ) -> None:
         self.store = store
         self.meta = meta
@@ -78,10 +80,13 @@ class Recorder:
         self.on_stopped = on_stopped
         self.on_grown = on_grown
         self.clock = clock
+        self.encoders = encoders  # the threads every recorder shares (None: anyio's own)
         self.where: Path = store.dir_of(meta.id)
         self._t0 = clock()
         self._wake = anyio.Event()
         self._poked = clock()
+        self._acted = 0.0  # when the AI last acted (clock)
+        self._offered: Frame | None = None  # a frame taken already, used before capturing
         self._marks: list[Mark] = []
         self._last: bytes | None = None  # digest of the last frame written
         self._blacked: str | None = None
@@ -93,16 +98,24 @@ class Recorder:
         self._timeline = os.fdopen(fd, "a", encoding="utf-8")
 
     # ------------------------------------------------------------------ what happens
-    def poke(self, mark: Mark | None = None) -> None:
-        """The screen may have changed (an input, a timeline entry): take frames now."""
+    def poke(
+        self, mark: Mark | None = None, *, acted: bool = False, frame: Frame | None = None
+    ) -> None:
+        """The screen may have changed (an input, a timeline entry): take frames now.
+        `acted`: an input of the AI's (its next may follow at once: see `_quiet`);
+        `frame`: the masked screen as it is now, taken already (a screenshot's)."""
         if self.stopped or self.closed:
             return
         if mark is not None:
             self._marks.append(mark)
+        if acted:
+            self._acted = self.clock()
+        if frame is not None:
+            self._offered = frame
         self._poked = self.clock()
         self._wake.set()
 
-    def note(self, entry: dict[str, Any]) -> None:
+    def note(self, entry: dict[str, Any], frame: Frame | None = None) -> None:
         """One timeline line (an action, an approval, a take over, an event of the
         recording's own), with its time since the recording began; wakes the recorder."""
         if self.closed:
@@ -115,7 +128,7 @@ class Recorder:
         except OSError as exc:
             self._stop(f"the recording could not be written ({exc.strerror or exc})")
             return
-        self.poke()
+        self.poke(frame=frame)
 
     def _count(self, line: dict[str, Any]) -> None:
         tool, outcome = line.get("tool"), str(line.get("outcome", ""))
@@ -138,6 +151,7 @@ class Recorder:
         """Frames every 1/fps while the screen changes, for FOLLOW_SECONDS after the last
         poke; done as soon as a frame equals the one before and nothing poked since."""
         while not (self.stopped or self.closed):
+            await self._quiet()
             began = self.clock()
             changed = await self._frame()
             if not changed and not self._wake.is_set():
@@ -147,11 +161,26 @@ class Recorder:
             self._wake = anyio.Event()
             await anyio.sleep(max(0.0, began + 1 / self.fps - self.clock()))  # the pace
 
+    async def _quiet(self) -> None:
+        """Before taking a frame itself: wait until the AI has not acted for QUIET_SECONDS.
+        A capture takes the surface's channel for tens of milliseconds, which an action
+        arriving meanwhile would wait for: while the AI acts back to back, the frames are
+        the screenshots it takes (offered) and the one taken once it pauses, with the
+        marks of every action since."""
+        while self._offered is None:
+            wait = self._acted + QUIET_SECONDS - self.clock()
+            if wait <= 0:
+                return
+            await anyio.sleep(wait)  # pacing behind the AI's inputs, not a poll
+
     async def _frame(self) -> bool:
-        """Take and write one frame; whether it differs from the last one written."""
+        """Take (or take the offered) and write one frame; whether it differs from the
+        last one written."""
         marks = tuple(self._marks)
         self._marks.clear()
-        frame = None
+        frame, self._offered = self._offered, None
+        if frame is not None:
+            return await self._write(frame, marks)
         with anyio.move_on_after(CAPTURE_DEADLINE):
             try:
                 frame = await self.capture()
@@ -175,7 +204,9 @@ class Recorder:
             return False
         at_ms = int((self.clock() - self._t0) * 1000)
         try:
-            await anyio.to_thread.run_sync(self._encode, frame.png, at_ms, marks)
+            await anyio.to_thread.run_sync(
+                self._encode, frame.png, at_ms, marks, limiter=self.encoders
+            )
         except (OSError, av.error.FFmpegError, ValueError) as exc:
             self._stop(f"the video could not be written ({str(exc)[:200]})")
             return False

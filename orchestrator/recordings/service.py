@@ -26,6 +26,7 @@ from orchestrator.recordings.store import RecordingMeta, RecordingStore
 from sandboxes.recording import Kept, over_bound
 
 logger = logging.getLogger("corral.recording")
+ENCODER_THREADS = 2
 
 
 @dataclass
@@ -42,6 +43,9 @@ class Recordings:
         self.audit = audit
         self.live: dict[str, _Live] = {}
         self._tg: TaskGroup | None = None
+        # Encoding is CPU work: every recorder of the gateway shares these threads, so
+        # recordings never take the threads the rest of the gateway runs its work in.
+        self._encoders = anyio.CapacityLimiter(ENCODER_THREADS)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Recordings]:
@@ -102,6 +106,7 @@ class Recordings:
             self.config.fps,
             on_stopped=lambda why: self._stopped(agent, surface_id, why),
             on_grown=self._over,
+            encoders=self._encoders,
         )
         live = _Live(recorder, anyio.CancelScope(), anyio.Event())
         self.live[surface_id] = live

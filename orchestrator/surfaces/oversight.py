@@ -28,6 +28,7 @@ from orchestrator.people.timeline import (
     settle_superseded,
     thumbnail,
 )
+from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.kiosk.session import KioskSession
@@ -195,8 +196,9 @@ class Oversight:
         entry = new_entry(tool, step, outcome, actor, png)
         session.timeline.append(entry)
         self._last_input[session.id] = self.clock()
-        if session.recorder is not None:
-            session.recorder.note({k: v for k, v in entry.public().items() if k != "thumb"})
+        if session.recorder is not None:  # a screenshot's own masked image is a frame
+            shown = {k: v for k, v in entry.public().items() if k != "thumb"}
+            session.recorder.note(shown, None if png is None else Frame(png))
         return entry
 
     async def thumbnails_forever(self) -> None:

@@ -63,6 +63,7 @@ from pydantic import BaseModel
 
 from orchestrator.audit import AuditLog
 from orchestrator.errors import CorralError, InputInterrupted, SessionRefused, SurfaceGone
+from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, fit_width, with_state
 from orchestrator.surfaces.base import Surface
 from sandboxes.approval_binding import PENDING, TARGET_CHANGED, Binding, pending_refusal
@@ -187,7 +188,12 @@ class Pipeline:
                 surface.waiting = None  # held until the approved action was judged again
         self.audit.record(driver.done_event, surface.agent, {**action.details, **done.details})
         if surface.recorder is not None:  # its mark, on the frame the timeline entry wakes
-            surface.recorder.poke(mark_of(action.params, done.step or action.step))
+            shot = done.answer.images  # a screenshot's masked image: a frame already
+            surface.recorder.poke(
+                mark_of(action.params, done.step or action.step),
+                acted=action.is_input,
+                frame=Frame(shot[0].png) if shot else None,
+            )
         self._timeline(surface, action, driver, done.step or action.step, done.outcome[:300])
         held = None if approval is None else approval.id
         said = fit_width(done.answer, getattr(action.params, "max_width", None))

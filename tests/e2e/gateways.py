@@ -17,10 +17,15 @@ from tests.helpers import corral_bin, env_with_home
 
 
 @asynccontextmanager
-async def running_gateway(home: CorralHome, config: str = "") -> AsyncIterator[tuple[str, int]]:
-    """(base URL, pid) of a gateway whose config.toml is `[gateway] port` + `config`."""
+async def running_gateway(
+    home: CorralHome, config: str = "", *, recording: bool = False
+) -> AsyncIterator[tuple[str, int]]:
+    """(base URL, pid) of a gateway whose config.toml is `[gateway] port` + `config`.
+    Recording (on by default in the product) is off unless `recording`: the tests of
+    recordings and of the rigs' recordings turn it on; the rest need not pay for it."""
     port = free_port()
-    home.config_file.write_text(f"[gateway]\nport = {port}\n\n{config}")
+    off = "" if recording or "[recording]" in config else "\n[recording]\nenabled = false\n"
+    home.config_file.write_text(f"[gateway]\nport = {port}\n\n{config}{off}")
     # stderr goes to a file, never a pipe nobody reads while the gateway runs: a full pipe
     # would block the gateway on its next log line (and then its shutdown).
     log = home.root / "gateway.stderr"

@@ -26,6 +26,7 @@ from tests.e2e.conftest import connect, wait_until
 from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import image_of, text_of
 from tests.helpers import corral_bin, env_with_home
+from tests.recorded import recorded, reddish
 from tests.sites import make_certs, start_site
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -212,7 +213,7 @@ async def gateway(
         f'"{XSITE}" = "{other_ip}" }}\n'
     )
     write_rig_agent(corral_home, "alice", allowed_domains=[SITE], deny_list=["bank.corral.test"])
-    async with running_gateway(corral_home, config) as (_, pid):
+    async with running_gateway(corral_home, config, recording=True) as (_, pid):
         GATEWAY_PIDS[corral_home.root] = pid
         yield corral_home
 
@@ -324,6 +325,10 @@ async def test_every_browser_verb_through_mcp(
         assert rig_id in text_of(closed)
     assert rigs_of(docker_client, "alice") == []
     assert networks_of(docker_client, rig_id) == []
+    # The rig was recorded (issue 24), its red password field masked in every frame.
+    meta, shots = recorded(gateway, rig_id)
+    assert (meta.surface, meta.ended_by) == ("browser", "closed by the agent") and shots, meta
+    assert not [i for i, img in enumerate(shots) if reddish(img, (250, 320))]
 
 
 async def _tabs_count(mcp: Any, count: int) -> bool:

@@ -27,6 +27,7 @@ from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import image_of, text_of
 from tests.helpers import children_of
 from tests.images import ENV
+from tests.recorded import recorded, reddish
 from tests.simulators import fake_wda
 from tests.simulators.fake_adbd import FakeAdbd
 from tests.simulators.fake_android import INJECTION, PASSWORD_BOX, PASSWORD_RGB, make_apk
@@ -103,7 +104,7 @@ async def gateway(world: World) -> AsyncIterator[CorralHome]:
         f'[rigs.ios]\nwda_url = "{world.wda.url}"\nsimulator_udid = "{UDID}"\n'
         f'app_dir = "{world.root / "apps"}"\ntimeout_seconds = 5\n'
     )
-    async with running_gateway(home, config) as (_, pid):
+    async with running_gateway(home, config, recording=True) as (_, pid):
         world.home, world.gateway_pid = home, pid
         yield home
         servers = adb_servers_of(pid)
@@ -175,6 +176,11 @@ async def test_mobile_use_drives_the_fake_android_device_through_mcp(
 
         closed = await mcp.client.call_tool("rig_close", {})
         assert not closed.is_error
+        # The rig was recorded (issue 24), its password field masked in every frame.
+        meta, shots = recorded(gateway, rigs["rigs"][0]["rig_id"])
+        assert meta.surface == "android" and shots, meta
+        x1, y1, x2, y2 = PASSWORD_BOX
+        assert not [img for img in shots if reddish(img, ((x1 + x2) // 2, (y1 + y2) // 2))]
         assert f"{serial}: device, free" in text_of(await call(mcp, "mobile_use", "devices"))
     # corral's adb server is the gateway's child, on a unix socket in a private directory
     servers = adb_servers_of(world.gateway_pid)

@@ -45,6 +45,7 @@ from tests.e2e.test_computer_use import (
     write_agent,
 )
 from tests.e2e.test_operators import corral
+from tests.recorded import frames, reddish
 from tests.sites import make_certs, start_site
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -94,15 +95,8 @@ def home(corral_home: CorralHome) -> CorralHome:
     return corral_home
 
 
-def frames(path: Path) -> list[tuple[float, Image.Image]]:
-    """Every frame of a video file: (its time in s, its image)."""
-    with av.open(str(path)) as video:
-        return [(float(f.time or 0.0), f.to_image().convert("RGB")) for f in video.decode(video=0)]
-
-
 def red_page(img: Image.Image) -> bool:
-    r, g, b = img.getpixel((50, 50))
-    return r > 200 and g < 70 and b < 70
+    return reddish(img, (50, 50))
 
 
 def field_dark(img: Image.Image) -> bool:
@@ -132,7 +126,7 @@ def timeline(home: CorralHome, rid: str) -> list[dict[str, Any]]:
 async def test_a_person_types_a_password_in_a_take_over_and_no_frame_shows_it(
     home: CorralHome, login_site: tuple[str, str, str]
 ) -> None:
-    gateway = running_gateway(home, kiosk_config(login_site))
+    gateway = running_gateway(home, kiosk_config(login_site), recording=True)
     async with gateway as (base, _), connect(home, "stdio", agent=AGENT) as mcp:
         started = await call(mcp, "computer_session_start")
         rid = started.structured_content["session_id"]  # type: ignore[index]
@@ -233,7 +227,7 @@ async def test_a_killed_gateways_recording_plays_in_the_console_and_exports(
 ) -> None:
     config = kiosk_config(login_site)
     async with (
-        running_gateway(home, config) as (_, pid),
+        running_gateway(home, config, recording=True) as (_, pid),
         connect(home, "stdio", agent=AGENT) as mcp,
     ):
         started = await call(mcp, "computer_session_start")
@@ -258,7 +252,7 @@ async def test_a_killed_gateways_recording_plays_in_the_console_and_exports(
             lambda: not docker_client.containers.list(all=True, filters=owned), limit=60
         )
     token = add_operator(home, OPERATOR)
-    async with running_gateway(home, config) as (base, _):  # it finishes what was left
+    async with running_gateway(home, config, recording=True) as (base, _):  # finishes it
         meta = RecordingStore(home.recordings_dir).meta(rid)
         assert meta.ended_by == "the gateway was killed", meta
         await plays_in_the_console(base, token, meta)

@@ -63,7 +63,8 @@ def audited(home: CorralHome, event: str) -> list[dict[str, object]]:
 
 async def test_a_filling_disk_stops_the_recording_never_the_session(small_home: CorralHome) -> None:
     home = small_home
-    async with running_gateway(home) as _, connect(home, "stdio", agent=AGENT) as mcp:
+    gateway = running_gateway(home, recording=True)
+    async with gateway as _, connect(home, "stdio", agent=AGENT) as mcp:
         started = await call(mcp, "computer_session_start")
         assert not started.is_error, text_of(started)
         rid = started.structured_content["session_id"]  # type: ignore[index]
