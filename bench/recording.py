@@ -40,6 +40,11 @@ from rich.table import Table
 from orchestrator.home import CorralHome, Environment
 
 SECTION = "recording"
+NOTE = (
+    "Busy: a click and a screenshot back to back on the heavy page, every round; the frames "
+    "are mostly the screenshots' own masked images (no second capture) and one taken in each "
+    "pause of 0.25 s, with the marks of the clicks since. Idle: nobody acts."
+)
 TARGET_PERCENT = 5.0
 console = Console()
 
@@ -182,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write:
         command = f".venv/bin/python bench/recording.py --runs {args.runs} --idle {args.idle:g}"
         start, end = markers(SECTION)
-        body = f"`{command}`\n\n{machine_paragraph(describe_machine())}\n\n{markdown}\n"
+        body = f"`{command}`\n\n{machine_paragraph(describe_machine())}\n\n{markdown}\n\n{NOTE}\n"
         write_section(Path(args.write), SECTION, f"{start}\n## Recording's cost\n\n{body}{end}")
     return 0
 
