@@ -8,9 +8,12 @@ The site containers are testcontainers `DockerContainer`s run from an image buil
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
-from collections.abc import Mapping, Sequence
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -254,3 +257,26 @@ def start_site(
     wrapped = container.get_wrapped_container()
     wrapped.reload()
     return str(wrapped.attrs["NetworkSettings"]["Networks"][EGRESS_NETWORK]["IPAddress"])
+
+
+@contextlib.contextmanager
+def one_page_site(
+    client: docker.DockerClient, host: str, html: str, prefix: str
+) -> Iterator[tuple[str, str, str]]:
+    """A local HTTPS site serving `html` at / as `host` (a throwaway CA): (the CA file,
+    its address, its address again: the `kiosk_config` shape); removed on the way out."""
+    from orchestrator.backends.docker.networks import _ensure_egress_network_sync
+
+    _ensure_egress_network_sync(client)
+    certs = Path(tempfile.mkdtemp(prefix=prefix))
+    started: list[DockerContainer] = []
+    try:
+        ca_pem = make_certs(certs, (host,))
+        routes = {"/": (200, {"Content-Type": "text/html"}, html)}
+        site_ip = start_site(client, certs, routes, 443, [], started)
+        (certs / "ca.pem").write_text(ca_pem)
+        yield str(certs / "ca.pem"), site_ip, site_ip
+    finally:
+        for container in started:
+            container.stop()
+        shutil.rmtree(certs, ignore_errors=True)

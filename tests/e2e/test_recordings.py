@@ -11,10 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,7 +44,7 @@ from tests.e2e.test_computer_use import (
 )
 from tests.e2e.test_operators import corral
 from tests.recorded import frames, reddish
-from tests.sites import make_certs, start_site
+from tests.sites import one_page_site
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -72,21 +70,8 @@ LOGIN = PAGE.format(
 
 @pytest.fixture(scope="module")
 def login_site(docker_client: docker.DockerClient) -> Iterator[tuple[str, str, str]]:
-    from orchestrator.backends.docker.networks import _ensure_egress_network_sync
-
-    _ensure_egress_network_sync(docker_client)
-    certs = Path(tempfile.mkdtemp(prefix="corral-e2e-rec-"))
-    started: list[Any] = []
-    try:
-        ca_pem = make_certs(certs, (SITE,))
-        routes = {"/": (200, {"Content-Type": "text/html"}, LOGIN)}
-        site_ip = start_site(docker_client, certs, routes, 443, [], started)
-        (certs / "ca.pem").write_text(ca_pem)
-        yield str(certs / "ca.pem"), site_ip, site_ip
-    finally:
-        for container in started:
-            container.stop()
-        shutil.rmtree(certs, ignore_errors=True)
+    with one_page_site(docker_client, SITE, LOGIN, "corral-e2e-rec-") as site:
+        yield site
 
 
 @pytest.fixture

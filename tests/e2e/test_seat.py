@@ -10,11 +10,8 @@ after hand back; the desktop's X selections are read in the container with `xcli
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -40,7 +37,7 @@ from tests.e2e.test_computer_use import (
 )
 from tests.e2e.test_desktop_rig import fenced, use
 from tests.e2e.test_operators import corral
-from tests.sites import make_certs, start_site
+from tests.sites import one_page_site
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -75,21 +72,8 @@ async def gateway(corral_home: CorralHome) -> AsyncIterator[CorralHome]:
 @pytest.fixture(scope="module")
 def counter_site(docker_client: docker.DockerClient) -> Iterator[tuple[str, str, str]]:
     """A local HTTPS site serving the counting page as SITE (OTHER is the same site)."""
-    from orchestrator.backends.docker.networks import _ensure_egress_network_sync
-
-    _ensure_egress_network_sync(docker_client)
-    certs = Path(tempfile.mkdtemp(prefix="corral-e2e-seat-"))
-    started: list[Any] = []
-    try:
-        ca_pem = make_certs(certs, (SITE,))
-        routes = {"/": (200, {"Content-Type": "text/html"}, COUNTER)}
-        site_ip = start_site(docker_client, certs, routes, 443, [], started)
-        (certs / "ca.pem").write_text(ca_pem)
-        yield str(certs / "ca.pem"), site_ip, site_ip
-    finally:
-        for container in started:
-            container.stop()
-        shutil.rmtree(certs, ignore_errors=True)
+    with one_page_site(docker_client, SITE, COUNTER, "corral-e2e-seat-") as site:
+        yield site
 
 
 def bar(img: Any, y: int, colour: tuple[int, int, int]) -> int:

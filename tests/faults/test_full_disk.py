@@ -11,7 +11,6 @@ import contextlib
 import datetime as dt
 import errno
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +21,7 @@ from orchestrator.audit import AuditLog
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import connect
 from tests.e2e.test_computer_use import text_of
-from tests.faults import write_default_agent
-from tests.images import ENV
+from tests.faults import home_on_tmpfs, write_default_agent
 
 pytestmark = [pytest.mark.anyio]
 
@@ -32,16 +30,9 @@ AGENT = "fulldisk"
 
 @pytest.fixture
 def small_home(tmp_path: Path) -> Iterator[CorralHome]:
-    root = tmp_path / "small"
-    root.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(root)], check=True)
-    try:
-        home = CorralHome(root=root / "corral-home", env=ENV)
-        home.ensure()
+    with home_on_tmpfs(tmp_path / "small", 4) as home:
         write_default_agent(home, AGENT)
         yield home
-    finally:
-        subprocess.run(["umount", "--lazy", str(root)], check=True)
 
 
 def fill(directory: Path) -> Path:

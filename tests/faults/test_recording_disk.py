@@ -9,7 +9,6 @@ machine's own disk."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from orchestrator.recordings.store import RecordingStore
 from tests.e2e.conftest import connect, wait_until
 from tests.e2e.gateways import running_gateway
 from tests.e2e.test_computer_use import call, text_of, write_agent
-from tests.images import ENV
+from tests.faults import home_on_tmpfs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -33,18 +32,9 @@ SIZE_MB = (MIN_FREE_BYTES >> 20) + 96
 
 @pytest.fixture
 def small_home(tmp_path: Path) -> Iterator[CorralHome]:
-    root = tmp_path / "small"
-    root.mkdir()
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={SIZE_MB}m", "tmpfs", str(root)], check=True
-    )
-    try:
-        home = CorralHome(root=root / "corral-home", env=ENV)
-        home.ensure()
+    with home_on_tmpfs(tmp_path / "small", SIZE_MB) as home:
         write_agent(home, AGENT)
         yield home
-    finally:
-        subprocess.run(["umount", "--lazy", str(root)], check=True)
 
 
 def fill_to(directory: Path, free_bytes: int) -> Path:
