@@ -25,6 +25,7 @@ from tests.e2e.test_computer_use import (
     sites,  # noqa: F401 (the module-scoped site containers, shared by name)
     text_of,
 )
+from tests.recorded import recorded
 
 RED, WHITE, BLACK = (255, 0, 0), (255, 255, 255), (0, 0, 0)
 
@@ -169,6 +170,21 @@ def beside_red(img: Image.Image, colour: tuple[int, int, int]) -> int:
     return count
 
 
+def masked_point(img: Image.Image) -> tuple[int, int]:
+    """A point 10 px inside the mask's left edge (black with the page's red left of it)."""
+    rgb = img.convert("RGB")
+    for y in range(0, rgb.height, 2):
+        for x in range(3, rgb.width - 10):
+            if rgb.getpixel((x, y)) == BLACK and rgb.getpixel((x - 1, y)) == RED:
+                return x + 10, y
+    raise AssertionError("no mask beside the red page")
+
+
+def near(pixel: tuple[int, int, int], colour: tuple[int, int, int]) -> bool:
+    """Within the codec's error of `colour`."""
+    return all(abs(a - b) < 40 for a, b in zip(pixel, colour, strict=True))
+
+
 async def test_a_password_field_in_the_desktops_chromium_is_masked(
     corral_home: CorralHome,
     sites: tuple[str, str, str],  # noqa: F811
@@ -184,7 +200,7 @@ async def test_a_password_field_in_the_desktops_chromium_is_masked(
     text = text.replace("allowed_domains = []", f'allowed_domains = ["{SITE}"]')
     path.write_text(text)
     async with (
-        running_gateway(corral_home, kiosk_config(sites)),
+        running_gateway(corral_home, kiosk_config(sites), recording=True),
         connect(corral_home, "stdio") as mcp,
     ):
         opened = await mcp.client.call_tool(
@@ -215,5 +231,12 @@ async def test_a_password_field_in_the_desktops_chromium_is_masked(
         assert beside_red(img, BLACK) > 10  # the mask is where the field is
         shot = await use(mcp, "screenshot")
         assert "password field" in text_of(shot), text_of(shot)
+        listed = (await mcp.client.call_tool("rig_list", {})).structured_content or {}
         await mcp.client.call_tool("rig_close", {})
     assert desktops(docker_client) == []
+    # The desktop was recorded (issue 24): its frames are its masked screenshots, so the
+    # last frame shows the page with its field masked, as the last screenshot did.
+    meta, shots = recorded(corral_home, listed["rigs"][0]["rig_id"])
+    assert meta.surface == "desktop" and meta.ended_by == "closed by the agent" and shots
+    last = shots[-1]
+    assert near(last.getpixel(masked_point(image_of(shot))), BLACK)

@@ -238,8 +238,13 @@ async def test_ios_use_drives_the_fake_wda_and_xcrun_through_mcp(
         failed = await call(mcp, "ios_use", "press_button", button="home")
         assert failed.is_error and "The simulator is locked" in text_of(failed)
         wda.fail_with = None
+        listed = (await mcp.client.call_tool("rig_list", {})).structured_content or {}
         assert not (await mcp.client.call_tool("rig_close", {})).is_error
     assert wda.sessions == set()  # the WDA session was deleted with the rig
+    # The rig was recorded (issue 24), its secure field masked in every frame.
+    meta, shots = recorded(gateway, listed["rigs"][0]["rig_id"])
+    assert meta.surface == "ios" and shots, meta
+    assert not [img for img in shots if reddish(img, (x + w // 2, y + h // 2))]
 
 
 async def test_read_only_mode_hides_and_refuses_the_phone_rigs(gateway: CorralHome) -> None:

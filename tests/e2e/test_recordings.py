@@ -9,11 +9,12 @@ decoded (PyAV) and read where the password field is."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -244,9 +245,9 @@ async def test_a_killed_gateways_recording_plays_in_the_console_and_exports(
     exported_and_removed(home, meta)
 
 
-async def plays_in_the_console(base: str, token: str, meta: RecordingMeta) -> None:
-    """The past sessions page lists it; its player plays, seeks where a timeline entry is
-    clicked, and marks the entry of the moment."""
+@contextlib.asynccontextmanager
+async def console_page(base: str, token: str) -> AsyncIterator[Any]:
+    """The console in Debian's Chromium, logged in as the operator."""
     async with async_playwright() as pw:
         chromium = await pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True)
         try:
@@ -254,28 +255,68 @@ async def plays_in_the_console(base: str, token: str, meta: RecordingMeta) -> No
             await page.goto(f"{base}/console/login")
             await page.fill("#token", token)
             await page.click("#login")
-            await page.click("#past")
-            await page.click(f'tr[data-recording="{meta.id}"] a')
-            entries = page.locator("#timeline li")
-            await entries.first.wait_for()
-            player = "document.getElementById('player')"
-
-            async def holds(expression: str) -> bool:
-                # Polled from here: the console's CSP forbids the eval wait_for_function uses.
-                return bool(await page.evaluate(expression))
-
-            await wait_until(lambda: holds(f"{player}.readyState >= 1"))
-            await page.evaluate(f"{player}.play()")
-            await wait_until(lambda: holds(f"{player}.currentTime > 0.3"))
-            last = entries.last
-            at = float(await last.get_attribute("data-t") or "nan")
-            await last.click()
-            await wait_until(lambda: holds(f"Math.abs({player}.currentTime - {at}) < 0.6"))
-            await wait_until(lambda: holds("document.querySelector('#timeline li.current')"))
-            current = page.locator("#timeline li.current")
-            assert float(await current.get_attribute("data-t") or "nan") <= at + 0.6
+            yield page
         finally:
             await chromium.close()
+
+
+PLAYER = "document.getElementById('player')"
+
+
+async def holds(page: Any, expression: str) -> bool:
+    # Polled from here: the console's CSP forbids the eval wait_for_function uses.
+    return bool(await page.evaluate(expression))
+
+
+async def seeks_to_the_entry_clicked(page: Any, time_of: str) -> None:
+    """Clicking the last timeline entry seeks the player to it (`time_of`: how the page
+    reads an entry's time, in JS, of `li`) and marks the entry of the moment."""
+    last = page.locator("#timeline li").last
+    at = float(await last.evaluate(f"(li) => {time_of}"))
+    await last.click()
+    await wait_until(lambda: holds(page, f"Math.abs({PLAYER}.currentTime - {at}) < 0.6"))
+    await wait_until(lambda: holds(page, "document.querySelector('#timeline li.current')"))
+
+
+async def plays_in_the_console(base: str, token: str, meta: RecordingMeta) -> None:
+    """The past sessions page lists it; its player plays, seeks where a timeline entry is
+    clicked, and marks the entry of the moment."""
+    async with console_page(base, token) as page:
+        await page.click("#past")
+        await page.click(f'tr[data-recording="{meta.id}"] a')
+        await page.locator("#timeline li").first.wait_for()
+        await wait_until(lambda: holds(page, f"{PLAYER}.readyState >= 1"))
+        await page.evaluate(f"{PLAYER}.play()")
+        await wait_until(lambda: holds(page, f"{PLAYER}.currentTime > 0.3"))
+        await seeks_to_the_entry_clicked(page, "Number(li.dataset.t)")
+
+
+async def test_a_live_sessions_page_plays_its_recording_so_far(
+    home: CorralHome, login_site: tuple[str, str, str]
+) -> None:
+    gateway = running_gateway(home, kiosk_config(login_site), recording=True)
+    async with gateway as (base, _), connect(home, "stdio", agent=AGENT) as mcp:
+        assert not (await call(mcp, "computer_session_start")).is_error
+        assert not (await call(mcp, "computer_navigate", url=f"https://{SITE}/")).is_error
+        await screen_until(mcp, lambda r, img: red_page(img))
+        for x in (500, 600, 700):
+            assert not (await call(mcp, "computer_click", x=x, y=500)).is_error
+        await call(mcp, "computer_screenshot")
+        token = await anyio.to_thread.run_sync(add_operator, home, OPERATOR)
+        async with console_page(base, token) as page:
+            await page.goto(f"{base}/console/sessions/{AGENT}")
+            state = page.locator("#recording-state")
+            await wait_until(lambda: holds(page, "document.getElementById('recording-state')"
+                                           ".textContent.startsWith('recording ')"))  # fmt: skip
+            assert "stopped" not in (await state.text_content() or "")
+            await page.click("#latest")
+            await wait_until(lambda: holds(page, f"{PLAYER}.readyState >= 1"))
+            started = await page.evaluate(
+                "fetch('/console/api/state?agent=rita').then((r) => r.json())"
+                ".then((d) => d.recording.started_at)"
+            )
+            await seeks_to_the_entry_clicked(page, f"Number(li.dataset.at) - {started}")
+        assert not (await call(mcp, "computer_session_stop")).is_error
 
 
 def exported_and_removed(home: CorralHome, meta: RecordingMeta) -> None:
