@@ -66,7 +66,7 @@ typecheck: $(STAMP)
 # tests fill in (tests/conftest.py groups them). Most of a Docker test's time is waiting
 # on containers, so two folders side by side on two cores take about half the time.
 test: setup lint typecheck
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist loadgroup --durations=30
 
 unit: $(STAMP)
 	$(BIN)/pytest -m unit
