@@ -52,6 +52,13 @@ def view_from_config(
     )
 
 
+def agent_names(home: CorralHome) -> list[str]:
+    """The agents with an agent.toml, by name (blocking: call in a worker thread)."""
+    if not home.agents_dir.exists():
+        return []
+    return sorted(path.parent.name for path in home.agents_dir.glob("*/agent.toml"))
+
+
 def server_unavailable(home: CorralHome) -> dict[str, str]:
     """The families config.toml leaves this server unable to serve (a phone family with no
     device), each with why; all of them when config.toml cannot be used."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -18,21 +18,33 @@ from tests.helpers import corral_bin, env_with_home
 
 @asynccontextmanager
 async def running_gateway(
-    home: CorralHome, config: str = "", *, recording: bool = False
+    home: CorralHome,
+    config: str = "",
+    *,
+    recording: bool = False,
+    environ: Mapping[str, str | None] | None = None,
 ) -> AsyncIterator[tuple[str, int]]:
     """(base URL, pid) of a gateway whose config.toml is `[gateway] port` + `config`.
     Recording (on by default in the product) is off unless `recording`: the tests of
-    recordings and of the rigs' recordings turn it on; the rest need not pay for it."""
+    recordings and of the rigs' recordings turn it on; the rest need not pay for it.
+    `environ` changes the gateway's environment (None: the variable removed); the tests'
+    own sets CORRAL_WARM_DEFAULT=0 (tests/images.py): no warm pool unless asked."""
     port = free_port()
     off = "" if recording or "[recording]" in config else "\n[recording]\nenabled = false\n"
     home.config_file.write_text(f"[gateway]\nport = {port}\n\n{config}{off}")
     # stderr goes to a file, never a pipe nobody reads while the gateway runs: a full pipe
     # would block the gateway on its next log line (and then its shutdown).
     log = home.root / "gateway.stderr"
+    env = env_with_home(home)
+    for name, value in (environ or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     with log.open("wb") as err:
         proc = subprocess.Popen(
             [corral_bin(), "gateway"],
-            env=env_with_home(home),
+            env=env,
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
