@@ -188,3 +188,27 @@ async def test_the_recorder_writes_a_frame_only_when_the_screen_changed(tmp_path
     assert recorded.frames == len(frames_of(tmp_path / "k5" / VIDEO)) == 3  # red, marked, green
     assert recorded.actions == 1 and recorded.ended_by == "stopped by the agent"
     assert not stopped
+
+
+def test_the_recording_counts_actions_approvals_and_take_overs_by_kind_not_text(
+    tmp_path: Path,
+) -> None:
+    """An approval counts because it was raised as one, not because of its outcome's
+    words: an action whose outcome merely says "held for an operator" is an action."""
+    store = RecordingStore(tmp_path)
+    store.create(meta("k6", time.time()))
+
+    async def capture() -> Frame:
+        return Frame(png((0, 0, 0)))
+
+    recorder = Recorder(store, meta("k6", time.time()), capture, 4, on_stopped=lambda _: None)
+    step = {"step": "click", "actor": "ai"}
+    recorder.note({"tool": "computer_click", "outcome": "held for an operator (pay)", **step})
+    recorder.note(
+        {"tool": "computer_click", "outcome": "held for an operator (pay)", **step}, approval=True
+    )
+    recorder.note({"tool": "takeover", "outcome": "ok", "step": "", "actor": "ann"})
+    recorder.note({"tool": "handback", "outcome": "ok", "step": "", "actor": "ann"})
+    recorder.note({"tool": "computer_type", "outcome": "ok", "step": "type", "actor": "ann"})
+    recorded = recorder.close_sync("stopped by the agent")
+    assert (recorded.actions, recorded.approvals, recorded.takeovers) == (1, 1, 1)
