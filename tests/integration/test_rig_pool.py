@@ -121,6 +121,7 @@ async def test_a_pool_browser_reaches_nothing_idle_and_its_allowlist_once_claime
     waiting = pool.idle()[0]
     armed = waiting.network._proxy  # type: ignore[attr-defined]
     assert armed is not None
+    member_id, proxy_id = waiting.id, armed.id  # (a removed container's object forgets it)
     # The attack: the idle pool browser asks for the site: its proxy has no pins yet.
     page = waiting.body.context.pages[-1]
     with pytest.raises(Exception, match="ERR_"):
@@ -134,8 +135,8 @@ async def test_a_pool_browser_reaches_nothing_idle_and_its_allowlist_once_claime
     assert "rig-pool-site" in opened.text
     rig = rigs.rigs[("ann", "browser", "")]
     assert rig.id == waiting.session_id and rig.id.startswith("r")  # the pool's, claimed
-    assert rig.container.id == waiting.id
-    assert rig.egress is not None and rig.egress.proxy_container_id == armed.id
+    assert rig.container.id == member_id
+    assert rig.egress is not None and rig.egress.proxy_container_id == proxy_id
     assert rig.pinned == (SITE,)
     started = [e for e in rigs.audit.read() if e["event"] == "rig_started"]
     assert started[-1]["details"]["warm"] is True
@@ -143,7 +144,7 @@ async def test_a_pool_browser_reaches_nothing_idle_and_its_allowlist_once_claime
     assert pool.idle()[0] is not waiting
     closed = await rigs.handle("ann", "rig_close", {})
     assert not closed.is_error
-    await wait_until(lambda: gone(docker_client, waiting.id) and gone(docker_client, armed.id))
+    await wait_until(lambda: gone(docker_client, member_id) and gone(docker_client, proxy_id))
     assert not docker_client.networks.list(names=[waiting.network.name])
 
 
@@ -156,16 +157,17 @@ async def test_a_pool_desktop_claimed_without_an_allowlist_keeps_only_loopback(
     waiting = pool.idle()[0]
     armed = waiting.network._proxy  # type: ignore[attr-defined]
     assert armed is not None
+    member_id, proxy_id = waiting.id, armed.id
 
     shot = await rigs.handle("ann", "computer_use", {"verb": "screenshot"})
 
     assert not shot.is_error, shot.text
     rig = rigs.rigs[("ann", "desktop", "")]
-    assert rig.id == waiting.session_id and rig.channel.id == waiting.id
+    assert rig.id == waiting.session_id and rig.channel.id == member_id
     assert rig.pinned == () and rig.egress is not None and rig.egress.network_name is None
-    assert interfaces(docker_client, waiting.id) == ["lo"]
+    assert interfaces(docker_client, member_id) == ["lo"]
     # Its network, and the unpinned proxy made with it, are removed in the background.
-    await wait_until(lambda: gone(docker_client, armed.id), limit=30)
+    await wait_until(lambda: gone(docker_client, proxy_id), limit=30)
     await wait_until(lambda: not docker_client.networks.list(names=[waiting.network.name]), 30)
 
 
@@ -176,14 +178,15 @@ async def test_a_dead_pool_rig_is_removed_and_never_handed_out(
     pool = rigs.starts.pools["browser"]
     await full(pool)
     dead = pool.idle()[0]
-    docker_client.containers.get(dead.id).kill()
+    dead_id = dead.id
+    docker_client.containers.get(dead_id).kill()
 
     tabs = await rigs.handle("ann", "browser_use", {"verb": "tabs"})
 
     assert not tabs.is_error, tabs.text
     rig = rigs.rigs[("ann", "browser", "")]
-    assert rig.container.id != dead.id  # started cold instead
+    assert rig.container.id != dead_id  # started cold instead
     started = [e for e in rigs.audit.read() if e["event"] == "rig_started"]
     assert started[-1]["details"]["warm"] is False
-    await wait_until(lambda: gone(docker_client, dead.id), limit=30)
+    await wait_until(lambda: gone(docker_client, dead_id), limit=30)
     await wait_until(lambda: not docker_client.networks.list(names=[dead.network.name]), 30)
