@@ -149,6 +149,10 @@ class ReadyPool(Generic[E]):
                         await self._wake.wait()
                     continue
                 self.created += 1
+                if len(self._ready) >= self.size:  # resized down while it was being made
+                    self.discarded += 1
+                    self.remove_later(entry)
+                    continue
                 self._ready.append(entry)
                 self._joined()
             self._wake = anyio.Event()
