@@ -142,6 +142,8 @@ class RecordingStore:
             return where / VIDEO
         if (where / LIVE_VIDEO).is_file():
             with contextlib.suppress(OSError, av.error.FFmpegError):
+                if _newer(where / SO_FAR, where / LIVE_VIDEO):  # no frame since the last copy
+                    return where / SO_FAR
                 if finish(where / LIVE_VIDEO, where / SO_FAR):
                     return where / SO_FAR
         raise RecordingError(f"recording {recording_id!r} has no video (no frame was taken)")
@@ -233,3 +235,11 @@ def session_audit(lines: Iterable[dict[str, Any]], recording_id: str) -> list[st
         if recording_id in (details.get("session"), details.get("rig"), details.get("session_id")):
             out.append(json.dumps(event, separators=(",", ":"), sort_keys=True))
     return out
+
+
+def _newer(copy: Path, source: Path) -> bool:
+    """Whether `copy` exists and was written after `source` last changed."""
+    try:
+        return copy.stat().st_mtime_ns > source.stat().st_mtime_ns
+    except FileNotFoundError:
+        return False

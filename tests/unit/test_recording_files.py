@@ -212,3 +212,22 @@ def test_the_recording_counts_actions_approvals_and_take_overs_by_kind_not_text(
     recorder.note({"tool": "computer_type", "outcome": "ok", "step": "type", "actor": "ann"})
     recorded = recorder.close_sync("stopped by the agent")
     assert (recorded.actions, recorded.approvals, recorded.takeovers) == (1, 1, 1)
+
+
+def test_a_live_recordings_video_so_far_is_copied_again_only_after_a_new_frame(
+    tmp_path: Path,
+) -> None:
+    store = RecordingStore(tmp_path)
+    store.create(meta("k7", time.time()))
+    video = VideoFile(store.dir_of("k7") / LIVE_VIDEO, (320, 200), 4)
+    try:
+        video.add(png((255, 0, 0)), 0)
+        first = store.video("k7")
+        made = first.stat().st_ino
+        assert store.video("k7").stat().st_ino == made  # nothing new: the same copy
+        assert len(frames_of(first)) == 1
+        video.add(png((0, 255, 0)), 500)
+        again = store.video("k7")
+        assert again.stat().st_ino != made and len(frames_of(again)) == 2
+    finally:
+        video.close()
