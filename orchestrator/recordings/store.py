@@ -35,6 +35,7 @@ from sandboxes.recording import Kept, check_recording_id, to_prune
 VIDEO = "video.webm"
 LIVE_VIDEO = "video.ivf"
 SO_FAR = "video.live.webm"
+IVF_HEADER_BYTES = 32  # an IVF file with no frame is its header alone
 TIMELINE = "timeline.jsonl"
 META = "meta.json"
 
@@ -134,6 +135,17 @@ class RecordingStore:
                     if isinstance(entry, dict):
                         out.append(entry)
         return out
+
+    def has_video(self, recording_id: str) -> bool:
+        """Whether the recording has a frame to show: its WebM, or live frames past the
+        IVF file's header."""
+        where = self.dir_of(recording_id)
+        if (where / VIDEO).is_file():
+            return True
+        try:
+            return (where / LIVE_VIDEO).stat().st_size > IVF_HEADER_BYTES
+        except FileNotFoundError:
+            return False
 
     def video(self, recording_id: str) -> Path:
         """The recording's WebM video; for one still recorded, its frames so far."""

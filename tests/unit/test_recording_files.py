@@ -231,3 +231,18 @@ def test_a_live_recordings_video_so_far_is_copied_again_only_after_a_new_frame(
         assert again.stat().st_ino != made and len(frames_of(again)) == 2
     finally:
         video.close()
+
+
+def test_a_recording_has_a_video_once_a_frame_is_written(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path)
+    store.create(meta("k8", time.time()))
+    assert not store.has_video("k8")  # nothing yet
+    video = VideoFile(store.dir_of("k8") / LIVE_VIDEO, (320, 200), 4)
+    try:
+        assert not store.has_video("k8")  # the live file, its header alone
+        video.add(png((255, 0, 0)), 0)
+        assert store.has_video("k8")
+    finally:
+        video.close()
+    store.finish_video("k8")
+    assert store.has_video("k8") and (store.dir_of("k8") / VIDEO).is_file()
