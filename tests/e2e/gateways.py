@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +15,9 @@ import httpx
 from orchestrator.home import CorralHome
 from tests.e2e.conftest import free_port, wait_until
 from tests.helpers import corral_bin, env_with_home
+
+# The stacks a gateway dumped when its stop was stuck, kept across tests and runs.
+STUCK_LOG = Path(tempfile.gettempdir()) / "corral-stuck-gateways.log"
 
 
 @asynccontextmanager
@@ -71,7 +75,12 @@ async def running_gateway(
                 proc.kill()
                 proc.wait()
         told = log.read_text(errors="replace")
-        if "Traceback" in told:  # shown with a failed test's captured output
+        # Shown with a failed test's captured output: a traceback, or the stacks of a stop
+        # that was stuck (`corral gateway` dumps them, corral_cli/gateway.py).
+        if "most recent call first" in told:  # also kept past the test: a slow stop is a bug
+            with STUCK_LOG.open("a") as kept:
+                kept.write(f"=== {log} ===\n{told[-20000:]}\n")
+        if "Traceback" in told or "most recent call first" in told:
             print(f"--- the gateway's stderr ({log}) ---\n{told[-20000:]}")
 
 
