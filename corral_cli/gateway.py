@@ -78,7 +78,9 @@ def _settings(home: CorralHome, host: str | None, port: str | None) -> GatewayCo
         fail(exc)
     try:
         overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
-        return GatewayConfig.model_validate({**settings.model_dump(), **overrides})
+        # Options are text: taken as the TOML keys would be, numbers from their digits.
+        merged = {**settings.model_dump(), **overrides}
+        return GatewayConfig.model_validate(merged, strict=False)
     except ValidationError as exc:
         for bad in exc.errors():
             name = str(bad["loc"][0])
