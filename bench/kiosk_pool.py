@@ -89,6 +89,8 @@ def pool_running(gateway_pid: int) -> int:
         f"label=corral.owner.pid={gateway_pid}",
         "--filter",
         "label=corral.agent=warm-pool",
+        "--filter",
+        "label=corral.kind=kiosk",  # not their armed proxies
         "--format",
         "{{.ID}}",
     )
@@ -200,8 +202,8 @@ def markdown_section(rows: Sequence[Row], machine_text: str, command: str) -> st
 `computer_session_start` + `computer_screenshot` through the MCP front (`corral mcp` over
 stdio, the 2.x SDK's client) and the gateway, from a gateway with `[container.kiosk] warm
 = {POOL}` and from one without a pool. "allowlist" sessions allow one local HTTPS site: a
-warm claim then starts the session's egress proxy on the pool kiosk's pre-made network
-(the pins are resolved at the claim, as for a cold start), which is most of its time; a
+warm claim then resolves the pins and pins the armed proxy made with the pool kiosk's
+network (one control round trip; issue 23: before, it started the proxy container); a
 session without an allowlist only takes the kiosk off its network. Either way the kiosk's
 `claim` op replaces its page with a new about:blank document and waits until it is drawn. Paths
 interleaved, {START_WARMUP} warm-up rounds, the pool let settle (full, no refill under
@@ -240,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, home in homes.items():
             prepare_home(home, ports[name], site)
         enable_pool(homes["warm pool"], POOL)
+        enable_pool(homes["cold"], 0)  # off: unset would keep one (fast by default)
         try:
             with (
                 running_gateway(homes["warm pool"], ports["warm pool"], Path(tmp) / "w.log") as w,

@@ -8,12 +8,16 @@ from rich.table import Table
 
 from corral_cli.common import out, read_home
 from orchestrator.backends.reaper import reap_orphans
-from orchestrator.config import load_agent
+from orchestrator.config import CorralConfig, load_agent
 from orchestrator.errors import ConfigError, CorralError
+from orchestrator.gateway.warm_pools import wanted_sizes
 from orchestrator.home import CorralHome
+from orchestrator.owner import LABEL_AGENT, LABEL_KIND, LABEL_SESSION
+from orchestrator.pools.warm import POOL_AGENT
 from orchestrator.runtime import Runtime, open_runtime
 
 Row = tuple[str, bool, str]  # check, ok, detail
+POOL_KINDS = {"rig-browser": "browser", "rig-desktop": "desktop", "script": "scripts"}
 
 
 @click.command()
@@ -42,6 +46,42 @@ async def _check(home: CorralHome, rows: list[Row]) -> None:
         image = "?" if isinstance(sandbox, ConfigError) else sandbox.image
         runtime = getattr(sandbox, "runtime", "runc")
         rows.extend(await rt.backend.doctor_rows(image, runtime, rt.audit))
+        if not isinstance(rt.config, ConfigError):
+            rows.extend(await _pool_rows(home, rt.config, rt))
+
+
+async def _pool_rows(home: CorralHome, config: CorralConfig, rt: Runtime) -> list[Row]:
+    """What the gateway's warm pools keep (`orchestrator.gateway.warm_pools`), and the
+    pool-made containers running on this engine now with the memory they hold (each with
+    the proxy made with its network; a member a session claimed keeps its pool label)."""
+    if not rt.backend.supports_pools:
+        return [("warm pools", True, "none: this backend has no pools")]
+    sizes = await wanted_sizes(home, config)
+    configured = config.container.warm_configured()
+    members = await rt.backend.list_managed({LABEL_AGENT: POOL_AGENT})
+    kind_of = {m.labels.get(LABEL_SESSION): m.labels.get(LABEL_KIND) for m in members}
+    held: dict[str, list[int]] = {}  # kind: [members, bytes]
+    for member in members:
+        kind = member.labels.get(LABEL_KIND) or "?"
+        proxy = kind == "proxy"
+        if proxy:  # an armed proxy counts with the member on its network
+            kind = kind_of.get(member.labels.get(LABEL_SESSION)) or "proxy"
+        used = await rt.backend.memory_bytes(member.id) if member.status == "running" else None
+        tally = held.setdefault(POOL_KINDS.get(kind, kind), [0, 0])
+        tally[0] += 0 if proxy else 1
+        tally[1] += used or 0
+    rows = []
+    for kind, size in sizes.items():
+        if configured[kind] is not None:
+            why = "config.toml"
+        else:
+            why = "an agent may start one" if size else "no agent may start one"
+        count, used = held.pop(kind, [0, 0])
+        running = f"{count} running now (idle or claimed), {used / 2**20:.0f} MiB with proxies"
+        rows.append((f"warm {kind}", True, f"keeps {size} ({why}); {running}"))
+    for kind, (count, used) in sorted(held.items()):  # `corral mcp`'s script pools
+        rows.append((f"warm {kind}", True, f"{count} running now, {used / 2**20:.0f} MiB"))
+    return rows
 
 
 def _file_rows(home: CorralHome, rt: Runtime) -> list[Row]:

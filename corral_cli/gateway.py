@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
+import os
 import signal
 import sys
+import threading
+import time
 from functools import partial
 from pathlib import Path
 
@@ -24,6 +28,8 @@ Connect an MCP client (agent "alice"; create it with `corral agents new alice`):
                               "args": ["mcp", "--agent", "alice"],
                               "env": {{"CORRAL_HOME": "{home}"}}}}}}}}
 """
+STUCK_STOP_SECONDS = 45.0  # a stop still under way after this long dumps every stack
+THREADS_JOIN_SECONDS = 10.0  # worker threads still busy once every session has ended
 OPTION_ALLOWED = {"host": "127.0.0.1, ::1 or localhost", "port": "an integer from 1 to 65535"}
 
 
@@ -55,6 +61,7 @@ def gateway(host: str | None, port: str | None, rotate_key: bool) -> None:
     snippet = MCP_SNIPPET.format(corral=Path(sys.argv[0]).resolve(), home=home.root)
     try:
         anyio.run(_serve, home, settings, snippet)
+        _exit_past_stuck_threads()
     except* CorralError as group:  # GatewayStartError (port taken), KeyFileError (key mode)
         for problem in group.exceptions:
             err.print(f"[red]error:[/red] {escape(str(problem))}")
@@ -71,7 +78,9 @@ def _settings(home: CorralHome, host: str | None, port: str | None) -> GatewayCo
         fail(exc)
     try:
         overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
-        return GatewayConfig.model_validate({**settings.model_dump(), **overrides})
+        # Options are text: taken as the TOML keys would be, numbers from their digits.
+        merged = {**settings.model_dump(), **overrides}
+        return GatewayConfig.model_validate(merged, strict=False)
     except ValidationError as exc:
         for bad in exc.errors():
             name = str(bad["loc"][0])
@@ -111,8 +120,29 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             err.print(f"{signal.Signals(signum).name}: ending every session, then stopping")
+            # A stop that takes this long is stuck somewhere: every thread's stack goes to
+            # stderr (where, is the bug to fix), and the stop goes on.
+            faulthandler.dump_traceback_later(STUCK_STOP_SECONDS, exit=False)
             scope.cancel()
             return
+
+
+def _exit_past_stuck_threads() -> None:
+    """Every session has ended: exit even if a worker thread is still blocked in a call
+    that never returns (an engine call on a hung container), after a bounded wait and
+    with its stack on stderr, instead of hanging at the interpreter's thread join."""
+    faulthandler.cancel_dump_traceback_later()
+    deadline = time.monotonic() + THREADS_JOIN_SECONDS
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = [t.name for t in threading.enumerate() if t.is_alive() and not t.daemon]
+    stuck = [name for name in stuck if name != threading.main_thread().name]
+    if stuck:
+        err.print(f"threads still running at exit, left behind: {', '.join(stuck)}")
+        faulthandler.dump_traceback(all_threads=True)
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def console_hint(home: CorralHome, url: str) -> str:

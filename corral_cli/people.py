@@ -49,7 +49,7 @@ def token_option(command: _F) -> _F:
     )(command)
 
 
-def _token(token_file: Path | None) -> str:
+def operator_token(token_file: Path | None) -> str:
     """The operator's token: from `token_file` (this user's, no access for group or
     others, like any secret), else $CORRAL_OPERATOR_TOKEN; exit 2 when there is none."""
     if token_file is None:
@@ -74,7 +74,7 @@ def _token(token_file: Path | None) -> str:
 
 
 def _admin(token_file: Path | None, path: str, payload: dict[str, Any]) -> dict[str, Any]:
-    token = _token(token_file)
+    token = operator_token(token_file)
     try:
         return admin_call(_home(), token, path, payload)
     except CorralError as exc:

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from corral_cli.common import fail, out, read_home
-from corral_cli.people import _token, token_option
+from corral_cli.people import operator_token, token_option
 from orchestrator.audit import AuditLog
 from orchestrator.errors import CorralError
 from orchestrator.home import CorralHome
@@ -26,7 +26,7 @@ def _operator(token_file: Path | None) -> tuple[CorralHome, str]:
     from orchestrator.people.operators import operator_for_token
 
     home = read_home()
-    name = operator_for_token(home, _token(token_file))
+    name = operator_for_token(home, operator_token(token_file))
     if name is None:
         fail("the operator token is not one of this CORRAL_HOME's operators", code=2)
     return home, name

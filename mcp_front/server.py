@@ -43,7 +43,8 @@ from mcp_front.tool_log import ToolCallLog
 from mcp_front.tools import tool as _tool
 from orchestrator.agents.view import view_of
 from orchestrator.audit import AuditLog
-from orchestrator.config import McpConfig, load_config
+from orchestrator.config import McpConfig
+from orchestrator.config.cached import CONFIGS
 from orchestrator.errors import AuditUnavailable, ConfigError, NotAvailable, RecordingError
 from orchestrator.gateway.wire import gateway_base_url
 from orchestrator.home import CorralHome
@@ -168,7 +169,7 @@ class CorralMCP:
 
     async def _lease(self, http: httpx.AsyncClient, live: list[str], ended: list[str]) -> None:
         try:
-            gateway = (await anyio.to_thread.run_sync(load_config, self.home.config_file)).gateway
+            gateway = CONFIGS.get(self.home.config_file).gateway
         except ConfigError:
             return
         url = gateway_base_url(gateway.host, gateway.port)
@@ -256,8 +257,7 @@ class CorralMCP:
         if not any(isinstance(block, types.ImageContent) for block in result.content):
             return result
         try:
-            config = await anyio.to_thread.run_sync(load_config, self.home.config_file)
-            limit = config.mcp.inline_image_max_bytes
+            limit = CONFIGS.get(self.home.config_file).mcp.inline_image_max_bytes
         except ConfigError:  # the tool's own answer said what it could; keep the default
             limit = McpConfig().inline_image_max_bytes
         conversation = session_key(ctx)
@@ -323,7 +323,7 @@ class CorralMCP:
         params = validate(spec.params, arguments)
         if spec.name.startswith("computer_") or spec.name in GATEWAY_TOOLS:
             # The gateway owns sessions and performs every check; re-read its address per call.
-            gateway = load_config(self.home.config_file).gateway
+            gateway = CONFIGS.get(self.home.config_file).gateway
             url = gateway_base_url(gateway.host, gateway.port)
             async with eliciting(events, ctx, url) as told:  # a held call's approval page
                 return await forward(

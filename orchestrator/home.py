@@ -13,6 +13,15 @@ from typing import overload
 
 DEFAULT_IMAGE_TAG = "latest"
 _TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+DEFAULT_WARM, MAX_WARM = 1, 16  # CORRAL_WARM_DEFAULT
+
+
+def _warm_default(raw: str) -> int:
+    if not raw:
+        return DEFAULT_WARM
+    if not raw.isdigit():
+        raise ValueError(f"CORRAL_WARM_DEFAULT={raw!r} is not a whole number (0-{MAX_WARM})")
+    return int(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,18 +35,26 @@ class Environment:
     names no engine); `kubeconfig` and `user_home` are $KUBECONFIG and $HOME (where the
     Kubernetes backend looks for its kubeconfig). `operator_token` is
     $CORRAL_OPERATOR_TOKEN: the operator's credential `corral approvals` and `corral
-    sessions` send (never printed: it is left out of the repr)."""
+    sessions` send (never printed: it is left out of the repr). `warm_default` is
+    $CORRAL_WARM_DEFAULT (0-16, default 1): how many surfaces of a kind the gateway keeps
+    started ahead where config.toml sets no `warm` for it (`sandboxes.warm_sizes`; 0 on a
+    machine with little memory to spare, or a test run that starts many gateways)."""
 
     image_tag: str = DEFAULT_IMAGE_TAG
     docker_host: str | None = None
     kubeconfig: str | None = None
     user_home: str | None = None
     operator_token: str | None = field(default=None, repr=False)
+    warm_default: int = DEFAULT_WARM
 
     def __post_init__(self) -> None:
         if not _TAG_RE.fullmatch(self.image_tag):
             raise ValueError(
                 f"CORRAL_IMAGE_TAG={self.image_tag!r} is not a Docker tag ([A-Za-z0-9_.-], 1-128)"
+            )
+        if not 0 <= self.warm_default <= MAX_WARM:
+            raise ValueError(
+                f"CORRAL_WARM_DEFAULT={self.warm_default} is out of range (0-{MAX_WARM})"
             )
 
     @classmethod
@@ -48,6 +65,7 @@ class Environment:
             kubeconfig=environ.get("KUBECONFIG") or None,
             user_home=environ.get("HOME") or None,
             operator_token=environ.get("CORRAL_OPERATOR_TOKEN", "").strip() or None,
+            warm_default=_warm_default(environ.get("CORRAL_WARM_DEFAULT", "").strip()),
         )
 
     def engine_environ(self) -> dict[str, str]:

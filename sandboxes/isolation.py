@@ -132,10 +132,11 @@ def proxy_spec(
     network: str,
     pins: Mapping[str, Sequence[str]],
     allow_from: str,
+    pin_later: bool = False,
 ) -> ContainerSpec:
     """One session's egress proxy: the pinned addresses and the one subnet it serves come
     in its environment; its decision log (host, port, decision; never payloads) is kept,
-    bounded."""
+    bounded. `pin_later` (with no pins: a warm pool's) lets one control op set them."""
     return locked_down(
         image=image,
         name=name,
@@ -147,6 +148,7 @@ def proxy_spec(
             "CORRAL_ALLOW_FROM": allow_from,
             # The gateway narrows the pins over the proxy's stdin when an allowlist shrinks.
             "CORRAL_CONTROL": "stdin",
+            **({"CORRAL_PIN_LATER": "1"} if pin_later and not pins else {}),
         },
         keep_logs=True,
         stdin_open=True,

@@ -162,9 +162,9 @@ class WaitingContainer(Protocol):
 
 
 class PreparedNetwork(Protocol):
-    """A session network made ahead of its session (the kiosk warm pool): a kiosk starts
-    on it with no way out; a claim brings the session's proxy onto it, or the kiosk
-    leaves it (`disconnect`) and the empty network is removed."""
+    """A session network made ahead of its session (a warm pool's): a kiosk or rig starts
+    on it with no way out; a claim pins the proxy made with it (or brings one), or the
+    surface leaves it (`disconnect`) and the network is removed."""
 
     session_id: str
 
@@ -188,7 +188,7 @@ DoctorRow = tuple[str, bool, str]  # (check, ok, detail) for `corral doctor`
 
 
 class ContainerBackend(Protocol):
-    supports_pools: bool  # warm pools (scripts, kiosks): `open_waiting`, `prepare_network`
+    supports_pools: bool  # warm pools (scripts, kiosks, rigs): `open_waiting`, `prepare_network`
 
     def labels(self, *, kind: str, agent: str, session: str) -> dict[str, str]:
         """The `corral.*` labels that mark a container as this process's (SPEC S0)."""
@@ -213,14 +213,21 @@ class ContainerBackend(Protocol):
     async def is_running(self, container_id: str) -> bool:
         """Whether the container exists and runs."""
 
+    async def memory_bytes(self, container_id: str) -> int | None:
+        """The memory the container holds now (its working set), or None if unknown."""
+
     async def image_id(self, image: str) -> str:
         """The id of the image `image` names now (a changed id makes warm containers stale)."""
 
     async def open_waiting(self, spec: ContainerSpec) -> WaitingContainer:
         """Create, attach (stdin too) and start a container that waits for its line."""
 
-    async def prepare_network(self, agent: str) -> PreparedNetwork:
-        """A fresh session network with no way out, owned by `agent` (labels)."""
+    async def prepare_network(
+        self, agent: str, proxy_image: str | None = None, prefix: str = ""
+    ) -> PreparedNetwork:
+        """A fresh session network with no way out, owned by `agent` (labels), its id
+        starting with `prefix`; with `proxy_image`, its egress proxy started ahead, armed
+        (no pins until the claim's egress pins it)."""
 
     def egress_factory(self, proxy_image: str) -> EgressFactory:
         """Sessions' ways out on this backend, their proxies made from `proxy_image`."""

@@ -49,7 +49,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # tests/e2e in three units that may run side by side: what each starts for agent "alice"
 # (kiosk sessions; browser and desktop rigs; script containers) is counted by agent name
 # within one unit only, and the tests that assert on a killed gateway's leftovers before
-# `corral reap` are in the kiosk unit (test_kiosk_pool_owner.py, test_computer_use.py).
+# `corral reap` are in the kiosk unit (test_warm_pools.py, test_computer_use.py).
 E2E_UNITS = {
     "kiosk": (
         "test_computer_use.py",
@@ -57,7 +57,7 @@ E2E_UNITS = {
         "test_console_browser.py",
         "test_console_auth.py",
         "test_gateway_stop.py",
-        "test_kiosk_pool_owner.py",
+        "test_warm_pools.py",
     ),
     "rigs": (
         "test_browser_use.py",

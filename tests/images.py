@@ -8,6 +8,10 @@ import os
 from orchestrator.config import DEFAULT_BASE_IMAGE, image_name
 from orchestrator.home import Environment
 
+# Tests start many gateways: none keeps surfaces started ahead unless its config.toml
+# says `warm` (the pools' own tests do; tests/e2e/test_warm_pools.py runs the product's
+# default of 1 per kind in use). Subprocesses (gateways, fronts) inherit it.
+os.environ.setdefault("CORRAL_WARM_DEFAULT", "0")
 ENV = Environment.from_environ(os.environ)
 DEFAULT_SANDBOX_IMAGE = image_name("sandbox", ENV.image_tag)
 DEFAULT_KIOSK_IMAGE = image_name("kiosk", ENV.image_tag)

@@ -73,8 +73,7 @@ def recording_get(
     home: CorralHome, agent: str, params: RecordingGetParams, audit: AuditLog
 ) -> types.CallToolResult:
     meta = _own(home, agent, params.recording_id)
-    where = RecordingStore(home.recordings_dir).dir_of(meta.id)
-    has_video = meta.frames > 0 or any(where.glob("video.*"))
+    has_video = RecordingStore(home.recordings_dir).has_video(meta.id)
     base = f"{SCHEME}{meta.id}/"
     links: list[types.ContentBlock] = [
         types.ResourceLink(

@@ -9,7 +9,6 @@ would otherwise look unchanged."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ import anyio
 
 from orchestrator.agents.grants import grants_file, read_grants
 from orchestrator.config import AgentConfig, load_agent, load_config
+from orchestrator.config.cached import Stamp, file_stamp, settled
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
 from sandboxes.visibility import AgentView
@@ -50,6 +50,13 @@ def view_from_config(
         permissions=agent.permissions.model_dump(),
         unavailable=unavailable or {},
     )
+
+
+def agent_names(home: CorralHome) -> list[str]:
+    """The agents with an agent.toml, by name (blocking: call in a worker thread)."""
+    if not home.agents_dir.exists():
+        return []
+    return sorted(path.parent.name for path in home.agents_dir.glob("*/agent.toml"))
 
 
 def server_unavailable(home: CorralHome) -> dict[str, str]:
@@ -89,17 +96,7 @@ def load_agent_and_view(home: CorralHome, name: str) -> tuple[AgentView, AgentCo
     return view_from_config(agent, grants, missing), agent
 
 
-RACY_SECONDS = 2.0
-Stamp = tuple[int, int, int, int] | None  # (inode, size, mtime_ns, ctime_ns); None: absent
 Loaded = tuple[AgentView, AgentConfig | None]
-
-
-def _stamp(path: Path) -> Stamp:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class ViewCache:
@@ -115,17 +112,16 @@ class ViewCache:
         changed. The stamps are taken before the read, so a change during it is seen next
         time."""
         stamps = (
-            _stamp(home.agent_file(name)),
-            _stamp(grants_file(home, name)),
-            _stamp(home.config_file),
+            file_stamp(home.agent_file(name)),
+            file_stamp(grants_file(home, name)),
+            file_stamp(home.config_file),
         )
         key = (home.root, name)
         kept = self._kept.get(key)
         if kept is not None and kept[0] == stamps:
             return kept[1]
         loaded = load_agent_and_view(home, name)
-        recent = self.clock() - RACY_SECONDS
-        if all(s is None or s[2] / 1e9 < recent for s in stamps):
+        if settled(stamps, self.clock()):
             self._kept[key] = (stamps, loaded)
         else:
             self._kept.pop(key, None)

@@ -52,8 +52,9 @@ class KioskConfig(StrictModel):
     # Host name -> IPv4 address, used instead of DNS when pinning (local/dev sites only).
     resolve_overrides: dict[HostEntry, IPv4Text] = Field(default_factory=dict)
     # Kiosks the gateway keeps started ahead (orchestrator/pools/kiosks.py; 0: none). Each
-    # idle one holds its memory (docs/benchmarks.md) and one session network.
-    warm: Annotated[int, Field(ge=0, le=16)] = 0
+    # idle one holds its memory (docs/benchmarks.md), one session network and its proxy.
+    # Unset: 1 if an agent may start a kiosk session ($CORRAL_WARM_DEFAULT), else 0.
+    warm: Annotated[int | None, Field(ge=0, le=16)] = None
 
     _image = field_validator("image", "proxy_image")(check_image)
 
@@ -66,6 +67,10 @@ class RigsConfig(StrictModel):
     desktop_image: str = DEFAULT_DESKTOP_IMAGE
     # Rigs one agent may hold at once (one per surface), and rigs on this host at once.
     max_rigs_per_host: Annotated[int, Field(ge=1, le=64)] = 8
+    # Browser and desktop rigs the gateway keeps started ahead (orchestrator/pools/warm.py;
+    # 0: none). Unset: 1 if an agent may start one ($CORRAL_WARM_DEFAULT), else 0.
+    browser_warm: Annotated[int | None, Field(ge=0, le=16)] = None
+    desktop_warm: Annotated[int | None, Field(ge=0, le=16)] = None
 
     _image = field_validator("browser_image", "desktop_image")(check_image)
 
@@ -80,3 +85,11 @@ class ContainerConfig(StrictModel):
     sandbox: SandboxConfig = SandboxConfig()
     kiosk: KioskConfig = KioskConfig()
     rigs: RigsConfig = RigsConfig()
+
+    def warm_configured(self) -> dict[str, int | None]:
+        """Each warm kind's configured pool size (None: unset, `sandboxes.warm_sizes`)."""
+        return {
+            "kiosk": self.kiosk.warm,
+            "browser": self.rigs.browser_warm,
+            "desktop": self.rigs.desktop_warm,
+        }

@@ -72,7 +72,7 @@ ConfirmWord = Annotated[str, _checked(word_problem, "the confirm word {}".format
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 def check_image(value: str) -> str:

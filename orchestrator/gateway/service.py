@@ -7,18 +7,18 @@ sessions, and removes every session container when it stops.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
-from orchestrator.audit import AuditLog
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.config import CorralConfig, load_config
 from orchestrator.gateway.app import ExtraRoutes, SignedRequests, serve_gateway
+from orchestrator.gateway.warm_pools import follow_sizes, warm_pools
 from orchestrator.home import CorralHome
 from orchestrator.ledger import Ledger, Recovered, close_left_work
 from orchestrator.recordings.service import Recordings
@@ -27,7 +27,7 @@ from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.kiosk.session import KioskSession
 from orchestrator.surfaces.kiosk.sessions import SessionManager
-from orchestrator.surfaces.start import no_egress, read_text
+from orchestrator.surfaces.start import no_egress
 from sandboxes.catalogue import GATEWAY_TOOLS
 from sandboxes.ports import ContainerBackend, Egress, EgressFactory
 from sandboxes.rfb import ClientMessage
@@ -39,7 +39,6 @@ CLOSE_BASE_SECONDS = 30.0
 CLOSE_PER_ITEM_SECONDS = 5.0
 
 if TYPE_CHECKING:
-    from orchestrator.pools.kiosks import KioskPool
     from orchestrator.surfaces.rigs import RigManager
 
 
@@ -110,66 +109,21 @@ async def run_gateway(
         await reap_orphans(runtime.backend, runtime.audit)
         await runtime.backend.reap_networks()
         try:
-            async with kiosk_pool_for(runtime.backend, config, runtime.audit) as kiosk_pool:
-                await _serve(
-                    home, config, runtime, kiosk_pool, ready, (listen_host, listen_port), left
-                )
+            await _serve(home, config, runtime, ready, (listen_host, listen_port), left)
         finally:
             ledger.close()
-
-
-@asynccontextmanager
-async def kiosk_pool_for(
-    backend: ContainerBackend, config: CorralConfig, audit: AuditLog
-) -> AsyncIterator[KioskPool | None]:
-    """The kiosk warm pool (`[container.kiosk] warm`), or None when it is 0 or the backend
-    has no pools (Kubernetes). Each kiosk that joins it is audited (`kiosk_pool_ready`,
-    with how many wait)."""
-    kiosk = config.container.kiosk
-    if kiosk.warm == 0 or not backend.supports_pools:
-        yield None
-        return
-    from orchestrator.pools.kiosks import KioskPoolSettings, open_kiosk_pool
-
-    ca_pem = None
-    if kiosk.extra_ca_file:
-        ca_pem = await anyio.to_thread.run_sync(read_text, kiosk.extra_ca_file)
-    settings = KioskPoolSettings(image=kiosk.image, size=kiosk.warm, ca_pem=ca_pem)
-
-    def ready(idle: int) -> None:
-        audit.record("kiosk_pool_ready", None, {"idle": idle, "size": kiosk.warm})
-
-    async with open_kiosk_pool(backend, settings, ready) as pool:
-        yield pool
 
 
 async def _serve(
     home: CorralHome,
     config: CorralConfig,
     runtime: Runtime,
-    kiosk_pool: KioskPool | None,
     ready: anyio.Event | None,
     listen: tuple[str, int],
     left: list[Recovered],
 ) -> None:
-    egress = egress_factory(runtime.backend, config)
-    recordings = Recordings(home.recordings_dir, config.recording, runtime.audit)
-    manager = SessionManager(
-        home, config, runtime.backend, runtime.audit, egress, recordings=recordings
-    )
-    manager.kiosk_pool = kiosk_pool
+    manager, rigs, recordings = _managers(home, config, runtime)
     from orchestrator.codrive.tools import CodriveTools
-    from orchestrator.surfaces.rigs import RigManager
-
-    rigs = RigManager(
-        home,
-        config,
-        runtime.backend,
-        runtime.audit,
-        egress,
-        oversight=manager.oversight,  # one seats registry over every surface
-        recordings=recordings,
-    )
 
     async def handle(*call: Any) -> Answer:
         """(agent, tool, arguments, events, conversation): rigs and codrive per
@@ -179,7 +133,14 @@ async def _serve(
         return await manager.handle(*call[:4])
 
     try:
-        async with recordings.running(), anyio.create_task_group() as tg:
+        async with (
+            recordings.running(),
+            warm_pools(home, config, runtime.backend, runtime.audit, rigs.starts) as pools,
+            anyio.create_task_group() as tg,
+        ):
+            if pools is not None:
+                manager.kiosk_pool = pools.kiosk
+                tg.start_soon(follow_sizes, home, config, pools)
             tg.start_soon(manager.expire_forever)
             tg.start_soon(rigs.expire_forever)
             tg.start_soon(manager.oversight.thumbnails_forever)
@@ -203,6 +164,30 @@ async def _serve(
             tg.start_soon(serve)
     finally:
         await _end_everything(rigs, manager)
+
+
+def _managers(
+    home: CorralHome, config: CorralConfig, runtime: Runtime
+) -> tuple[SessionManager, RigManager, Recordings]:
+    """The kiosk sessions' and the rigs' managers, sharing one seats registry, one egress
+    and one recordings service."""
+    from orchestrator.surfaces.rigs import RigManager
+
+    egress = egress_factory(runtime.backend, config)
+    recordings = Recordings(home.recordings_dir, config.recording, runtime.audit)
+    manager = SessionManager(
+        home, config, runtime.backend, runtime.audit, egress, recordings=recordings
+    )
+    rigs = RigManager(
+        home,
+        config,
+        runtime.backend,
+        runtime.audit,
+        egress,
+        oversight=manager.oversight,  # one seats registry over every surface
+        recordings=recordings,
+    )
+    return manager, rigs, recordings
 
 
 async def _end_everything(rigs: RigManager, manager: SessionManager) -> None:

@@ -1,5 +1,6 @@
-"""What the script pool and the kiosk pool share: entries made ahead in the background,
-handed out once each, checked against the engine at every claim.
+"""What every warm pool shares (scripts; kiosks and rigs through `pools.warm`): entries
+made ahead in the background, handed out once each, checked against the engine at every
+claim, their number changeable while it runs (`resize`).
 
 A subclass says how to make an entry (`_create`) and may delay a refill (`_refill_wait`)
 or be told when one joins (`_joined`). The base holds the queue, the claim's staleness
@@ -97,6 +98,15 @@ class ReadyPool(Generic[E]):
             return entry
         return None
 
+    def resize(self, size: int) -> None:
+        """Keep `size` entries from now: more are made in the background, or the newest
+        idle ones beyond it are removed (in the pool's task group)."""
+        self.size = size
+        while len(self._ready) > size and self._tg is not None:
+            self.discarded += 1
+            self.remove_later(self._ready.pop())
+        self._wake.set()
+
     async def _create(self) -> E:
         raise NotImplementedError
 
@@ -139,6 +149,10 @@ class ReadyPool(Generic[E]):
                         await self._wake.wait()
                     continue
                 self.created += 1
+                if len(self._ready) >= self.size:  # resized down while it was being made
+                    self.discarded += 1
+                    self.remove_later(entry)
+                    continue
                 self._ready.append(entry)
                 self._joined()
             self._wake = anyio.Event()

@@ -115,13 +115,16 @@ class Recorder:
         self._poked = self.clock()
         self._wake.set()
 
-    def note(self, entry: dict[str, Any], frame: Frame | None = None) -> None:
-        """One timeline line (an action, an approval, a take over, an event of the
-        recording's own), with its time since the recording began; wakes the recorder."""
+    def note(
+        self, entry: dict[str, Any], frame: Frame | None = None, *, approval: bool = False
+    ) -> None:
+        """One timeline line (an action, an approval raised: `approval`, a take over, an
+        event of the recording's own), with its time since the recording began; wakes the
+        recorder."""
         if self.closed:
             return
         line = {"t": round(self.clock() - self._t0, 3), "at": time.time(), **entry}
-        self._count(line)
+        self._count(line, approval)
         try:
             self._timeline.write(json.dumps(line, separators=(",", ":")) + "\n")
             self._timeline.flush()
@@ -130,11 +133,11 @@ class Recorder:
             return
         self.poke(frame=frame)
 
-    def _count(self, line: dict[str, Any]) -> None:
-        tool, outcome = line.get("tool"), str(line.get("outcome", ""))
+    def _count(self, line: dict[str, Any], approval: bool) -> None:
+        tool = line.get("tool")
         if tool == "takeover":
             self.meta = self.meta.model_copy(update={"takeovers": self.meta.takeovers + 1})
-        elif outcome.startswith("held for an operator"):
+        elif approval:
             self.meta = self.meta.model_copy(update={"approvals": self.meta.approvals + 1})
         elif tool is not None and tool != "handback" and line.get("actor", "ai") == "ai":
             self.meta = self.meta.model_copy(update={"actions": self.meta.actions + 1})

@@ -35,6 +35,7 @@ from sandboxes.recording import Kept, check_recording_id, to_prune
 VIDEO = "video.webm"
 LIVE_VIDEO = "video.ivf"
 SO_FAR = "video.live.webm"
+IVF_HEADER_BYTES = 32  # an IVF file with no frame is its header alone
 TIMELINE = "timeline.jsonl"
 META = "meta.json"
 
@@ -135,6 +136,17 @@ class RecordingStore:
                         out.append(entry)
         return out
 
+    def has_video(self, recording_id: str) -> bool:
+        """Whether the recording has a frame to show: its WebM, or live frames past the
+        IVF file's header."""
+        where = self.dir_of(recording_id)
+        if (where / VIDEO).is_file():
+            return True
+        try:
+            return (where / LIVE_VIDEO).stat().st_size > IVF_HEADER_BYTES
+        except FileNotFoundError:
+            return False
+
     def video(self, recording_id: str) -> Path:
         """The recording's WebM video; for one still recorded, its frames so far."""
         where = self.dir_of(recording_id)
@@ -142,6 +154,8 @@ class RecordingStore:
             return where / VIDEO
         if (where / LIVE_VIDEO).is_file():
             with contextlib.suppress(OSError, av.error.FFmpegError):
+                if _newer(where / SO_FAR, where / LIVE_VIDEO):  # no frame since the last copy
+                    return where / SO_FAR
                 if finish(where / LIVE_VIDEO, where / SO_FAR):
                     return where / SO_FAR
         raise RecordingError(f"recording {recording_id!r} has no video (no frame was taken)")
@@ -233,3 +247,11 @@ def session_audit(lines: Iterable[dict[str, Any]], recording_id: str) -> list[st
         if recording_id in (details.get("session"), details.get("rig"), details.get("session_id")):
             out.append(json.dumps(event, separators=(",", ":"), sort_keys=True))
     return out
+
+
+def _newer(copy: Path, source: Path) -> bool:
+    """Whether `copy` exists and was written after `source` last changed."""
+    try:
+        return copy.stat().st_mtime_ns > source.stat().st_mtime_ns
+    except FileNotFoundError:
+        return False

@@ -13,19 +13,30 @@ import contextlib
 from dataclasses import dataclass
 from typing import ClassVar
 
+import anyio
+
 from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
-from orchestrator.errors import RigError
+from orchestrator.errors import CorralError, RigError
+from orchestrator.pools.warm import ChannelBody, Warm
 from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import ChannelSurface, opened
 from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
 from orchestrator.surfaces.screenshots import channel_frame, masked_screenshot
-from orchestrator.surfaces.start import Host, extra_ca, rig_egress_and_spec
+from orchestrator.surfaces.start import (
+    Host,
+    Release,
+    extra_ca,
+    leave_network,
+    rig_egress_and_spec,
+    warm_egress,
+)
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes import rig_params as r
 from sandboxes.events import CallEvents
 from sandboxes.fence import fence
+from sandboxes.ports import ContainerSpec, Egress
 
 START_DEADLINE = 60.0
 WIDTH, HEIGHT = 1280, 800
@@ -84,33 +95,76 @@ class DesktopRig(ChannelSurface):
         return [str(t) for t in result.get("windows", [])]
 
 
+DesktopBody = ChannelBody  # a started desktop: its agent's channel
+
+
+async def open_desktop(host: Host, spec: ContainerSpec, proxy_url: str | None) -> DesktopBody:
+    """The container of `spec` started, then the agent's `start` (display, D-Bus, openbox,
+    x11vnc, Mousepad; its apps' proxy `proxy_url`); removed again if a step fails."""
+    channel = await KioskChannel.open(host.backend, spec)
+    try:
+        ca_pem = await extra_ca(host.config)  # a private CA the egress proxy's sites use
+        await channel.request(
+            "start", START_DEADLINE, width=WIDTH, height=HEIGHT, proxy=proxy_url, ca_pem=ca_pem
+        )
+    except BaseException:
+        with anyio.CancelScope(shield=True), contextlib.suppress(CorralError):
+            await channel.close()
+        raise
+    return DesktopBody(channel)
+
+
 async def start_desktop(
     host: Host, rig_id: str, agent: str, cfg: ComputerUseConfig, events: CallEvents, now: float
 ) -> DesktopRig:
-    """Egress, the container, then the agent's `start` (display, D-Bus, openbox, x11vnc,
-    Mousepad); everything started is removed again if a step fails."""
+    """A cold start: egress, then the desktop; everything started is removed again if a
+    step fails."""
     stack = contextlib.AsyncExitStack()
     async with closed_on_failure(stack):
         image = host.config.container.rigs.desktop_image
         egress, spec = await rig_egress_and_spec(
             stack, host, rig_id, agent, cfg, "desktop", image, events
         )
-        channel = await KioskChannel.open(host.backend, spec)
-        stack.push_async_callback(channel.close)
-        ca_pem = await extra_ca(host.config)  # a private CA the egress proxy's sites use
         await events.progress("display", "starting the desktop", remaining=START_DEADLINE)
-        await channel.request(
-            "start",
-            START_DEADLINE,
-            width=WIDTH,
-            height=HEIGHT,
-            proxy=egress.proxy_url,
-            ca_pem=ca_pem,
-        )
+        body = await open_desktop(host, spec, egress.proxy_url)
+        stack.push_async_callback(body.close)
+    return _rig(rig_id, agent, cfg, now, egress, stack, body)
+
+
+async def claim_desktop(
+    host: Host,
+    pooled: Warm[DesktopBody],
+    agent: str,
+    cfg: ComputerUseConfig,
+    events: CallEvents,
+    now: float,
+    release: Release,
+) -> DesktopRig:
+    """A warm start: a pool's desktop given the rig's egress (its id is the pool
+    network's session id). On exit: proxy, desktop, then the network and its rule."""
+    stack = contextlib.AsyncExitStack()
+    stack.push_async_callback(pooled.network.remove)
+    stack.push_async_callback(pooled.body.close)
+    async with closed_on_failure(stack):
+        egress = await warm_egress(stack, host, pooled, agent, cfg, events)
+        if egress.network_name is None:
+            await leave_network(pooled, release)
+    return _rig(pooled.session_id, agent, cfg, now, egress, stack, pooled.body)
+
+
+def _rig(
+    rig_id: str,
+    agent: str,
+    cfg: ComputerUseConfig,
+    now: float,
+    egress: Egress,
+    stack: contextlib.AsyncExitStack,
+    body: DesktopBody,
+) -> DesktopRig:
     return DesktopRig(
         **opened(rig_id, agent, cfg, now, egress),
         width=WIDTH,
         height=HEIGHT,
         stack=stack,
-        channel=channel,
+        channel=body.channel,
     )

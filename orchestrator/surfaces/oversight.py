@@ -126,9 +126,8 @@ class Oversight:
         if isinstance(session, KioskSession | DesktopRig):  # a screen behind an agent channel
             approval.screenshot_png = (await masked_screenshot(session, status)).png
         png = approval.screenshot_png
-        entry = self.record(
-            session, approval.tool, approval.step, f"held for an operator ({hold.rule})", png=png
-        )
+        held = f"held for an operator ({hold.rule})"
+        entry = self.record(session, approval.tool, approval.step, held, png=png, approval=True)
         await events.log(
             "info",
             "approval_raised",
@@ -192,13 +191,17 @@ class Oversight:
         *,
         actor: str = "ai",
         png: bytes | None = None,
+        approval: bool = False,
     ) -> TimelineEntry:
+        """A timeline entry (and a line of the surface's recording; `approval`: it is an
+        approval being raised, counted as one)."""
         entry = new_entry(tool, step, outcome, actor, png)
         session.timeline.append(entry)
         self._last_input[session.id] = self.clock()
         if session.recorder is not None:  # a screenshot's own masked image is a frame
             shown = {k: v for k, v in entry.public().items() if k != "thumb"}
-            session.recorder.note(shown, None if png is None else Frame(png))
+            frame = None if png is None else Frame(png)
+            session.recorder.note(shown, frame, approval=approval)
         return entry
 
     async def thumbnails_forever(self) -> None:

@@ -13,7 +13,6 @@ released when the rig ends.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -21,7 +20,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from playwright.async_api import Playwright, async_playwright
 
 from orchestrator.agents.view import agent_and_view
 from orchestrator.config import ComputerUseConfig
@@ -30,15 +28,15 @@ from orchestrator.surfaces.android.rig import AndroidRig
 from orchestrator.surfaces.answers import Answer, answer, text_block, told_first
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.browser.rig import BrowserRig
-from orchestrator.surfaces.browser.start import start_browser
 from orchestrator.surfaces.conversations import Conversations
-from orchestrator.surfaces.desktop import DesktopRig, start_desktop
+from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.ios.rig import IosRig
 from orchestrator.surfaces.manager import SurfaceManager
 from orchestrator.surfaces.phones import MobileRig
 from orchestrator.surfaces.pipeline import Action
 from orchestrator.surfaces.rig_driver import RigDriver, rig_list_answer
+from orchestrator.surfaces.rig_start import RIG_PREFIX, RigStarts
 from orchestrator.surfaces.start import navigable_sites
 from sandboxes.catalogue import BY_NAME, CODRIVE_TOOLS, RIG_TOOLS
 from sandboxes.events import NO_EVENTS, CallEvents
@@ -79,9 +77,7 @@ class RigManager(SurfaceManager):
         self.ended: dict[RigKey, str] = {}  # why the last rig of each ended
         self._locks: dict[RigKey, anyio.Lock] = {}
         self.conversations = Conversations(clock=self.clock)
-        self._playwright: Playwright | None = None
-        self._playwright_cm: Any = None
-        self._playwright_lock = anyio.Lock()
+        self.starts = RigStarts(self.host, lambda: self.clock())  # cold, or from the pools
         self.mobile = MobileDevices(self.config, self.home.root / "adb", self.home.config_file)
         # Tools a room above registers (codrive): gated here, then handed the params.
         self.tools: dict[str, RigTool] = {}
@@ -198,13 +194,6 @@ class RigManager(SurfaceManager):
             )
 
     # ------------------------------------------------------------------ start
-    async def _driver(self) -> Playwright:
-        async with self._playwright_lock:
-            if self._playwright is None:
-                self._playwright_cm = async_playwright()
-                self._playwright = await self._playwright_cm.start()
-            return self._playwright
-
     async def _start(self, key: RigKey, cfg: ComputerUseConfig, events: CallEvents) -> Rig:
         agent, surface, _ = key
         if len(self.rigs) >= self.config.container.rigs.max_rigs_per_host:
@@ -212,37 +201,30 @@ class RigManager(SurfaceManager):
                 f"this host already runs {len(self.rigs)} rigs ([container.rigs] "
                 "max_rigs_per_host); try again when one is closed"
             )
-        rig_id = "r" + uuid.uuid4().hex[:9]
+        rig_id = RIG_PREFIX + uuid.uuid4().hex[:9]
         started = self.clock()
-        rig: Rig
         if surface in ("android", "ios"):
             await self.mobile.refresh()
             start = self.mobile.start_android if surface == "android" else self.mobile.start_ios
-            rig = await start(rig_id, agent, cfg, started)
-            return self._started(key, rig, started)
-        if surface == "desktop":
-            rig = await start_desktop(self.host, rig_id, agent, cfg, events, started)
-            sandbox = None
-        else:
-            rig = await start_browser(
-                self.host, rig_id, agent, cfg, events, playwright=self._driver, clock=self.clock
-            )
-            sandbox = rig.chromium_sandbox
+            return self._started(key, await start(rig_id, agent, cfg, started), started)
+        rig, warm = await self.starts.start(surface, rig_id, agent, cfg, events)
         self._keep(key, rig)
         sites = navigable_sites(cfg.allowed_domains, rig.pinned, dict(rig.egress.left_out))  # type: ignore[union-attr]
+        sandbox = rig.chromium_sandbox if isinstance(rig, BrowserRig) else None
         self.audit.record(
             "rig_started",
             agent,
             {
-                "rig": rig_id,
+                "rig": rig.id,
                 "surface": surface,
                 "sites": list(rig.pinned),
                 "chromium_sandbox": sandbox,
+                "warm": warm,
                 "ms": int((self.clock() - started) * 1000),
             },
         )
-        await events.log("info", "rig_ready", {"rig": rig_id, "surface": surface})
-        await events.progress(surface, f"rig {rig_id} is ready; it may open: {sites}")
+        await events.log("info", "rig_ready", {"rig": rig.id, "surface": surface})
+        await events.progress(surface, f"rig {rig.id} is ready; it may open: {sites}")
         return rig
 
     def _keep(self, key: RigKey, rig: Rig) -> None:
@@ -358,10 +340,7 @@ class RigManager(SurfaceManager):
         with anyio.CancelScope(shield=True):
             for key in list(self.rigs):
                 await self.end(key, why)
-            if self._playwright_cm is not None:
-                with contextlib.suppress(Exception):
-                    await self._playwright_cm.__aexit__(None, None, None)
-                self._playwright = self._playwright_cm = None
+            await self.starts.close()
             await self.mobile.close()
 
 

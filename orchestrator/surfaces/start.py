@@ -7,10 +7,10 @@ was entered on the stack is closed if a later step fails (`teardown.closed_on_fa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -18,7 +18,18 @@ from orchestrator.channel import load_seccomp
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from sandboxes.events import CallEvents
 from sandboxes.isolation import kiosk_spec
-from sandboxes.ports import ContainerBackend, ContainerSpec, Egress, EgressFactory
+from sandboxes.ports import (
+    ContainerBackend,
+    ContainerSpec,
+    Egress,
+    EgressFactory,
+    PreparedNetwork,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.pools.warm import Warm
+
+Release = Callable[[PreparedNetwork], Awaitable[None]]  # a pool's `release`
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +99,37 @@ async def rig_egress_and_spec(
         egress_note=f"setting up egress for rig {rig_id}",
         container_note=f"starting the {kind} rig",
     )
+
+
+async def warm_egress(
+    stack: AsyncExitStack,
+    host: Host,
+    pooled: Warm[Any],
+    agent: str,
+    cfg: ComputerUseConfig,
+    events: CallEvents,
+) -> Egress:
+    """Enter a claimed pool member's egress on `stack`: the allowlist resolved and the
+    armed proxy made with the member's network pinned (`orchestrator.pools.warm`). With
+    no allowlist, or nothing pinned, `network_name` is None: the member must leave the
+    network (`leave_network`)."""
+    await events.progress("egress", egress_phase(cfg.allowed_domains))
+    return await stack.enter_async_context(
+        host.egress_factory(
+            session_id=pooled.session_id,
+            agent=agent,
+            allowed=tuple(cfg.allowed_domains),
+            overrides=dict(host.config.container.kiosk.resolve_overrides),
+            network=pooled.network,
+        )
+    )
+
+
+async def leave_network(pooled: Warm[Any], release: Release) -> None:
+    """A claimed member with no allowlist: off its network (loopback only is left), and
+    the network (its unpinned proxy, the rule) removed in the background (`release`)."""
+    await pooled.network.disconnect(pooled.id)
+    await release(pooled.network)
 
 
 async def extra_ca(config: CorralConfig) -> str | None:

@@ -18,6 +18,11 @@ Configuration (environment):
                      keeps only the listed hosts' pins (never adds one: a host that was
                      not pinned at start stays refused) and closes every open tunnel to
                      a host it drops; the answer is {"id": 1, "ok": true, "hosts": [...]}.
+                       {"id": 2, "op": "pin", "pins": {"a.example": ["203.0.113.7"]}}
+                     sets the pins once, on a proxy started with CORRAL_PIN_LATER=1 and
+                     no pins (a warm pool's, made before its session's allowlist was
+                     known); refused otherwise, and refused a second time: a proxy is
+                     never widened after its first pins.
 
 Accepted: exactly `CONNECT host:443 HTTP/1.1` (or HTTP/1.0) where `host`, lower-cased,
 is a key of the pins. Then the proxy connects to one of that host's pinned
@@ -87,6 +92,7 @@ class Proxy:
     ) -> None:
         self.pins = pins
         self.allow_from = allow_from
+        self.pin_later = False  # CORRAL_PIN_LATER: one `pin` op may set the pins
         self.tunnels = asyncio.Semaphore(MAX_TUNNELS)
         self.connections = 0
         self.open: dict[str, set[asyncio.StreamWriter]] = {}  # host -> its tunnels' writers
@@ -104,6 +110,14 @@ class Proxy:
             for writer in self.open.pop(host, set()):
                 writer.close()
             log("-", host, "-", "drop", "removed_from_allowlist")
+        return sorted(self.pins)
+
+    def pin(self, raw: object) -> list[str]:
+        """Set the pins of a proxy started without them (once; ValueError otherwise)."""
+        if not self.pin_later or self.pins:
+            raise ValueError("this proxy's pins are set already")
+        self.pins = load_pins(json.dumps(raw))
+        self.pin_later = False
         return sorted(self.pins)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -287,6 +301,7 @@ async def main() -> int:
         sys.stderr.write(f"corral-proxy: bad configuration: {exc}\n")
         return 2
     proxy = Proxy(pins, allow_from)
+    proxy.pin_later = os.environ.get("CORRAL_PIN_LATER") == "1" and not pins
     server = await asyncio.start_server(proxy.handle, LISTEN_HOST, port, backlog=256)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -324,11 +339,18 @@ def control_answer(proxy: Proxy, line: bytes) -> dict[str, object]:
     try:
         request = json.loads(line)
         ident = request.get("id")
-        if request.get("op") != "restrict" or not isinstance(request.get("hosts"), list):
-            return {"id": ident, "ok": False, "error": "unknown request"}
-        return {"id": ident, "ok": True, "hosts": proxy.restrict(request["hosts"])}
     except (ValueError, AttributeError, TypeError):
         return {"id": None, "ok": False, "error": "not a JSON object"}
+    op = request.get("op")
+    if op == "restrict" and isinstance(request.get("hosts"), list):
+        return {"id": ident, "ok": True, "hosts": proxy.restrict(request["hosts"])}
+    if op == "pin" and isinstance(request.get("pins"), dict):
+        try:
+            return {"id": ident, "ok": True, "hosts": proxy.pin(request["pins"])}
+        except ValueError as exc:
+            log("-", "-", "-", "refuse", "pin_refused")
+            return {"id": ident, "ok": False, "error": str(exc)}
+    return {"id": ident, "ok": False, "error": "unknown request"}
 
 
 if __name__ == "__main__":

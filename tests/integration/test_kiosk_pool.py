@@ -30,6 +30,7 @@ from orchestrator.pools.kiosks import KioskPool, KioskPoolSettings, open_kiosk_p
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 from sandboxes.params import SessionStartParams
+from tests.images import DEFAULT_PROXY_IMAGE
 from tests.integration.conftest import control_labels, wait_until
 from tests.sites import make_certs, start_site
 
@@ -119,19 +120,19 @@ async def test_a_claimed_kiosk_shows_nothing_from_before_and_has_no_network_with
         await _full(pool)
         waiting = pool.idle()[0]
         # The attack: something shown, and a history entry made, in the pool kiosk.
-        await waiting.channel.request(
+        await waiting.body.channel.request(
             "eval", 10, expression=RED_PAGE + "; history.pushState({}, '', '#x')"
         )
 
         async def shows_red() -> bool:
-            return _red_pixels(await _shot(waiting.channel)) > 500_000
+            return _red_pixels(await _shot(waiting.body.channel)) > 500_000
 
         await wait_until(shows_red, limit=10)  # control: the planted page does show
         manager = _manager(corral_home, config, runtime, pool)
         await manager.start("pool-agent", SessionStartParams(), ComputerUseConfig())
         session = manager.sessions["pool-agent"]
         try:
-            assert session.channel is waiting.channel  # the pool's kiosk, claimed
+            assert session.channel is waiting.body.channel  # the pool's kiosk, claimed
             assert _red_pixels(await _shot(session.channel)) == 0
             page = await session.channel.request("page", 10)
             assert (page["url"], page["title"]) == ("about:blank", "about:blank") or (
@@ -153,9 +154,17 @@ async def test_a_claim_with_an_allowlist_reaches_the_site_through_the_session_pr
 ) -> None:
     config = _config(site)
     ca_pem = Path(site[0]).read_text()
-    settings = KioskPoolSettings(image=KIOSK_IMAGE, size=1, ca_pem=ca_pem)
+    settings = KioskPoolSettings(KIOSK_IMAGE, 1, ca_pem, proxy_image=DEFAULT_PROXY_IMAGE)
     async with open_kiosk_pool(runtime.backend, settings) as pool:  # type: ignore[arg-type]
         await _full(pool)
+        waiting = pool.idle()[0]
+        armed = waiting.network._proxy  # type: ignore[attr-defined]
+        assert armed is not None
+        proxy_before = armed.id
+        # The attack: an idle pool kiosk asks its (armed) proxy for the site: refused, it
+        # has no pins yet; nor does it reach the site around the proxy.
+        tried = await waiting.body.channel.request("navigate", 30, url=f"https://{SITE}/")
+        assert tried["error_text"] is not None and tried["title"] != "pool-site"
         manager = _manager(corral_home, config, runtime, pool)
         cfg = ComputerUseConfig(allowed_domains=[SITE])
         await manager.start("pool-agent", SessionStartParams(width=1024, height=768), cfg)
@@ -167,6 +176,9 @@ async def test_a_claim_with_an_allowlist_reaches_the_site_through_the_session_pr
             assert shot.size == (1024, 768)  # another size: the display started afresh
             opened = await session.channel.request("navigate", 30, url=f"https://{SITE}/")
             assert opened["error_text"] is None and opened["title"] == "pool-site"
+            # The proxy made ahead with the kiosk's network is the one that was pinned.
+            assert session.egress is not None
+            assert session.egress.proxy_container_id == proxy_before
         finally:
             await manager.close_all()
 

@@ -10,7 +10,8 @@ import pytest
 
 from orchestrator.agents import view as view_module
 from orchestrator.agents.grants import add_grant, grants_file
-from orchestrator.agents.view import RACY_SECONDS, ViewCache, view_of
+from orchestrator.agents.view import ViewCache, view_of
+from orchestrator.config.cached import RACY_SECONDS
 from orchestrator.home import CorralHome
 
 pytestmark = pytest.mark.unit

@@ -336,3 +336,45 @@ async def proxy_on_loopback(
         echo.close()
         await server.wait_closed()
         await echo.wait_closed()
+
+
+async def test_an_armed_proxy_refuses_everything_until_pinned_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A warm pool's proxy (CORRAL_PIN_LATER, no pins) refuses every host; its one `pin`
+    op opens exactly the pinned hosts; a second `pin` (widening it later) is refused, as is
+    `pin` on a proxy started with its pins."""
+    import asyncio
+
+    proxy = _load_proxy_module()
+    async with proxy_on_loopback(proxy, monkeypatch, []) as served:
+        handler, port, echo_port = served
+        handler.pin_later = True
+
+        async def status(host: str) -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"CONNECT {host}:{echo_port} HTTP/1.1\r\n\r\n".encode())
+            head = await reader.readuntil(b"\r\n\r\n")
+            writer.close()
+            return head
+
+        async with asyncio.timeout(20):
+            assert b" 403 " in await status("a.test")  # armed: nothing is pinned
+            pin = b'{"id": 1, "op": "pin", "pins": {"A.test": ["127.0.0.1"]}}'
+            assert proxy.control_answer(handler, pin) == {"id": 1, "ok": True, "hosts": ["a.test"]}
+            assert b" 200 " in await status("a.test")
+            assert b" 403 " in await status("b.test")
+            widen = b'{"id": 2, "op": "pin", "pins": {"b.test": ["127.0.0.1"]}}'
+            refused = proxy.control_answer(handler, widen)
+            assert refused["ok"] is False and "set already" in refused["error"]
+            assert b" 403 " in await status("b.test")
+            await wait_until(lambda: handler.connections == 0)
+
+    started_pinned = proxy.Proxy({"a.test": ("127.0.0.1",)}, None)
+    answer = proxy.control_answer(started_pinned, b'{"id": 3, "op": "pin", "pins": {}}')
+    assert answer["ok"] is False
+    fresh = proxy.Proxy({}, None)
+    fresh.pin_later = True
+    bad = b'{"id": 4, "op": "pin", "pins": {"a.test": ["not-an-address"]}}'
+    assert proxy.control_answer(fresh, bad)["ok"] is False  # addresses only, never names
+    assert fresh.pins == {} and fresh.pin_later is True

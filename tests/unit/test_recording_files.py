@@ -188,3 +188,61 @@ async def test_the_recorder_writes_a_frame_only_when_the_screen_changed(tmp_path
     assert recorded.frames == len(frames_of(tmp_path / "k5" / VIDEO)) == 3  # red, marked, green
     assert recorded.actions == 1 and recorded.ended_by == "stopped by the agent"
     assert not stopped
+
+
+def test_the_recording_counts_actions_approvals_and_take_overs_by_kind_not_text(
+    tmp_path: Path,
+) -> None:
+    """An approval counts because it was raised as one, not because of its outcome's
+    words: an action whose outcome merely says "held for an operator" is an action."""
+    store = RecordingStore(tmp_path)
+    store.create(meta("k6", time.time()))
+
+    async def capture() -> Frame:
+        return Frame(png((0, 0, 0)))
+
+    recorder = Recorder(store, meta("k6", time.time()), capture, 4, on_stopped=lambda _: None)
+    step = {"step": "click", "actor": "ai"}
+    recorder.note({"tool": "computer_click", "outcome": "held for an operator (pay)", **step})
+    recorder.note(
+        {"tool": "computer_click", "outcome": "held for an operator (pay)", **step}, approval=True
+    )
+    recorder.note({"tool": "takeover", "outcome": "ok", "step": "", "actor": "ann"})
+    recorder.note({"tool": "handback", "outcome": "ok", "step": "", "actor": "ann"})
+    recorder.note({"tool": "computer_type", "outcome": "ok", "step": "type", "actor": "ann"})
+    recorded = recorder.close_sync("stopped by the agent")
+    assert (recorded.actions, recorded.approvals, recorded.takeovers) == (1, 1, 1)
+
+
+def test_a_live_recordings_video_so_far_is_copied_again_only_after_a_new_frame(
+    tmp_path: Path,
+) -> None:
+    store = RecordingStore(tmp_path)
+    store.create(meta("k7", time.time()))
+    video = VideoFile(store.dir_of("k7") / LIVE_VIDEO, (320, 200), 4)
+    try:
+        video.add(png((255, 0, 0)), 0)
+        first = store.video("k7")
+        made = first.stat().st_ino
+        assert store.video("k7").stat().st_ino == made  # nothing new: the same copy
+        assert len(frames_of(first)) == 1
+        video.add(png((0, 255, 0)), 500)
+        again = store.video("k7")
+        assert again.stat().st_ino != made and len(frames_of(again)) == 2
+    finally:
+        video.close()
+
+
+def test_a_recording_has_a_video_once_a_frame_is_written(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path)
+    store.create(meta("k8", time.time()))
+    assert not store.has_video("k8")  # nothing yet
+    video = VideoFile(store.dir_of("k8") / LIVE_VIDEO, (320, 200), 4)
+    try:
+        assert not store.has_video("k8")  # the live file, its header alone
+        video.add(png((255, 0, 0)), 0)
+        assert store.has_video("k8")
+    finally:
+        video.close()
+    store.finish_video("k8")
+    assert store.has_video("k8") and (store.dir_of("k8") / VIDEO).is_file()

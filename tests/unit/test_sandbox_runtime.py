@@ -122,8 +122,10 @@ def test_runsc_registration_is_read_from_the_runtimes() -> None:
     assert runsc_registration(info) == "/usr/bin/runsc --platform=ptrace"
 
 
-def test_the_kiosk_pool_is_off_by_default_and_its_size_is_bounded() -> None:
-    assert parse_config({}, "config.toml").container.kiosk.warm == 0
+def test_the_kiosk_pool_size_is_unset_by_default_and_bounded() -> None:
+    assert (
+        parse_config({}, "config.toml").container.kiosk.warm is None
+    )  # tests/unit/test_warm_sizes
     config = parse_config({"container": {"kiosk": {"warm": 3}}}, "config.toml")
     assert config.container.kiosk.warm == 3
     with pytest.raises(ConfigError) as info:

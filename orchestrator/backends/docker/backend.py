@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from orchestrator.backends.docker.networks import SessionNetwork
 
 
+PROXY_READY_SECONDS = 30.0  # an armed proxy made ahead (prepare_network)
+
+
 class DockerBackend:
     """One engine connection shared by every call of this process:
     `sandboxes.ports.ContainerBackend` on Docker."""
@@ -84,6 +87,21 @@ class DockerBackend:
         """Whether the container exists and runs (one engine call)."""
         state = await self.inspect_container(container_id)
         return bool(state.get("State", {}).get("Running"))
+
+    async def memory_bytes(self, container_id: str) -> int | None:
+        """Its cgroup's memory use less the inactive page cache (what `docker stats` shows),
+        from one one-shot stats call; None if the engine says nothing."""
+        stats = await blocking(
+            self.url,
+            partial(self.client.api.stats, container_id, stream=False, one_shot=True),
+        )
+        memory = stats.get("memory_stats") or {}
+        usage = memory.get("usage")
+        if not isinstance(usage, int):
+            return None
+        detail = memory.get("stats") or {}
+        inactive = detail.get("inactive_file", detail.get("total_inactive_file", 0))
+        return usage - int(inactive)
 
     async def inspect_container(self, container_id: str) -> dict[str, Any]:
         """The engine's description of a container (one engine call)."""
@@ -145,13 +163,22 @@ class DockerBackend:
 
     # The rest of the port lives in this package's other modules, imported when first
     # used: each of them builds on this one.
-    async def prepare_network(self, agent: str) -> SessionNetwork:
+    async def prepare_network(
+        self, agent: str, proxy_image: str | None = None, prefix: str = ""
+    ) -> SessionNetwork:
         from orchestrator.backends.docker.networks import KIND_PROXY, new_session_id
         from orchestrator.backends.docker.networks import SessionNetwork as Network
 
-        session_id = new_session_id()
+        session_id = prefix + new_session_id()[len(prefix) :]
         network = Network(self, session_id)
-        await network.create(self.labels(kind=KIND_PROXY, agent=agent, session=session_id))
+        labels = self.labels(kind=KIND_PROXY, agent=agent, session=session_id)
+        await network.create(labels)
+        if proxy_image is not None:
+            try:
+                await network.arm(proxy_image, labels, PROXY_READY_SECONDS)
+            except BaseException:
+                await network.remove(raise_errors=False)
+                raise
         return network
 
     def egress_factory(self, proxy_image: str) -> EgressFactory:

@@ -33,52 +33,30 @@ networks are `networks`', the firewall rule is `firewall`'s, orphans are
 from __future__ import annotations
 
 import logging
-import socket
-import time
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any
 
 import anyio
-import docker
 
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.backends.docker.containers import DockerAttached
 from orchestrator.backends.docker.networks import (
-    EGRESS_NETWORK,
     KIND_PROXY,
-    PROXY_ALIAS,
     PROXY_URL,
     SESSION_ID_RE,
     SessionNetwork,
     bridge_name,
     ensure_egress_network,
 )
-from orchestrator.backends.docker.sdk import blocking
-from orchestrator.backends.pinned import PinnedEgress
+from orchestrator.backends.docker.proxy import RunningProxy, pin, start_proxy
+from orchestrator.backends.pinned import CONTROL_DEADLINE, PinnedEgress
 from orchestrator.backends.scoped import egress_factory_of
-from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
-from orchestrator.errors import EgressError, EngineError
-from sandboxes.isolation import PROXY_PORT, proxy_spec
+from orchestrator.errors import EngineError
 from sandboxes.ports import EgressFactory
 
 logger = logging.getLogger("corral.egress")
 
 PROXY_IMAGE = DEFAULT_PROXY_IMAGE
-
-
-def _logs_tail(client: docker.DockerClient, container_id: str) -> bytes:
-    out: Any = client.api.logs(container_id, stream=False, tail=20)
-    return out if isinstance(out, bytes) else b"".join(out)
-
-
-def _probe_tcp(addr: str, port: int) -> bool:
-    try:
-        with socket.create_connection((addr, port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------------- the session's egress
@@ -116,7 +94,7 @@ class SessionEgress(PinnedEgress):
         self.gateway: str | None = None
         self.proxy_container_id: str | None = None
         self.proxy_egress_ip: str | None = None
-        self._proxy: DockerAttached | None = None
+        self._proxy: RunningProxy | None = None
         # A network handed in (the kiosk warm pool's) is its maker's to remove.
         self._network = network
         self._owns_network = network is None
@@ -149,10 +127,7 @@ class SessionEgress(PinnedEgress):
         if not await self._pin():
             return  # no allowlist (or nothing resolved): the kiosk gets network_mode none
         backend = self._backend
-        client = backend.client
         owner_labels = backend.labels(kind=KIND_PROXY, agent=self.agent, session=self.session_id)
-        await ensure_egress_network(backend)
-
         if self._network is None:
             # The rule goes in before any container is attached to the network.
             self._network = SessionNetwork(backend, self.session_id)
@@ -161,74 +136,41 @@ class SessionEgress(PinnedEgress):
         assert network.network_id is not None and network.subnet is not None
         self.network_id, self.network_name = network.network_id, network.name
         self.subnet, self.gateway = network.subnet, network.gateway
-
-        spec = proxy_spec(
-            image=self.image,
-            name=f"corral-proxy-{self.session_id}",
-            labels=owner_labels,
-            network=EGRESS_NETWORK,
-            pins=self.pins,
-            allow_from=self.subnet,
-        )
-        network_id = self.network_id
-
-        def join_session_network(container_id: str) -> None:
-            self.proxy_container_id = container_id
-            client.api.connect_container_to_network(container_id, network_id, aliases=[PROXY_ALIAS])
-
-        # Attached to stdin and stdout only (its decision log on stderr goes to the log
-        # driver): the control channel that narrows its pins.
-        proxy = await backend.open_attached(spec, before_start=join_session_network, stderr=False)
-        self._proxy = proxy
-        self.proxy_container_id = proxy.id
-        self._control = KioskChannel(proxy, name="egress proxy")
-        await self._wait_ready()
+        armed = network.take_proxy()  # a warm pool's, made with its network: pinned now
+        if armed is not None:
+            self._adopt(armed)
+            await pin(armed, self.pins, CONTROL_DEADLINE)
+        else:
+            await ensure_egress_network(backend)
+            self._adopt(
+                await start_proxy(
+                    backend,
+                    image=self.image,
+                    name=f"corral-proxy-{self.session_id}",
+                    labels=owner_labels,
+                    session_network_id=network.network_id,
+                    subnet=network.subnet,
+                    pins=self.pins,
+                    ready_timeout=self._ready_timeout,
+                )
+            )
         self.proxy_url = PROXY_URL
 
-    async def _wait_ready(self) -> None:
-        """Poll until the proxy accepts TCP connections on its `corral-egress` address."""
-        backend = self._backend
-        container_id = self.proxy_container_id
-        assert container_id is not None
-        deadline = time.monotonic() + self._ready_timeout
-        while True:
-            info = await backend.inspect_container(container_id)
-            state = info.get("State") or {}
-            if state.get("Status") in ("exited", "dead"):
-                logs = await blocking(
-                    backend.url, partial(_logs_tail, backend.client, container_id)
-                )
-                raise EgressError(
-                    f"the egress proxy exited with code {state.get('ExitCode')}: "
-                    f"{logs.decode(errors='replace').strip()}"
-                )
-            networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
-            addr = (networks.get(EGRESS_NETWORK) or {}).get("IPAddress")
-            if addr and await anyio.to_thread.run_sync(_probe_tcp, addr, PROXY_PORT):
-                self.proxy_egress_ip = addr
-                return
-            if time.monotonic() > deadline:
-                raise EgressError(
-                    f"the egress proxy did not accept connections within {self._ready_timeout} s"
-                )
-            await anyio.sleep(0.05)
+    def _adopt(self, proxy: RunningProxy) -> None:
+        self._proxy = proxy
+        self.proxy_container_id = proxy.id
+        self.proxy_egress_ip = proxy.egress_ip
+        self._control = proxy.control
 
     async def _cleanup(self, *, raise_errors: bool) -> None:
         """Remove the proxy, the network and the rule; every step is tried."""
         problems: list[str] = []
-        backend = self._backend
         with anyio.CancelScope(shield=True):
             if self._proxy is not None:
                 try:
                     await self._proxy.close()  # closes the control channel, removes it
                     self._proxy = None
                     self._control = None
-                    self.proxy_container_id = None
-                except Exception as exc:
-                    problems.append(f"proxy container: {exc}")
-            if self.proxy_container_id is not None:  # created, then its start failed
-                try:
-                    await backend.remove(self.proxy_container_id)
                     self.proxy_container_id = None
                 except Exception as exc:
                     problems.append(f"proxy container: {exc}")

@@ -22,6 +22,12 @@ import docker
 
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.docker.firewall import add_input_drop, remove_input_drop
+from orchestrator.backends.docker.proxy import (
+    EGRESS_NETWORK,
+    PROXY_ALIAS,
+    RunningProxy,
+    start_proxy,
+)
 from orchestrator.backends.docker.sdk import blocking, map_docker_errors
 from orchestrator.errors import EgressError, EngineConflict, EngineError, EngineNotFound
 from orchestrator.owner import LABEL_KIND, LABEL_MANAGED
@@ -29,9 +35,7 @@ from sandboxes.isolation import PROXY_PORT
 
 logger = logging.getLogger("corral.egress")
 
-PROXY_ALIAS = "proxy"
 PROXY_URL = f"http://{PROXY_ALIAS}:{PROXY_PORT}"
-EGRESS_NETWORK = "corral-egress"
 SESSION_NETWORK_PREFIX = "corral-s-"
 BRIDGE_PREFIX = "crl"
 BRIDGE_NAME_OPTION = "com.docker.network.bridge.name"
@@ -112,9 +116,11 @@ def _remove_network_sync(client: docker.DockerClient, url: str, network_id: str)
 
 class SessionNetwork:
     """A session's internal network with its INPUT drop rule: `sandboxes.ports.PreparedNetwork`.
-    Made by `SessionEgress` itself, or ahead by the kiosk warm pool
-    (`orchestrator.pools.kiosks`), which hands it to `SessionEgress(network=...)` at the
-    claim; whoever made it removes it (`remove`: the network, then the rule)."""
+    Made by `SessionEgress` itself, or ahead by a warm pool (`orchestrator.pools`), which
+    hands it to `SessionEgress(network=...)` at the claim; whoever made it removes it
+    (`remove`: an armed proxy it still holds, the network, then the rule). A pool's
+    network may hold an armed proxy made with it (`arm`): the claim's egress takes it
+    over (`take_proxy`) and pins it."""
 
     def __init__(self, backend: DockerBackend, session_id: str) -> None:
         self._backend = backend
@@ -125,6 +131,28 @@ class SessionNetwork:
         self.subnet: str | None = None
         self.gateway: str | None = None
         self._rule_attempted = False
+        self._proxy: RunningProxy | None = None
+
+    async def arm(self, image: str, labels: Mapping[str, str], ready_timeout: float) -> None:
+        """Start this network's proxy ahead, armed: no pins, so it refuses everything until
+        its session's claim pins it (orchestrator/backends/docker/proxy.py)."""
+        assert self.network_id is not None and self.subnet is not None
+        await ensure_egress_network(self._backend)
+        self._proxy = await start_proxy(
+            self._backend,
+            image=image,
+            name=f"corral-proxy-{self.session_id}",
+            labels=labels,
+            session_network_id=self.network_id,
+            subnet=self.subnet,
+            pins=None,
+            ready_timeout=ready_timeout,
+        )
+
+    def take_proxy(self) -> RunningProxy | None:
+        """The armed proxy, now the caller's to remove (None if there is none)."""
+        proxy, self._proxy = self._proxy, None
+        return proxy
 
     @property
     def proxy_url(self) -> str:
@@ -190,6 +218,12 @@ class SessionNetwork:
         problems: list[str] = []
         backend = self._backend
         with anyio.CancelScope(shield=True):
+            proxy = self.take_proxy()
+            if proxy is not None:
+                try:
+                    await proxy.close()
+                except Exception as exc:
+                    problems.append(f"proxy container: {exc}")
             if self.network_id is not None:
                 try:
                     await anyio.to_thread.run_sync(

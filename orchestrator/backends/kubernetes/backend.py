@@ -270,14 +270,19 @@ class KubernetesBackend:
             return False
         return (pod.get("status") or {}).get("phase") == "Running"
 
+    async def memory_bytes(self, container_id: str) -> int | None:
+        return None  # the metrics API is optional on a cluster: `corral doctor` says unknown
+
     async def image_id(self, image: str) -> str:
         raise _no_pools("image ids (the nodes pull images by name)")
 
     async def open_waiting(self, spec: ContainerSpec) -> WaitingContainer:
         raise _no_pools("a warm script pod")
 
-    async def prepare_network(self, agent: str) -> PreparedNetwork:
-        raise _no_pools("a kiosk warm pool (its networks made ahead)")
+    async def prepare_network(
+        self, agent: str, proxy_image: str | None = None, prefix: str = ""
+    ) -> PreparedNetwork:
+        raise _no_pools("a warm pool (its networks made ahead)")
 
     def egress_factory(self, proxy_image: str) -> EgressFactory:
         from orchestrator.backends.kubernetes.egress import kube_egress_factory

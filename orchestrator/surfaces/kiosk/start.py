@@ -12,7 +12,13 @@ import anyio
 
 from orchestrator.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
-from orchestrator.surfaces.start import Host, egress_and_spec, egress_phase, extra_ca
+from orchestrator.surfaces.start import (
+    Host,
+    egress_and_spec,
+    egress_phase,
+    extra_ca,
+    warm_egress,
+)
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes.events import CallEvents
 from sandboxes.params import SessionStartParams
@@ -87,26 +93,16 @@ class KioskStart:
         events: CallEvents,
         pooled: PoolKiosk,
     ) -> Started:
-        """A session on a claimed pool kiosk (orchestrator/pools/kiosks.py): its egress joins
-        the kiosk's network (or the kiosk leaves it: no allowlist, no network), then the
-        kiosk's `claim` op wipes what it showed and takes the session's size. On exit:
-        proxy, kiosk, then the network and its rule."""
-        kiosk_cfg = self.host.config.container.kiosk
-        session_id, channel = pooled.session_id, pooled.channel
+        """A session on a claimed pool kiosk (orchestrator/pools/kiosks.py): its egress pins
+        the network's armed proxy (or the kiosk leaves the network: no allowlist, no
+        network), then the kiosk's `claim` op wipes what it showed and takes the session's
+        size. On exit: proxy, kiosk, then the network and its rule."""
+        session_id, channel = pooled.session_id, pooled.body.channel
         stack = contextlib.AsyncExitStack()
         stack.push_async_callback(pooled.network.remove)
         stack.push_async_callback(channel.close)
         async with closed_on_failure(stack):
-            await events.progress("egress", egress_phase(cfg.allowed_domains))
-            egress = await stack.enter_async_context(
-                self.host.egress_factory(
-                    session_id=session_id,
-                    agent=agent,
-                    allowed=tuple(cfg.allowed_domains),
-                    overrides=dict(kiosk_cfg.resolve_overrides),
-                    network=pooled.network,
-                )
-            )
+            egress = await warm_egress(stack, self.host, pooled, agent, cfg, events)
             await events.log(
                 "info", "sandbox_started", {"kind": "kiosk", "session": session_id, "warm": True}
             )
