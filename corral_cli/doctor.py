@@ -59,7 +59,11 @@ async def _pool_rows(home: CorralHome, config: CorralConfig, rt: Runtime) -> lis
     sizes = await wanted_sizes(home, config)
     configured = config.container.warm_configured()
     members = await rt.backend.list_managed({LABEL_AGENT: POOL_AGENT})
-    kind_of = {m.labels.get(LABEL_SESSION): m.labels.get(LABEL_KIND) for m in members}
+    kind_of = {
+        m.labels.get(LABEL_SESSION): m.labels.get(LABEL_KIND)
+        for m in members
+        if m.labels.get(LABEL_KIND) != "proxy"
+    }
     held: dict[str, list[int]] = {}  # kind: [members, bytes]
     for member in members:
         kind = member.labels.get(LABEL_KIND) or "?"

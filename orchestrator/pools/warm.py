@@ -29,7 +29,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Generic, Protocol, TypeVar
 
 import anyio
@@ -164,12 +163,14 @@ class WarmPool(ReadyPool[Warm[B]]):
 
     async def release(self, network: PreparedNetwork) -> None:
         """Remove a claimed member's network once it has left it (a session without an
-        allowlist), in the background: off the session's start, and its address back in
-        the engine's pool before the session ends."""
+        allowlist), in the background and `REFILL_DELAY_SECONDS` later: off the session's
+        start and its first screenshot (removing the network's proxy costs the engine
+        about as much as the claim), and its address back in the engine's pool before the
+        session ends."""
         if self._tg is None:
             await network.remove(raise_errors=False)
         else:
-            self._tg.start_soon(partial(network.remove, raise_errors=False))
+            self._tg.start_soon(_remove_later, network)
 
     async def _create(self) -> Warm[B]:
         settings = self.settings
@@ -184,6 +185,14 @@ class WarmPool(ReadyPool[Warm[B]]):
                 await network.remove(raise_errors=False)
             raise
         return Warm(network, image_id, body)
+
+
+async def _remove_later(network: PreparedNetwork) -> None:
+    """Remove `network` after the delay; at once if the pool closes meanwhile."""
+    try:
+        await anyio.sleep(REFILL_DELAY_SECONDS)
+    finally:
+        await network.remove(raise_errors=False)  # shielded inside
 
 
 def pool_spec(
