@@ -189,3 +189,12 @@ def env_with_home(home: CorralHome) -> dict[str, str]:
 
 def corral_bin() -> str:
     return str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "corral")
+
+
+def gone(client: docker.DockerClient, container_id: str) -> bool:
+    """Whether the engine no longer knows the container."""
+    try:
+        client.containers.get(container_id)
+    except docker.errors.NotFound:
+        return True
+    return False

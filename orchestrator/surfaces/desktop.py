@@ -24,14 +24,7 @@ from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import ChannelSurface, opened
 from orchestrator.surfaces.inputs import ACTION_DEADLINE, channel_input
 from orchestrator.surfaces.screenshots import channel_frame, masked_screenshot
-from orchestrator.surfaces.start import (
-    Host,
-    Release,
-    extra_ca,
-    leave_network,
-    rig_egress_and_spec,
-    warm_egress,
-)
+from orchestrator.surfaces.start import Host, Release, claimed, extra_ca, rig_egress_and_spec
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes import rig_params as r
 from sandboxes.events import CallEvents
@@ -141,14 +134,8 @@ async def claim_desktop(
     release: Release,
 ) -> DesktopRig:
     """A warm start: a pool's desktop given the rig's egress (its id is the pool
-    network's session id). On exit: proxy, desktop, then the network and its rule."""
-    stack = contextlib.AsyncExitStack()
-    stack.push_async_callback(pooled.network.remove)
-    stack.push_async_callback(pooled.body.close)
-    async with closed_on_failure(stack):
-        egress = await warm_egress(stack, host, pooled, agent, cfg, events)
-        if egress.network_name is None:
-            await leave_network(pooled, release)
+    network's session id)."""
+    stack, egress = await claimed(host, pooled, agent, cfg, events, release)
     return _rig(pooled.session_id, agent, cfg, now, egress, stack, pooled.body)
 
 

@@ -16,6 +16,7 @@ import anyio
 
 from orchestrator.channel import load_seccomp
 from orchestrator.config import ComputerUseConfig, CorralConfig
+from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes.events import CallEvents
 from sandboxes.isolation import kiosk_spec
 from sandboxes.ports import (
@@ -123,6 +124,26 @@ async def warm_egress(
             network=pooled.network,
         )
     )
+
+
+async def claimed(
+    host: Host,
+    pooled: Warm[Any],
+    agent: str,
+    cfg: ComputerUseConfig,
+    events: CallEvents,
+    release: Release,
+) -> tuple[AsyncExitStack, Egress]:
+    """A claimed rig's stack (on exit: proxy, the member, then its network and rule) and
+    its egress: the armed proxy pinned, or the member off its network."""
+    stack = AsyncExitStack()
+    stack.push_async_callback(pooled.network.remove)
+    stack.push_async_callback(pooled.body.close)
+    async with closed_on_failure(stack):
+        egress = await warm_egress(stack, host, pooled, agent, cfg, events)
+        if egress.network_name is None:
+            await leave_network(pooled, release)
+    return stack, egress
 
 
 async def leave_network(pooled: Warm[Any], release: Release) -> None:

@@ -10,20 +10,12 @@ import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.owner import Owner
-from tests.helpers import control_labels
+from tests.helpers import control_labels, gone
 from tests.images import DEFAULT_SANDBOX_IMAGE
 
 pytestmark = pytest.mark.anyio
 
 SANDBOX_IMAGE = DEFAULT_SANDBOX_IMAGE
-
-
-def gone(client: docker.DockerClient, container_id: str) -> bool:
-    try:
-        client.containers.get(container_id)
-    except docker.errors.NotFound:
-        return True
-    return False
 
 
 @pytest.mark.parametrize("removals", [2, 6])

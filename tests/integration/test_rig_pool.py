@@ -10,26 +10,22 @@ Every address here is a container this module started (the HTTPS site) or this h
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import docker
 import docker.errors
 import pytest
 
-from orchestrator.backends.docker.networks import _ensure_egress_network_sync
 from orchestrator.config import load_config, render_new_agent
 from orchestrator.gateway.service import egress_factory
 from orchestrator.home import CorralHome
 from orchestrator.pools.warm import WarmPool, WarmSettings, open_warm_pool
 from orchestrator.runtime import open_runtime
 from orchestrator.surfaces.rigs import RigManager
-from tests.helpers import wait_until, write_config
+from tests.helpers import gone, wait_until, write_config
 from tests.images import DEFAULT_BROWSER_IMAGE, DEFAULT_DESKTOP_IMAGE, DEFAULT_PROXY_IMAGE
-from tests.sites import make_certs, start_site
+from tests.sites import one_page_site
 
 pytestmark = pytest.mark.anyio
 
@@ -39,19 +35,9 @@ SITE = "rigpool.corral.test"
 @pytest.fixture(scope="module")
 def site(docker_client: docker.DockerClient) -> Iterator[tuple[str, str]]:
     """(CA file, address) of an HTTPS site on corral-egress titled 'rig-pool-site'."""
-    _ensure_egress_network_sync(docker_client)
-    certs = Path(tempfile.mkdtemp(prefix="corral-rigpool-certs-"))
-    started: list[Any] = []
-    try:
-        ca_pem = make_certs(certs, (SITE,))
-        routes = {"*": (200, {"Content-Type": "text/html"}, "<title>rig-pool-site</title>hi")}
-        address = start_site(docker_client, certs, routes, 443, [], started)
-        (certs / "ca.pem").write_text(ca_pem)
-        yield str(certs / "ca.pem"), address
-    finally:
-        for container in started:
-            container.stop()
-        shutil.rmtree(certs, ignore_errors=True)
+    html = "<title>rig-pool-site</title>hi"
+    with one_page_site(docker_client, SITE, html, "corral-rigpool-certs-") as (ca, ip, _):
+        yield ca, ip
 
 
 def write_agent(home: CorralHome, allowed: list[str]) -> None:
@@ -102,14 +88,6 @@ async def full(pool: WarmPool[Any]) -> None:
 def interfaces(client: docker.DockerClient, container_id: str) -> list[str]:
     out = client.containers.get(container_id).exec_run(["ls", "/sys/class/net"]).output
     return sorted(out.decode().split())
-
-
-def gone(client: docker.DockerClient, container_id: str) -> bool:
-    try:
-        client.containers.get(container_id)
-    except docker.errors.NotFound:
-        return True
-    return False
 
 
 async def test_a_pool_browser_reaches_nothing_idle_and_its_allowlist_once_claimed(

@@ -20,14 +20,7 @@ from orchestrator.pools.warm import Warm
 from orchestrator.surfaces.base import opened
 from orchestrator.surfaces.browser.cdp import CdpBridge, handshake
 from orchestrator.surfaces.browser.rig import BrowserRig
-from orchestrator.surfaces.start import (
-    Host,
-    Release,
-    extra_ca,
-    leave_network,
-    rig_egress_and_spec,
-    warm_egress,
-)
+from orchestrator.surfaces.start import Host, Release, claimed, extra_ca, rig_egress_and_spec
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes.events import CallEvents
 from sandboxes.ports import AttachedContainer, ContainerSpec
@@ -125,14 +118,8 @@ async def claim_browser(
     release: Release,
 ) -> BrowserRig:
     """A warm start: a pool's browser given the rig's egress (its id is the pool
-    network's session id). On exit: proxy, browser, then the network and its rule."""
-    stack = contextlib.AsyncExitStack()
-    stack.push_async_callback(pooled.network.remove)
-    stack.push_async_callback(pooled.body.close)
-    async with closed_on_failure(stack):
-        egress = await warm_egress(stack, host, pooled, agent, cfg, events)
-        if egress.network_name is None:
-            await leave_network(pooled, release)
+    network's session id)."""
+    stack, egress = await claimed(host, pooled, agent, cfg, events, release)
     rig_id = pooled.session_id
     fields = _fields(pooled.body, stack)
     return await _rig(BrowserRig(**opened(rig_id, agent, cfg, clock(), egress), **fields))
