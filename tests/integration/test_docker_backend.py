@@ -57,3 +57,45 @@ async def test_removing_a_container_that_is_already_gone_is_not_an_error() -> No
         await backend.remove("0" * 64)
     finally:
         await backend.close()
+
+
+async def test_memory_held_is_a_number_while_running_and_none_once_removed(
+    docker_client: docker.DockerClient,
+) -> None:
+    """`corral doctor` asks for the memory of pool members the pool may be removing at
+    that moment: while a removal runs, every answer is a number or None, never an error
+    (the engine answers an empty body to a stats call on a container mid-removal)."""
+    container = docker_client.containers.run(
+        SANDBOX_IMAGE,
+        ["sleep", "120"],
+        labels=control_labels("test-memory"),
+        detach=True,
+        network_mode="none",
+        user="1000:1000",
+    )
+    backend = DockerBackend(Owner.current())
+    answers: list[int | None] = []
+    removed = anyio.Event()
+
+    async def ask_until_removed() -> None:
+        while not removed.is_set():
+            answers.append(await backend.memory_bytes(container.id or ""))
+
+    async def remove() -> None:
+        await backend.remove(container.id or "")
+        removed.set()
+
+    try:
+        running = await backend.memory_bytes(container.id or "")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask_until_removed)
+            tg.start_soon(remove)
+        after = await backend.memory_bytes(container.id or "")
+    finally:
+        await backend.close()
+        if not gone(docker_client, container.id or ""):
+            container.remove(force=True)
+
+    assert isinstance(running, int) and running > 0
+    assert all(answer is None or isinstance(answer, int) for answer in answers)
+    assert after is None

@@ -90,11 +90,21 @@ class DockerBackend:
 
     async def memory_bytes(self, container_id: str) -> int | None:
         """Its cgroup's memory use less the inactive page cache (what `docker stats` shows),
-        from one one-shot stats call; None if the engine says nothing."""
-        stats = await blocking(
-            self.url,
-            partial(self.client.api.stats, container_id, stream=False, one_shot=True),
-        )
+        from one one-shot stats call; None if the engine says nothing: the container is
+        gone, is being removed (the engine answers 200 with an empty body then), or
+        its stats have no memory figure."""
+
+        def one_shot() -> dict[str, Any]:
+            try:
+                found = self.client.api.stats(container_id, stream=False, one_shot=True)
+            except ValueError:  # requests' JSONDecodeError: an empty body mid-removal
+                return {}
+            return found if isinstance(found, dict) else {}
+
+        try:
+            stats = await blocking(self.url, one_shot)
+        except (EngineNotFound, EngineConflict):
+            return None
         memory = stats.get("memory_stats") or {}
         usage = memory.get("usage")
         if not isinstance(usage, int):
