@@ -1,30 +1,34 @@
-"""Benchmark: browser_use round trips through corral's MCP front, against Playwright MCP's
-way of doing the same, measured in the same run.
+"""Benchmark: browser_use through corral's MCP front side by side with the real
+Playwright MCP server (`@playwright/mcp`, npm, pinned), same pages, same machine,
+interleaved in one run (issue 23, item 4).
 
 Run from the repository root:
 
     .venv/bin/python bench/rigs.py [--runs 20] [--starts 3] [--write docs/benchmarks.md]
 
-The real path: a throwaway CORRAL_HOME, `corral gateway` as a subprocess, `corral mcp
+corral's path: a throwaway CORRAL_HOME, `corral gateway` as a subprocess, `corral mcp
 --agent bench-rig` over stdio (the 2.x SDK's Client), an agent with `browser_use = true`
-whose allowed_domains is the heavy page's site (bench/computer_use_site.py: 50 inputs, 5
-secret, 3 iframes, a shadow root), served over HTTPS by a local site container.
+whose allowed_domains is the site. Playwright MCP's: `node cli.js` over stdio from the
+same client, driving Debian's Chromium headless (bench/playwright_mcp.py). The site
+(bench/computer_use_site.py) is a local HTTPS container: a simple page, and the heavy
+page (50 inputs, 5 secret, 3 iframes, a shadow root).
 
-Measured, p50/p95/min in ms:
+Measured, p50/p95/min in ms, each side's samples taken in alternation:
 
-1. start of a browser rig to its first screenshot (`rig_close`, then `browser_use
-   screenshot`), from the warm pool the gateway keeps by default (issue 23: the pool let
-   settle first; the claim pins the armed proxy made with the rig's network) and cold
-   (started right after a claim, while the pool waits 2 s to refill: egress, container,
-   Chromium, the CDP bridge, Playwright's connect); the audit must say which was which;
-2. `browser_use click` on a ref (corral answers the action alone);
-3. `browser_use extract a11y` (the snapshot with refs);
-4. Playwright MCP's way: every action answers with a fresh snapshot, so a click costs
-   the click plus a snapshot (`click` then `extract a11y`, back to back, timed together).
+1. start to first screenshot: the browser closed (`rig_close` / `browser_close`), then
+   open the page and take a screenshot, timed together (corral: `browser_use navigate`
+   + `screenshot` from the warm pool the gateway keeps by default, its claim pinning the
+   armed proxy; the audit must say it was warm. Playwright MCP: `browser_navigate` +
+   `browser_take_screenshot`, its browser launched at the navigation), on the simple
+   page and the heavy one; corral's cold start (right after a claim, while the pool
+   waits to refill) as a row of its own;
+2. click by ref on the heavy page (`browser_use click` / `browser_click`);
+3. the accessibility snapshot with refs (`browser_use extract a11y` / `browser_snapshot`);
+4. screenshot (`browser_use screenshot`, masked: 5 secret fields / `browser_take_screenshot`,
+   unmasked).
 
-Rounds are interleaved (each round runs 2, 3 and 4 once, in rotating order) after
-WARMUP uncounted rounds. Every container is removed at the end (the gateway's stop, the
-site's own cleanup).
+WARMUP uncounted rounds first. Every container is removed at the end (the gateway's
+stop, the site's own cleanup); Playwright MCP's browser ends with its server.
 """
 
 from __future__ import annotations
@@ -36,14 +40,16 @@ import re
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import BenchError, NamedTimings, latency_table, publish, run_main
+import playwright_mcp as pw
+from _common import BenchError, NamedTimings, publish, run_main
 from computer_use import free_port, mcp_params, running_gateway
 from computer_use_paths import console
-from computer_use_site import HEAVY_URL, SITE, heavy_site
+from computer_use_site import HEAVY_URL, SITE, heavy_site, site_routes
 from mcp import Client
 
 from orchestrator.audit import AuditLog
@@ -52,7 +58,17 @@ from orchestrator.home import CorralHome, Environment
 
 AGENT = "bench-rig"
 WARMUP = 3
+REDO = 5
 SECTION = "rigs"
+COLD = "start to first screenshot, heavy page, corral cold (no pool)"
+SIMPLE_PATH = "/simple"
+SIMPLE_URL = f"https://{SITE}{SIMPLE_PATH}"
+SIMPLE_PAGE = (
+    "<!doctype html><html><head><title>simple</title></head><body>"
+    '<h1>A simple page</h1><p>One paragraph.</p><a href="/heavy">the heavy page</a>'
+    "</body></html>"
+)
+HTML = {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"}
 
 
 Row = NamedTimings
@@ -77,15 +93,26 @@ def prepare(home: CorralHome, port: int, ca_file: Path, ip: str) -> None:
     path.write_text(text)
 
 
+class NetworkChanged(BenchError):
+    """The host's Chromium dropped a request because a network interface came or went
+    (a Docker network made or removed: corral's pools make them ahead)."""
+
+
 async def call(client: Client, tool: str, **arguments: Any) -> Any:
     result = await client.call_tool(tool, arguments)
     if result.is_error:
+        if "ERR_NETWORK_CHANGED" in text_of(result):
+            raise NetworkChanged(f"{tool}: net::ERR_NETWORK_CHANGED")
         raise BenchError(f"{tool} {arguments} failed: {result.content}")
     return result
 
 
 def text_of(result: Any) -> str:
     return " ".join(getattr(b, "text", "") for b in result.content)
+
+
+async def nothing() -> None:
+    return None
 
 
 async def timed(action: Callable[[], Awaitable[Any]]) -> float:
@@ -117,67 +144,166 @@ async def settle(home: CorralHome) -> None:
             await anyio.sleep(0.05)
 
 
-async def measure(home: CorralHome, client: Client, runs: int, starts: int) -> list[Row]:
-    warm_ms, cold_ms = [], []
+@dataclass
+class Side:
+    """One server's samples, row by row."""
+
+    client: Client
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    redone: int = 0  # samples taken again after NetworkChanged (not counted)
+
+    def add(self, row: str, ms: float) -> None:
+        self.samples.setdefault(row, []).append(ms)
+
+    async def sample(
+        self, action: Callable[[], Awaitable[Any]], before: Callable[[], Awaitable[Any]]
+    ) -> float:
+        """`action`'s time after `before` (untimed); a sample cut by NetworkChanged is
+        taken again, at most REDO times."""
+        for _ in range(REDO):
+            await before()
+            try:
+                return await timed(action)
+            except NetworkChanged:
+                self.redone += 1
+        raise BenchError(f"{REDO} samples in a row cut by net::ERR_NETWORK_CHANGED")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One row of the side-by-side table."""
+
+    name: str
+    corral: Row
+    reference: Row | None  # None: corral only (its cold start)
+
+
+async def starts_side_by_side(home: CorralHome, ours: Side, theirs: Side, starts: int) -> None:
+    """Start to first screenshot on each page, alternating sides; right after corral's
+    warm start on the heavy page, a cold one (the pool refills 2 s after a claim)."""
     first = len(warm_flags(home))
-    for _ in range(starts):
-        await call(client, "rig_close")
-        await settle(home)
-        warm_ms.append(await timed(lambda: call(client, "browser_use", verb="screenshot")))
-        await call(client, "rig_close")  # the pool refills 2 s after a claim: this one is cold
-        cold_ms.append(await timed(lambda: call(client, "browser_use", verb="screenshot")))
-    if warm_flags(home)[first:] != [True, False] * starts:
-        raise BenchError(f"rig starts were not warm then cold: {warm_flags(home)[first:]}")
-    await call(client, "browser_use", verb="navigate", url=HEAVY_URL)
-    snapshot = text_of(await call(client, "browser_use", verb="extract", mode="a11y"))
+    for index in range(starts):
+        for url, page in ((SIMPLE_URL, "simple"), (HEAVY_URL, "heavy")):
+            row = f"start to first screenshot, {page} page"
+
+            async def corral_start(row: str = row, url: str = url) -> None:
+                await call(ours.client, "rig_close")
+                await settle(home)
+                ours.add(row, await timed(lambda: corral_open(ours.client, url)))
+                if url == HEAVY_URL:
+                    await call(ours.client, "rig_close")
+                    ours.add(COLD, await timed(lambda: corral_open(ours.client, url)))
+
+            async def reference_start(row: str = row, url: str = url) -> None:
+                ms = await theirs.sample(
+                    lambda: reference_open(theirs.client, url),
+                    lambda: call(theirs.client, "browser_close"),
+                )
+                theirs.add(row, ms)
+
+            for step in (corral_start, reference_start)[:: 1 if index % 2 == 0 else -1]:
+                await step()
+    if warm_flags(home)[first:] != [True, True, False] * starts:
+        raise BenchError(f"rig starts were not warm, warm, cold: {warm_flags(home)[first:]}")
+
+
+async def corral_open(client: Client, url: str) -> None:
+    await call(client, "browser_use", verb="navigate", url=url)
+    await call(client, "browser_use", verb="screenshot")
+
+
+async def reference_open(client: Client, url: str) -> None:
+    await call(client, "browser_navigate", url=url)
+    if not pw.has_image(await call(client, "browser_take_screenshot", type="png")):
+        raise BenchError("Playwright MCP's screenshot answer has no image")
+
+
+async def actions_side_by_side(ours: Side, theirs: Side, runs: int) -> None:
+    """Click by ref, a11y snapshot and screenshot on the heavy page, each round in
+    rotating order, corral and Playwright MCP back to back (which goes first alternates)."""
+    await call(ours.client, "browser_use", verb="navigate", url=HEAVY_URL)
+    snapshot = text_of(await call(ours.client, "browser_use", verb="extract", mode="a11y"))
     match = re.search(r"textbox[^\n]*\[ref=([a-z0-9]+)\]", snapshot)
     if match is None:
         raise BenchError("the heavy page's snapshot has no textbox ref")
-    ref = match.group(1)
-
-    async def click() -> Any:
-        return await call(client, "browser_use", verb="click", ref=ref)
-
-    async def extract() -> Any:
-        return await call(client, "browser_use", verb="extract", mode="a11y")
-
-    async def click_then_snapshot() -> None:
-        await click()
-        await extract()
-
-    paths = {"click": click, "extract a11y": extract, "click + fresh snapshot": click_then_snapshot}
-    samples: dict[str, list[float]] = {name: [] for name in paths}
-    names = list(paths)
+    ours_ref = match.group(1)
+    # Its navigation's snapshot goes to a file; the refs come from browser_snapshot.
+    await theirs.sample(lambda: call(theirs.client, "browser_navigate", url=HEAVY_URL), nothing)
+    theirs_ref = pw.textbox_ref(text_of(await call(theirs.client, "browser_snapshot")))
+    corral_paths: dict[str, Callable[[], Awaitable[Any]]] = {
+        "click by ref": lambda: call(ours.client, "browser_use", verb="click", ref=ours_ref),
+        "a11y snapshot": lambda: call(ours.client, "browser_use", verb="extract", mode="a11y"),
+        "screenshot": lambda: call(ours.client, "browser_use", verb="screenshot"),
+    }
+    reference_paths: dict[str, Callable[[], Awaitable[Any]]] = {
+        "click by ref": lambda: call(
+            theirs.client, "browser_click", element="the first text box", target=theirs_ref
+        ),
+        "a11y snapshot": lambda: call(theirs.client, "browser_snapshot"),
+        "screenshot": lambda: call(theirs.client, "browser_take_screenshot", type="png"),
+    }
+    names = list(corral_paths)
     for index in range(WARMUP + runs):
-        order = names[index % len(names) :] + names[: index % len(names)]
-        for name in order:
-            ms = await timed(paths[name])
-            if index >= WARMUP:
-                samples[name].append(ms)
-    await call(client, "rig_close")
-    rows = [
-        Row("rig start to first screenshot, warm pool", tuple(warm_ms)),
-        Row("rig start to first screenshot, cold", tuple(cold_ms)),
+        for name in names[index % 3 :] + names[: index % 3]:
+            pairs = [(ours, corral_paths[name]), (theirs, reference_paths[name])]
+            for side, path in pairs[:: 1 if index % 2 == 0 else -1]:
+                ms = await side.sample(path, nothing)
+                if index >= WARMUP:
+                    side.add(name, ms)
+    await call(ours.client, "rig_close")
+
+
+def pairs_of(ours: Side, theirs: Side) -> list[Pair]:
+    def row(side: Side, name: str) -> Row:
+        return Row(name, tuple(side.samples[name]))
+
+    pairs = [Pair(n, row(ours, n), row(theirs, n)) for n in theirs.samples]
+    starts = [p for p in pairs if p.name.startswith("start")]
+    return [*starts, Pair(COLD, row(ours, COLD), None), *[p for p in pairs if p not in starts]]
+
+
+def side_by_side_table(pairs: Sequence[Pair]) -> list[str]:
+    lines = [
+        "| operation | n | corral p50 | corral p95 | Playwright MCP p50 | Playwright MCP p95 "
+        "| corral / Playwright MCP at p50 |",
+        "|---|---|---|---|---|---|---|",
     ]
-    rows += [Row(f"browser_use {name}", tuple(samples[name])) for name in names]
-    return rows
+    for pair in pairs:
+        ours, theirs = pair.corral, pair.reference
+        if theirs is None:
+            lines.append(
+                f"| {pair.name} | {len(ours.samples_ms)} | {ours.p50:.0f} | {ours.p95:.0f} | | | |"
+            )
+            continue
+        lines.append(
+            f"| {pair.name} | {len(ours.samples_ms)} | {ours.p50:.0f} | {ours.p95:.0f} "
+            f"| {theirs.p50:.0f} | {theirs.p95:.0f} | {ours.p50 / theirs.p50:.2f} |"
+        )
+    return lines
 
 
-def markdown(rows: Sequence[Row], runs: int, starts: int) -> str:
+def markdown(pairs: Sequence[Pair], runs: int, starts: int, version: str, redone: int) -> str:
     lines = [
         "<!-- bench:rigs:start -->",
-        "## browser_use: click and extract a11y round trips, and rig start",
+        "## browser_use side by side with Playwright MCP",
         "",
         "Command: `.venv/bin/python bench/rigs.py "
-        f"--runs {runs} --starts {starts} --write docs/benchmarks.md`. Through corral's MCP "
-        "front over stdio, the gateway and the CDP pipe, on the heavy page (50 inputs, "
-        '3 iframes). "click + fresh snapshot" is Playwright MCP\'s way: every action '
-        "answers with a new accessibility snapshot; corral answers an action alone and "
-        "snapshots on `extract a11y`.",
+        f"--runs {runs} --starts {starts} --write docs/benchmarks.md`. corral through its "
+        "MCP front over stdio, the gateway and the CDP pipe to the rig's Chromium; "
+        f"Playwright MCP {version} (`@playwright/mcp`, npm) over stdio from the same client, "
+        "Debian's Chromium headless on the host. Same local HTTPS site, same viewport, "
+        "samples alternating between the two. Playwright MCP answers each action with a "
+        "fresh snapshot after the page settles; corral answers the action alone. corral's "
+        "screenshots are masked (the heavy page has 5 secret fields); Playwright MCP's are not.",
         "",
-        *latency_table(rows),
+        *side_by_side_table(pairs),
+        "",
+        f"p50 / p95 in ms, nearest rank. Playwright MCP samples taken again because the "
+        f"host's Chromium cut a request at a network change (net::ERR_NETWORK_CHANGED: "
+        f"corral's pools make Docker networks ahead): {redone}.",
+        "<!-- bench:rigs:end -->",
     ]
-    lines.append("<!-- bench:rigs:end -->")
     return "\n".join(lines)
 
 
@@ -187,19 +313,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--starts", type=int, default=3)
     parser.add_argument("--write", default=None)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="corral-bench-rigs-") as tmp, heavy_site() as site:
+    if args.runs < 1 or args.starts < 1:
+        parser.error("--runs and --starts must be at least 1")
+    version = pw.ensure_installed()
+    routes = {**site_routes(), SIMPLE_PATH: (200, HTML, SIMPLE_PAGE)}
+    with (
+        tempfile.TemporaryDirectory(prefix="corral-bench-rigs-") as tmp,
+        heavy_site(routes) as site,
+    ):
         home = CorralHome(root=Path(tmp) / "home", env=Environment.from_environ(os.environ))
         port = free_port()
         prepare(home, port, site.ca_file, site.ip)
         with running_gateway(home, port, Path(tmp) / "gateway.log"):
-            params = mcp_params(home, AGENT)
+            ours_params = mcp_params(home, AGENT)
+            theirs_params = pw.server_params(Path(tmp), SITE, site.ip)
 
-            async def run() -> list[Row]:
-                async with Client(params, mode="legacy") as client:
-                    return await measure(home, client, args.runs, args.starts)
+            async def run() -> tuple[list[Pair], int]:
+                async with (
+                    Client(ours_params, mode="legacy") as ours_client,
+                    Client(theirs_params, mode="legacy") as theirs_client,
+                ):
+                    ours, theirs = Side(ours_client), Side(theirs_client)
+                    await starts_side_by_side(home, ours, theirs, args.starts)
+                    await actions_side_by_side(ours, theirs, args.runs)
+                    await call(theirs_client, "browser_close")
+                return pairs_of(ours, theirs), theirs.redone
 
-            rows = anyio.run(run)
-    section = markdown(rows, args.runs, args.starts)
+            pairs, redone = anyio.run(run)
+    section = markdown(pairs, args.runs, args.starts, version, redone)
     publish(console, section, args.write, SECTION)
     return 0
 
