@@ -5,8 +5,8 @@ A field is secret when it is an `<input type=password>`, carries a secret autoco
 token (`SECRET_AUTOCOMPLETE`), or the browser draws its text as discs
 (`-webkit-text-security`). Fields are read from outside the page's JavaScript world,
 through CDP's DOM domain (`DOM.getDocument` with `pierce`: shadow roots, closed ones
-included, and the documents of the frames in the same renderer) and its CSS domain
-(the computed style).
+included, and the documents of the frames in the same renderer; the computed style of
+them all in one `DOM.getNodesForSubtreeByStyle`).
 
 The steps are written once, free of I/O (sans-IO): each is a generator that yields the
 CDP calls it needs (`Call`) and is sent their answers; a call that failed is thrown
@@ -19,6 +19,7 @@ CDP session (`run_async`). So this module imports nothing but the standard libra
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
@@ -37,6 +38,10 @@ SECRET_AUTOCOMPLETE = frozenset(
     }
 )
 WITHHELD = "[secret field: value withheld]"
+TEXT_SECURITY = "-webkit-text-security"
+DOCUMENT = {"depth": -1, "pierce": True}  # DOM.getDocument: every node, shadow roots and frames
+OBJECT_GROUP = "corral-secrets"  # the handles `values` makes, for Runtime.releaseObjectGroup
+SECURED = ("disc", "circle", "square")  # its values other than none
 MAX_FIELDS = 500  # fields a page may have before the probe gives up (and all is masked)
 # The live text of a field, read in an isolated world (the page's own globals unused):
 # an input's or text area's value, a contenteditable's text as the DOM and layout give it.
@@ -65,7 +70,19 @@ class CallFailed(ProbeError):
     """A CDP call answered with an error (thrown into the step that made it)."""
 
 
-Steps = Generator[Call, dict[str, Any], T]
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Calls that do not depend on each other: a runner may have them all in flight at
+    once. The step is sent one outcome per call, in order: its answer, or the
+    `CallFailed` it raised (the step decides what a failure means)."""
+
+    calls: tuple[Call, ...]
+
+
+Outcome = dict[str, Any] | CallFailed
+# A step yields a Call (and is sent its answer, or has CallFailed thrown in) or a Batch
+# (and is sent its outcomes).
+Steps = Generator[Call | Batch, Any, T]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +93,6 @@ class Field:
     backend_id: int
     frame_id: str
     secret: bool  # by its attributes alone (the style may still make it secret)
-
-
-@dataclass(frozen=True, slots=True)
-class Found:
-    """The secret fields of one CDP session, and whether its CSS domain is enabled now."""
-
-    fields: tuple[Field, ...]
-    css_ready: bool
 
 
 def attributes(node: Node) -> dict[str, str]:
@@ -112,7 +121,7 @@ def secret_by_attributes(node: Node) -> bool:
 def text_security(computed: list[dict[str, Any]]) -> bool:
     """Whether a computed style (CSS.getComputedStyleForNode) draws text as discs."""
     for prop in computed:
-        if prop.get("name") == "-webkit-text-security":
+        if prop.get("name") == TEXT_SECURITY:
             return str(prop.get("value", "none")) != "none"
     return False
 
@@ -146,64 +155,104 @@ def fields(root: Node, frame_id: str, closed_only: bool) -> list[Field]:
     return found
 
 
-def find_secret(frame_id: str, *, closed_only: bool, css_ready: bool) -> Steps[Found]:
-    """The secret fields of a session's documents: by attributes, else by computed style
-    (the CSS domain is enabled the first time a style is needed)."""
-    doc = yield Call("DOM.getDocument", {"depth": -1, "pierce": True})
-    secret: list[Field] = []
-    for found in fields(doc["root"], frame_id, closed_only):
-        if not found.secret:
-            if not css_ready:
-                yield Call("DOM.enable")
-                yield Call("CSS.enable")
-                css_ready = True
-            style = yield Call("CSS.getComputedStyleForNode", {"nodeId": found.node_id})
-            if not text_security(style.get("computedStyle", [])):
-                continue
-        secret.append(found)
-    return Found(tuple(secret), css_ready)
+def find_secret(frame_id: str | None, *, closed_only: bool) -> Steps[tuple[Field, ...]]:
+    """The secret fields of a session's documents: by their attributes, else by their
+    computed style, all asked in one call (`DOM.getNodesForSubtreeByStyle`, pierced like
+    the walk: the nodes whose `-webkit-text-security` draws discs, circles or squares)
+    instead of one computed style per field. A `frame_id` of None: the session's root
+    frame, asked together with the document."""
+    # The style query needs the DOM domain enabled (the document alone does not enable it
+    # in every case: a renderer swapped by a navigation starts with it off); a session
+    # handles its calls in order, so the enable comes first even inside a batch.
+    first = [Call("DOM.enable"), Call("DOM.getDocument", DOCUMENT)]
+    answers = yield Batch(tuple(first + ([Call("Page.getFrameTree")] if frame_id is None else [])))
+    doc = _ok(answers[1])
+    if frame_id is None:
+        frame_id = str(_ok(answers[2])["frameTree"]["frame"]["id"])
+    _ok(answers[0])
+    found = fields(doc["root"], frame_id, closed_only)
+    if all(one.secret for one in found):
+        return tuple(found)
+    styled = yield Call(
+        "DOM.getNodesForSubtreeByStyle",
+        {
+            "nodeId": int(doc["root"]["nodeId"]),
+            "computedStyles": [{"name": TEXT_SECURITY, "value": v} for v in SECURED],
+            "pierce": True,
+        },
+    )
+    drawn = {int(node_id) for node_id in styled.get("nodeIds") or []}
+    return tuple(one for one in found if one.secret or one.node_id in drawn)
 
 
 def boxes(found: tuple[Field, ...]) -> Steps[list[Rect]]:
-    """Each secret field's border box, unclipped; a field not rendered has none."""
+    """Each secret field's border box, unclipped; a field not rendered has none. All
+    asked at once."""
+    if not found:
+        return []
+    models = yield Batch(tuple(Call("DOM.getBoxModel", {"nodeId": f.node_id}) for f in found))
     rects: list[Rect] = []
-    for one in found:
-        try:
-            box = yield Call("DOM.getBoxModel", {"nodeId": one.node_id})
-        except CallFailed:
+    for model in models:
+        if isinstance(model, CallFailed):
             continue  # not rendered (display: none): nothing on screen to mask
-        left, top, right, bottom = quad_box(box["model"]["border"])
+        left, top, right, bottom = quad_box(model["model"]["border"])
         rects.append([left, top, right - left, bottom - top])
     return rects
 
 
 def values(found: tuple[Field, ...]) -> Steps[list[str]]:
-    """Each secret field's live text, read in an isolated world of its own frame."""
-    worlds: dict[str, int] = {}
-    out: list[str] = []
-    for one in found:
-        if one.frame_id not in worlds:
-            world = yield Call(
-                "Page.createIsolatedWorld", {"frameId": one.frame_id, "worldName": "corral-secrets"}
+    """Each secret field's live text, read in an isolated world of its own frame: the
+    worlds, the fields' handles in them and their texts each asked at once."""
+    if not found:
+        return []
+    frames = list(dict.fromkeys(one.frame_id for one in found))
+    made = yield Batch(
+        tuple(
+            Call("Page.createIsolatedWorld", {"frameId": f, "worldName": "corral-secrets"})
+            for f in frames
+        )
+    )
+    worlds = {f: int(_ok(m)["executionContextId"]) for f, m in zip(frames, made, strict=True)}
+    nodes = yield Batch(
+        tuple(
+            Call(
+                "DOM.resolveNode",
+                {
+                    "backendNodeId": one.backend_id,
+                    "executionContextId": worlds[one.frame_id],
+                    "objectGroup": OBJECT_GROUP,
+                },
             )
-            worlds[one.frame_id] = int(world["executionContextId"])
-        node = yield Call(
-            "DOM.resolveNode",
-            {"backendNodeId": one.backend_id, "executionContextId": worlds[one.frame_id]},
+            for one in found
         )
-        result = yield Call(
-            "Runtime.callFunctionOn",
-            {
-                "objectId": node["object"]["objectId"],
-                "functionDeclaration": VALUE_JS,
-                "returnByValue": True,
-            },
+    )
+    read = yield Batch(
+        tuple(
+            Call(
+                "Runtime.callFunctionOn",
+                {
+                    "objectId": _ok(node)["object"]["objectId"],
+                    "functionDeclaration": VALUE_JS,
+                    "returnByValue": True,
+                },
+            )
+            for node in nodes
         )
-        texts = result.get("result", {}).get("value")
+    )
+    out: list[str] = []
+    for result in read:
+        texts = _ok(result).get("result", {}).get("value")
         if not isinstance(texts, list):
             raise ProbeError("a secret field's value could not be read")
         out += [t for t in texts if isinstance(t, str) and t.strip()]
     return out
+
+
+def _ok(outcome: Outcome) -> dict[str, Any]:
+    """A batch call's answer; its failure fails the step."""
+    if isinstance(outcome, CallFailed):
+        raise outcome
+    return outcome
 
 
 Quad = tuple[float, float, float, float]  # left, top, right, bottom
@@ -246,37 +295,52 @@ def withhold(text: str, secrets: list[str]) -> tuple[str, int]:
     return text, count
 
 
-def _advance(
-    steps: Steps[T], answer: dict[str, Any] | None, failure: CallFailed | None
-) -> tuple[Call | None, T | None]:
-    """The step's next call, or (None, its result) once it has returned."""
+def _advance(steps: Steps[T], sent: Any, failure: CallFailed | None) -> tuple[Any, T | None]:
+    """The step's next Call or Batch, or (None, its result) once it has returned."""
     try:
-        return (steps.throw(failure) if failure else steps.send(answer)), None  # type: ignore[arg-type]
+        return (steps.throw(failure) if failure else steps.send(sent)), None
     except StopIteration as done:
         return None, done.value
 
 
 def run_blocking(steps: Steps[T], send: Callable[[Call], dict[str, Any]]) -> T:
-    """Drive a step with a blocking CDP client; `send` raises CallFailed on an error."""
-    call, result = _advance(steps, None, None)
-    while call is not None:
+    """Drive a step with a blocking CDP client (a batch's calls one after the other);
+    `send` raises CallFailed on an error."""
+
+    def outcome(call: Call) -> Outcome:
         try:
-            answer = send(call)
+            return send(call)
         except CallFailed as exc:
-            call, result = _advance(steps, None, exc)
-        else:
-            call, result = _advance(steps, answer, None)
+            return exc
+
+    need, result = _advance(steps, None, None)
+    while need is not None:
+        if isinstance(need, Batch):
+            need, result = _advance(steps, [outcome(c) for c in need.calls], None)
+            continue
+        answer = outcome(need)
+        failure = answer if isinstance(answer, CallFailed) else None
+        need, result = _advance(steps, None if failure else answer, failure)
     return result  # type: ignore[return-value]
 
 
 async def run_async(steps: Steps[T], send: Callable[[Call], Awaitable[dict[str, Any]]]) -> T:
-    """Drive a step with an asynchronous CDP client; `send` raises CallFailed on an error."""
-    call, result = _advance(steps, None, None)
-    while call is not None:
+    """Drive a step with an asynchronous CDP client, a batch's calls all in flight at
+    once; `send` raises CallFailed on an error (any other error ends the step)."""
+
+    async def outcome(call: Call) -> Outcome:
         try:
-            answer = await send(call)
+            return await send(call)
         except CallFailed as exc:
-            call, result = _advance(steps, None, exc)
-        else:
-            call, result = _advance(steps, answer, None)
+            return exc
+
+    need, result = _advance(steps, None, None)
+    while need is not None:
+        if isinstance(need, Batch):
+            outcomes = await asyncio.gather(*(outcome(c) for c in need.calls))
+            need, result = _advance(steps, list(outcomes), None)
+            continue
+        answer = await outcome(need)
+        failure = answer if isinstance(answer, CallFailed) else None
+        need, result = _advance(steps, None if failure else answer, failure)
     return result  # type: ignore[return-value]

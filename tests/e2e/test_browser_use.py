@@ -244,6 +244,7 @@ async def use(mcp: Any, verb: str, **arguments: Any) -> types.CallToolResult:
 def fenced(result: types.CallToolResult) -> str:
     """The text inside the result's untrusted fence (checking the fence is whole)."""
     text = text_of(result)
+    assert "The text between the two UNTRUSTED-DATA markers" in text, text
     start = text.index("The text between the two UNTRUSTED-DATA markers")
     return unfence(text[start:])[1]
 

@@ -1,6 +1,7 @@
 """Secret inputs inside closed shadow roots, which no JavaScript world can reach: read
-through CDP's DOM domain (the browser's view of the tree, closed roots included) and the
-CSS domain (-webkit-text-security), for the probe and for every frame it reads. Which
+through CDP's DOM domain (the browser's view of the tree, closed roots included, and
+the nodes whose computed -webkit-text-security draws discs), for the probe and for
+every frame it reads. Which
 fields are secret, and the CDP steps that find them, are `sandboxes.secret_fields` (the
 one probe, shared with the gateway's browser rig and carried into this image); this
 module drives those steps over the kiosk's own CDP pipe."""
@@ -13,8 +14,6 @@ from sandboxes import secret_fields as sf
 
 from .cdp import CDP, CDPError
 from .common import step_s
-
-_CSS_ON: set[str] = set()  # sessions whose CSS domain is enabled
 
 
 def _sender(cdp: CDP, sid: str) -> Any:
@@ -34,11 +33,7 @@ def closed_shadow_css(cdp: CDP, sid: str) -> list[list[float]]:
     A failure to tell is an error (the whole image is masked)."""
     send = _sender(cdp, sid)
     try:
-        found = sf.run_blocking(
-            sf.find_secret("", closed_only=True, css_ready=sid in _CSS_ON), send
-        )
-        if found.css_ready:
-            _CSS_ON.add(sid)
-        return sf.run_blocking(sf.boxes(found.fields), send)
+        found = sf.run_blocking(sf.find_secret("", closed_only=True), send)
+        return sf.run_blocking(sf.boxes(found), send)
     except sf.ProbeError as exc:
         raise CDPError(str(exc)) from exc
