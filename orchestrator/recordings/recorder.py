@@ -102,7 +102,8 @@ class Recorder:
         self, mark: Mark | None = None, *, acted: bool = False, frame: Frame | None = None
     ) -> None:
         """The screen may have changed (an input, a timeline entry): take frames now.
-        `acted`: an input of the AI's (its next may follow at once: see `_quiet`);
+        `acted`: a call of the AI's, an input or a read (its next may follow at once: see
+        `_quiet`);
         `frame`: the masked screen as it is now, taken already (a screenshot's)."""
         if self.stopped or self.closed:
             return
