@@ -60,6 +60,16 @@ def front_pid(home: CorralHome, agent: str) -> int:
     return found[0]
 
 
+def processes() -> list[tuple[int, list[bytes]]]:
+    """(pid, argv) of every process, read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                found.append((int(entry.name), (entry / "cmdline").read_bytes().split(b"\0")))
+    return found
+
+
 def events_of(home: CorralHome, agent: str) -> list[dict[str, Any]]:
     return [e for e in AuditLog(home.audit_file).read() if e.get("agent") == agent]
 
@@ -87,9 +97,9 @@ async def front(home: CorralHome, agent: str) -> AsyncIterator[Front]:
 
 async def kill_mid_call(
     front: Front, act: Callable[[], Awaitable[Any]], in_flight: Callable[[], Any]
-) -> None:
-    """Run `act`; once `in_flight()` holds, SIGKILL the front. The call itself never gets
-    an answer (its front is gone): it is cancelled then."""
+) -> int:
+    """Run `act`; once `in_flight()` holds, SIGKILL the front (its pid is returned). The
+    call itself never gets an answer (its front is gone): it is cancelled then."""
     async with anyio.create_task_group() as tg:
 
         async def run() -> None:
@@ -102,6 +112,7 @@ async def kill_mid_call(
         front.killed = True
         os.kill(pid, signal.SIGKILL)
         tg.cancel_scope.cancel()
+    return pid
 
 
 async def test_a_killed_front_withdraws_its_held_approval_and_the_click_never_lands(
@@ -144,12 +155,9 @@ async def test_a_killed_front_leaves_no_script_container_and_the_audit_names_it(
     def running() -> list[Any]:
         return docker_client.containers.list(filters={**labels, "status": "running"})
 
-    def left() -> bool:
-        return not docker_client.containers.list(all=True, ignore_removed=True, filters=labels)
-
     code = "import time\nwhile True: time.sleep(1)"  # the work in flight, not a wait
     async with front(corral_home, agent) as ours:
-        await kill_mid_call(
+        pid = await kill_mid_call(
             ours,
             lambda: ours.mcp.client.call_tool(
                 "execute_program", {"code": code, "timeout_seconds": 120}
@@ -160,7 +168,23 @@ async def test_a_killed_front_leaves_no_script_container_and_the_audit_names_it(
     def reaped_lines() -> list[dict[str, Any]]:
         return [e for e in events_of(corral_home, agent) if e["event"] == "container_reaped"]
 
-    await wait_until(reaped_lines, limit=30)
+    def left() -> bool:  # the script's container and any other the front started (its pool's)
+        owned = {"label": f"corral.owner.pid={pid}"}
+        return not docker_client.containers.list(all=True, ignore_removed=True, filters=owned)
+
+    try:
+        await wait_until(reaped_lines, limit=30)
+    except TimeoutError:  # say what was going on: the watchdog alive? the container's state?
+        watchdogs = [
+            argv for _, argv in processes() if b"orchestrator.backends.docker.watchdog" in argv
+        ]
+        found = docker_client.containers.list(
+            all=True, filters={"label": f"corral.owner.pid={pid}"}
+        )
+        raise AssertionError(
+            f"no container_reaped in 30 s; watchdogs: {watchdogs}; the front's containers: "
+            f"{[(c.name, c.status) for c in found]}; audit: {events_of(corral_home, agent)}"
+        ) from None
     await wait_until(left, limit=30)
     events = events_of(corral_home, agent)
     (started,) = [e for e in events if e["event"] == "script_started"]

@@ -76,7 +76,7 @@ class OwnerWatchdog:
 def sweep(instance_id: str, url: str, audit_file: Path | None = None) -> int:
     """Force-remove every container of `instance_id`, auditing each; how many were removed."""
     from orchestrator.backends.docker.sdk import connect, map_docker_errors
-    from orchestrator.errors import CorralError, EngineError
+    from orchestrator.errors import CorralError
 
     client = connect(url)
     removed = 0
@@ -85,7 +85,9 @@ def sweep(instance_id: str, url: str, audit_file: Path | None = None) -> int:
         with map_docker_errors(url):
             found = client.containers.list(ignore_removed=True, all=True, filters={"label": labels})
         for container in found:
-            with contextlib.suppress(EngineError), map_docker_errors(url):  # gone, or going
+            # Gone or going (EngineError), or the engine too slow to answer this one: the
+            # rest are still removed.
+            with contextlib.suppress(CorralError), map_docker_errors(url):
                 container.remove(force=True, v=True)
                 removed += 1
                 if audit_file is not None:
