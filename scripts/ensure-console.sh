@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 NOVNC_PKG="@novnc/novnc@1.7.0"
 DIR=.cache/novnc
-STAMP="$DIR/.installed-$(printf '%s' "$NOVNC_PKG" | tr -c 'A-Za-z0-9.+-' '_')"
+. scripts/npm-cache.sh
+STAMP=$(npm_cache_stamp "$DIR" "$NOVNC_PKG")
 
 apt_install() {
     if [ "$(id -u)" != 0 ]; then
@@ -22,10 +23,7 @@ apt_install() {
 
 command -v chromium >/dev/null || apt_install chromium
 [ -f "$STAMP" ] && exit 0
-command -v npm >/dev/null || apt_install npm
-rm -rf "$DIR"
-mkdir -p "$DIR"
-printf '{"private": true, "description": "corral: noVNC for the console"}\n' >"$DIR/package.json"
+npm_cache_reset ensure-console "$DIR" "noVNC for the console"
 echo "ensure-console: installing $NOVNC_PKG into $DIR" >&2
 npm install --prefix "$DIR" --no-audit --no-fund --loglevel=error "$NOVNC_PKG" >&2
 test -f "$DIR/node_modules/@novnc/novnc/core/rfb.js"

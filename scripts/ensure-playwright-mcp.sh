@@ -9,18 +9,11 @@ cd "$(dirname "$0")/.."
 
 PKG="@playwright/mcp@0.0.86"
 DIR=.cache/playwright-mcp
-STAMP="$DIR/.installed-$(printf '%s' "$PKG" | tr -c 'A-Za-z0-9.+-' '_')"
+. scripts/npm-cache.sh
+STAMP=$(npm_cache_stamp "$DIR" "$PKG")
 
 [ -f "$STAMP" ] && exit 0
-if ! command -v npm >/dev/null; then
-    echo "ensure-playwright-mcp: npm is missing; installing Debian's npm" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
-fi
-rm -rf "$DIR"
-mkdir -p "$DIR"
-printf '{"private": true, "description": "corral: Playwright MCP for the benchmarks"}\n' \
-    >"$DIR/package.json"
+npm_cache_reset ensure-playwright-mcp "$DIR" "Playwright MCP for the benchmarks"
 echo "ensure-playwright-mcp: installing $PKG into $DIR" >&2
 npm install --prefix "$DIR" --no-audit --no-fund --loglevel=error --ignore-scripts "$PKG" >&2
 node "$DIR/node_modules/@playwright/mcp/cli.js" --version >/dev/null

@@ -7,18 +7,11 @@ cd "$(dirname "$0")/.."
 
 WDA_PKG="appium-webdriveragent@16.12.7"
 DIR=.cache/wda
-STAMP="$DIR/.installed-$(printf '%s' "$WDA_PKG" | tr -c 'A-Za-z0-9.+-' '_')"
+. scripts/npm-cache.sh
+STAMP=$(npm_cache_stamp "$DIR" "$WDA_PKG")
 
 [ -f "$STAMP" ] && exit 0
-if ! command -v npm >/dev/null; then
-    echo "ensure-wda: npm is missing; installing Debian's npm" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
-fi
-rm -rf "$DIR"
-mkdir -p "$DIR"
-printf '{"private": true, "description": "corral: WebDriverAgent source for tests"}\n' \
-    >"$DIR/package.json"
+npm_cache_reset ensure-wda "$DIR" "WebDriverAgent source for tests"
 echo "ensure-wda: installing $WDA_PKG into $DIR" >&2
 # Only the source files are read: no install scripts (they would build or fetch WDA).
 npm install --prefix "$DIR" --no-audit --no-fund --loglevel=error --ignore-scripts \

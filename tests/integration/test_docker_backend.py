@@ -1,7 +1,10 @@
 """DockerBackend's own contract on the real engine: removal waits until the container is
-gone, also when another removal of it is already in progress (the engine answers 409)."""
+gone, also when another removal of it is already in progress (the engine answers 409);
+the memory a container holds is a number, or None once it is gone or going."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import anyio
 import docker
@@ -18,18 +21,23 @@ pytestmark = pytest.mark.anyio
 SANDBOX_IMAGE = DEFAULT_SANDBOX_IMAGE
 
 
-@pytest.mark.parametrize("removals", [2, 6])
-async def test_concurrent_removals_all_return_once_the_container_is_gone(
-    docker_client: docker.DockerClient, removals: int
-) -> None:
-    container = docker_client.containers.run(
+def sleeper(docker_client: docker.DockerClient, kind: str) -> Any:
+    """A container of the sandbox image that only sleeps, labelled for the leak check."""
+    return docker_client.containers.run(
         SANDBOX_IMAGE,
         ["sleep", "120"],
-        labels=control_labels("test-remove"),
+        labels=control_labels(kind),
         detach=True,
         network_mode="none",
         user="1000:1000",
     )
+
+
+@pytest.mark.parametrize("removals", [2, 6])
+async def test_concurrent_removals_all_return_once_the_container_is_gone(
+    docker_client: docker.DockerClient, removals: int
+) -> None:
+    container = sleeper(docker_client, "test-remove")
     backend = DockerBackend(Owner.current())
     finished: list[bool] = []
 
@@ -65,14 +73,7 @@ async def test_memory_held_is_a_number_while_running_and_none_once_removed(
     """`corral doctor` asks for the memory of pool members the pool may be removing at
     that moment: while a removal runs, every answer is a number or None, never an error
     (the engine answers an empty body to a stats call on a container mid-removal)."""
-    container = docker_client.containers.run(
-        SANDBOX_IMAGE,
-        ["sleep", "120"],
-        labels=control_labels("test-memory"),
-        detach=True,
-        network_mode="none",
-        user="1000:1000",
-    )
+    container = sleeper(docker_client, "test-memory")
     backend = DockerBackend(Owner.current())
     answers: list[int | None] = []
     removed = anyio.Event()
