@@ -10,14 +10,14 @@ import contextlib
 import logging
 import select
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import requests.exceptions
-from docker.utils.socket import frames_iter
 
+from orchestrator.backends.docker.attach import AttachSocket
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.backends.docker.spec import create_container, create_kwargs
 from orchestrator.errors import CorralError, EngineNotFound
@@ -31,24 +31,13 @@ logger = logging.getLogger("corral.docker")
 STDOUT = 1
 
 
-def _close_socket(sock: Any) -> None:
-    """Shut down (wakes a reader blocked in recv) and close an attach socket."""
-    raw = getattr(sock, "_sock", sock)
-    with contextlib.suppress(OSError):
-        raw.shutdown(socket.SHUT_RDWR)
-    with contextlib.suppress(OSError):
-        raw.close()
-    with contextlib.suppress(OSError):
-        sock.close()
-
-
 class DockerRun(Scoped):
     """Create + attach + start on enter; force-remove on exit (shielded from cancellation)."""
 
     def __init__(self, backend: DockerBackend, spec: ContainerSpec) -> None:
         self._backend = backend
         self._spec = spec
-        self._stream: Any = None
+        self._stream: AttachSocket | None = None
         self.id = ""
         self.image_id = ""
 
@@ -68,7 +57,8 @@ class DockerRun(Scoped):
             # Attach before start so no byte of output is missed; the log driver is "none".
             # attach_socket hands us the socket itself, so we can shut it down and close it.
             streams = {"stdin": int(self._spec.stdin_open), "stdout": 1, "stderr": 1, "stream": 1}
-            self._stream = await blocking(url, partial(api.attach_socket, self.id, params=streams))
+            attached = await blocking(url, partial(api.attach_socket, self.id, params=streams))
+            self._stream = AttachSocket(attached)
             await blocking(url, partial(api.start, self.id))
         except BaseException:
             await self._cleanup()
@@ -78,8 +68,7 @@ class DockerRun(Scoped):
         """Write `data` to the container's stdin (attached only if the spec opened it)."""
         if self._stream is None:
             raise OSError("the container's stream is closed")
-        raw = getattr(self._stream, "_sock", self._stream)
-        await anyio.to_thread.run_sync(raw.sendall, data)
+        await anyio.to_thread.run_sync(self._stream.raw.sendall, data)
 
     def ended(self) -> bool:
         """Whether the attach stream has anything to read, without reading it. A warm
@@ -87,9 +76,8 @@ class DockerRun(Scoped):
         is not the blocked shell it should be. No engine call."""
         if self._stream is None:
             return True
-        raw = getattr(self._stream, "_sock", self._stream)
         try:
-            readable, _, _ = select.select([raw], [], [], 0)
+            readable, _, _ = select.select([self._stream.raw], [], [], 0)
         except (OSError, ValueError):
             return True
         return bool(readable)
@@ -104,7 +92,7 @@ class DockerRun(Scoped):
     async def _cleanup(self) -> None:
         with anyio.CancelScope(shield=True):
             if self._stream is not None:
-                _close_socket(self._stream)
+                self._stream.close()
                 self._stream = None
             if self.id:
                 await self._backend.remove(self.id)
@@ -113,19 +101,15 @@ class DockerRun(Scoped):
         stream = self._stream
         if stream is None:
             return
-        frames = frames_iter(stream, tty=False)  # type: ignore[no-untyped-call]
-        iterator = (data for _, data in frames)
         while True:
             try:
-                chunk = await anyio.to_thread.run_sync(
-                    partial(next, iterator, None), abandon_on_cancel=True
-                )
+                frame = await anyio.to_thread.run_sync(stream.next_frame, abandon_on_cancel=True)
             except (requests.exceptions.RequestException, OSError, ValueError):
                 return  # the stream was closed under us (kill/remove): output is over
-            if chunk is None:
+            if frame is None:
                 return
-            if chunk:
-                yield chunk
+            if frame[1]:
+                yield frame[1]
 
     async def wait(self) -> ExitInfo:
         assert self.id
@@ -156,23 +140,18 @@ class _DemuxedStream:
     DockerExec so the demultiplexing lives in one place."""
 
     def __init__(self) -> None:
-        self._sock: Any = None
-        self._frames: Iterator[tuple[int, bytes]] | None = None
+        self._stream: AttachSocket | None = None
         self.id = ""
 
     def _hold(self, sock: Any) -> None:
-        self._sock = sock
-        self._frames = frames_iter(sock, tty=False)  # type: ignore[no-untyped-call]
-
-    def _raw(self) -> socket.socket:
-        return getattr(self._sock, "_sock", self._sock)  # type: ignore[no-any-return]
+        self._stream = AttachSocket(sock)
 
     async def send(self, data: bytes) -> None:
         """Write without a thread and without blocking: a process that stops reading its
         stdin cannot hold a worker thread, and the caller's deadline cancels the wait."""
-        if self._sock is None:
+        if self._stream is None or self._stream.closed:
             raise OSError("the channel is closed")
-        raw = self._raw()
+        raw = self._stream.raw
         view = memoryview(data)
         while view:
             await anyio.wait_writable(raw)
@@ -184,28 +163,25 @@ class _DemuxedStream:
 
     async def receive(self) -> bytes | None:
         while True:
-            frames = self._frames
-            if frames is None:
+            stream = self._stream
+            if stream is None:
                 return None
             try:
-                frame = await anyio.to_thread.run_sync(
-                    partial(next, frames, None), abandon_on_cancel=True
-                )
+                frame = await anyio.to_thread.run_sync(stream.next_frame, abandon_on_cancel=True)
             except (requests.exceptions.RequestException, OSError, ValueError):
                 return None  # the stream was closed under us: it is over
             if frame is None:
                 return None
-            stream, data = frame
-            if stream == STDOUT:
+            kind, data = frame
+            if kind == STDOUT:
                 return bytes(data)
             for text in data.decode(errors="replace").splitlines():
                 logger.debug("container %s: %s", self.id[:12], text)
 
     def _close_stream(self) -> None:
-        if self._sock is not None:
-            _close_socket(self._sock)
-            self._sock = None
-            self._frames = None
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
 
 
 class DockerAttached(_DemuxedStream):

@@ -22,6 +22,7 @@ from sandboxes import secret_fields as sf
 
 SHARED_SESSION = "does not have a separate CDP session"  # Playwright: an in-renderer frame
 NOT_ENABLED = "hasn't been enabled"  # Chromium: a domain disabled already
+DETACH_S = 2.0  # how long dropping a kept session may wait for its detach
 Box = tuple[int, int, int, int]
 Up = Callable[[sf.Rect], sf.Rect | None]  # a session's rectangle in page pixels, or None
 
@@ -115,8 +116,12 @@ class PageSessions:
     async def drop(self, page: Page) -> None:
         """Forget `page`'s session after a failure: the next probe opens a new one."""
         session = self.open.pop(page, None)
-        if session is not None:
-            with contextlib.suppress(PlaywrightError):
+        if session is not None:  # detached even when the probe was cancelled (bounded)
+            with (
+                anyio.CancelScope(shield=True),
+                anyio.move_on_after(DETACH_S),
+                contextlib.suppress(PlaywrightError),
+            ):
                 await session.detach()
 
 
