@@ -20,6 +20,28 @@ def pair() -> tuple[AttachSocket, socket.socket]:
     return AttachSocket(ours), engine
 
 
+def reader_inside(
+    attached: AttachSocket, hold: threading.Event | None = None
+) -> tuple[threading.Thread, list[object]]:
+    """A thread reading `attached`, started and known to be inside the SDK's read (held
+    there, before it polls, until `hold` is set, when given)."""
+    got: list[object] = []
+    inside = threading.Event()
+    original = attached._frames
+
+    def frames() -> object:
+        inside.set()
+        if hold is not None:
+            hold.wait(5)  # between "registered" and "polled"
+        yield from original
+
+    attached._frames = frames()  # type: ignore[assignment]
+    reader = threading.Thread(target=lambda: got.append(attached.next_frame()))
+    reader.start()
+    assert inside.wait(5)
+    return reader, got
+
+
 def test_frames_come_as_the_engine_sent_them_then_none_at_the_end() -> None:
     attached, engine = pair()
     engine.sendall(frame(1, b"out") + frame(2, b"err"))
@@ -33,18 +55,7 @@ def test_frames_come_as_the_engine_sent_them_then_none_at_the_end() -> None:
 
 def test_close_wakes_a_blocked_reader_which_then_releases_the_descriptor() -> None:
     attached, engine = pair()
-    got: list[object] = []
-    reading = threading.Event()
-    original = attached._frames
-
-    def frames() -> object:  # says when the reader is inside the SDK's blocking read
-        reading.set()
-        yield from original
-
-    attached._frames = frames()  # type: ignore[assignment]
-    reader = threading.Thread(target=lambda: got.append(attached.next_frame()))
-    reader.start()
-    assert reading.wait(5)
+    reader, got = reader_inside(attached)
 
     attached.close()
     reader.join(5)
@@ -70,19 +81,8 @@ def test_the_descriptor_is_not_released_under_a_reader_that_has_not_polled_yet()
     closed. The number must stay ours until that reader is done, or the next socket
     opened could take it and the reader would wait on that one."""
     attached, engine = pair()
-    got: list[object] = []
-    inside, go_on = threading.Event(), threading.Event()
-    original = attached._frames
-
-    def frames() -> object:
-        inside.set()
-        go_on.wait(5)  # between "registered" and "polled"
-        yield from original
-
-    attached._frames = frames()  # type: ignore[assignment]
-    reader = threading.Thread(target=lambda: got.append(attached.next_frame()))
-    reader.start()
-    assert inside.wait(5)
+    go_on = threading.Event()
+    reader, got = reader_inside(attached, go_on)
 
     attached.close()
     held = attached.raw.fileno()
