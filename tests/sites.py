@@ -169,7 +169,9 @@ class LocalImageContainer(DockerContainer):
 
 def requests_seen(client: docker.DockerClient, address: str) -> list[str]:
     """The paths the test site at `address` was asked for, in order (its own log)."""
-    for container in client.containers.list(filters={"label": "corral.kind=test-site"}):
+    for container in client.containers.list(
+        ignore_removed=True, filters={"label": "corral.kind=test-site"}
+    ):
         networks = container.attrs["NetworkSettings"]["Networks"]
         if networks.get(EGRESS_NETWORK, {}).get("IPAddress") == address:
             lines = container.logs(stdout=True, stderr=False).decode().splitlines()
@@ -186,7 +188,9 @@ def release(client: docker.DockerClient, address: str, name: str) -> None:
         "h = http.client.HTTPSConnection('127.0.0.1', 443, context=c, timeout=10); "
         f"h.request('GET', '/release/{name}'); h.getresponse().read()"
     )  # any status: the site logs the request and sets the event before it answers
-    for container in client.containers.list(filters={"label": "corral.kind=test-site"}):
+    for container in client.containers.list(
+        ignore_removed=True, filters={"label": "corral.kind=test-site"}
+    ):
         networks = container.attrs["NetworkSettings"]["Networks"]
         if networks.get(EGRESS_NETWORK, {}).get("IPAddress") == address:
             code, output = container.exec_run(["python3", "-c", ask], user="1000:1000")

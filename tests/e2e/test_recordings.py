@@ -235,7 +235,8 @@ async def test_a_killed_gateways_recording_plays_in_the_console_and_exports(
         assert plays()  # and still, as the killed gateway left it
         owned = {"label": [f"corral.owner.pid={pid}"]}
         await wait_until(
-            lambda: not docker_client.containers.list(all=True, filters=owned), limit=60
+            lambda: not docker_client.containers.list(ignore_removed=True, all=True, filters=owned),
+            limit=60,
         )
     token = add_operator(home, OPERATOR)
     async with running_gateway(home, config, recording=True) as (base, _):  # finishes it

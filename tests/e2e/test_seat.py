@@ -178,7 +178,7 @@ async def test_a_take_over_mid_type_stops_the_ai_and_the_persons_clipboard_is_th
         await use(mcp, "screenshot")
         rows = ((await mcp.client.call_tool("rig_list", {})).structured_content or {})["rigs"]
         (container,) = docker_client.containers.list(
-            filters={"label": [f"corral.session={rows[0]['rig_id']}"]}
+            ignore_removed=True, filters={"label": [f"corral.session={rows[0]['rig_id']}"]}
         )
         await focused_mousepad(mcp)
         typed = await typed_until_taken(
@@ -206,7 +206,7 @@ async def test_a_take_over_mid_type_stops_the_ai_and_the_persons_clipboard_is_th
         assert set(text) == {"x"} and len(text) == typed, (len(text), typed)
         await mcp.client.call_tool("rig_close", {})
     assert not docker_client.containers.list(
-        all=True, filters={"label": [f"corral.session={rows[0]['rig_id']}"]}
+        ignore_removed=True, all=True, filters={"label": [f"corral.session={rows[0]['rig_id']}"]}
     )
 
 

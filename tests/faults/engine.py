@@ -90,7 +90,7 @@ class PrivateEngine:
         client = docker.DockerClient(base_url=self.url, version="1.41")
         bridges = []
         try:
-            for container in client.containers.list(all=True):
+            for container in client.containers.list(ignore_removed=True, all=True):
                 container.remove(force=True)
             for network in client.networks.list():
                 if network.name in ("bridge", "host", "none"):

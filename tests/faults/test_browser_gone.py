@@ -63,7 +63,7 @@ async def test_a_browser_rig_whose_proxy_was_killed_fails_closed_and_ends_saying
         (proxy,) = [
             c
             for c in docker_client.containers.list(
-                filters={"label": ["corral.kind=proxy", "corral.agent=alice"]}
+                ignore_removed=True, filters={"label": ["corral.kind=proxy", "corral.agent=alice"]}
             )
             if c.labels.get("corral.owner.pid") in ours
         ]

@@ -57,6 +57,6 @@ async def test_a_stopped_engine_is_named_and_scripts_run_again_once_it_is_back(
         client = docker.DockerClient(base_url=engine.url, version="1.41")
         try:
             managed = {"label": ["corral.managed=true"]}
-            assert client.containers.list(all=True, filters=managed) == []
+            assert client.containers.list(ignore_removed=True, all=True, filters=managed) == []
         finally:
             client.close()

@@ -153,7 +153,9 @@ async def test_a_killed_front_leaves_no_script_container_and_the_audit_names_it(
     }
 
     def running() -> list[Any]:
-        return docker_client.containers.list(filters={**labels, "status": "running"})
+        return docker_client.containers.list(
+            ignore_removed=True, filters={**labels, "status": "running"}
+        )
 
     code = "import time\nwhile True: time.sleep(1)"  # the work in flight, not a wait
     async with front(corral_home, agent) as ours:
@@ -179,7 +181,7 @@ async def test_a_killed_front_leaves_no_script_container_and_the_audit_names_it(
             argv for _, argv in processes() if b"orchestrator.backends.docker.watchdog" in argv
         ]
         found = docker_client.containers.list(
-            all=True, filters={"label": f"corral.owner.pid={pid}"}
+            ignore_removed=True, all=True, filters={"label": f"corral.owner.pid={pid}"}
         )
         raise AssertionError(
             f"no container_reaped in 30 s; watchdogs: {watchdogs}; the front's containers: "

@@ -48,7 +48,9 @@ def fill(client: docker.DockerClient) -> list[Any]:
 
 
 def corral_things(client: docker.DockerClient) -> tuple[list[Any], list[str]]:
-    containers = client.containers.list(all=True, filters={"label": ["corral.managed=true"]})
+    containers = client.containers.list(
+        ignore_removed=True, all=True, filters={"label": ["corral.managed=true"]}
+    )
     networks = [n.name for n in client.networks.list() if str(n.name).startswith("corral-s-")]
     return list(containers), networks
 
@@ -115,7 +117,9 @@ def pool_joins(home: CorralHome) -> int:
 
 
 def kiosks(client: docker.DockerClient) -> list[Any]:
-    return client.containers.list(all=True, filters={"label": ["corral.kind=kiosk"]})
+    return client.containers.list(
+        ignore_removed=True, all=True, filters={"label": ["corral.kind=kiosk"]}
+    )
 
 
 async def test_a_warm_pool_in_full_address_pools_hands_out_what_it_holds(

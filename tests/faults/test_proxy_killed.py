@@ -20,7 +20,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def proxies(client: docker.DockerClient, agent: str) -> list[Any]:
-    return client.containers.list(filters={"label": ["corral.kind=proxy", f"corral.agent={agent}"]})
+    return client.containers.list(
+        ignore_removed=True, filters={"label": ["corral.kind=proxy", f"corral.agent={agent}"]}
+    )
 
 
 async def test_a_killed_proxy_fails_closed_and_ends_the_session_saying_why(

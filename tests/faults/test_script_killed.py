@@ -29,7 +29,11 @@ async def test_a_killed_script_container_answers_137_at_once_and_leaves_nothing(
     labels: dict[str, Any] = {"label": [f"corral.agent={agent}", "corral.kind=script"]}
 
     def running() -> list[Any]:
-        return list(docker_client.containers.list(filters={**labels, "status": "running"}))
+        return list(
+            docker_client.containers.list(
+                ignore_removed=True, filters={**labels, "status": "running"}
+            )
+        )
 
     code = "import time\nprint('working', flush=True)\nwhile True: time.sleep(1)"
     answers: list[types.CallToolResult] = []
