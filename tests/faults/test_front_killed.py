@@ -47,12 +47,15 @@ async def world(corral_home: CorralHome, sites: tuple[str, str, str]) -> AsyncIt
 def front_pid(home: CorralHome, agent: str) -> int:
     """The `corral mcp --agent AGENT` process serving this home (read from /proc)."""
     found = []
-    for pid, argv in processes():
-        if b"mcp" in argv and agent.encode() in argv:
-            with contextlib.suppress(OSError):
-                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-                if f"CORRAL_HOME={home.root}".encode() in environ:
-                    found.append(pid)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            ours = f"CORRAL_HOME={home.root}".encode() in environ
+            if ours and b"mcp" in argv and agent.encode() in argv:
+                found.append(int(entry.name))
     assert len(found) == 1, found
     return found[0]
 

@@ -17,8 +17,6 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
-import requests.exceptions
 from docker.utils.socket import frames_iter
 
 
@@ -33,14 +31,6 @@ class AttachSocket:
         self._lock = threading.Lock()
         self._reading = False
         self.closed = False
-
-    async def receive(self) -> tuple[int, bytes] | None:
-        """The next frame, read in a worker thread (left to finish on its own if the
-        caller is cancelled: closing wakes it); None at the end or once closed under us."""
-        try:
-            return await anyio.to_thread.run_sync(self.next_frame, abandon_on_cancel=True)
-        except (requests.exceptions.RequestException, OSError, ValueError):
-            return None  # the stream was closed under us (kill, remove): it is over
 
     def next_frame(self) -> tuple[int, bytes] | None:
         """The next (stream, data) frame, None at the end (blocking: a worker thread's)."""

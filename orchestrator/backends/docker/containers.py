@@ -15,6 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import requests.exceptions
 
 from orchestrator.backends.docker.attach import AttachSocket
 from orchestrator.backends.docker.sdk import blocking
@@ -100,7 +101,13 @@ class DockerRun(Scoped):
         stream = self._stream
         if stream is None:
             return
-        while (frame := await stream.receive()) is not None:
+        while True:
+            try:
+                frame = await anyio.to_thread.run_sync(stream.next_frame, abandon_on_cancel=True)
+            except (requests.exceptions.RequestException, OSError, ValueError):
+                return  # the stream was closed under us (kill/remove): output is over
+            if frame is None:
+                return
             if frame[1]:
                 yield frame[1]
 
@@ -159,7 +166,10 @@ class _DemuxedStream:
             stream = self._stream
             if stream is None:
                 return None
-            frame = await stream.receive()
+            try:
+                frame = await anyio.to_thread.run_sync(stream.next_frame, abandon_on_cancel=True)
+            except (requests.exceptions.RequestException, OSError, ValueError):
+                return None  # the stream was closed under us: it is over
             if frame is None:
                 return None
             kind, data = frame

@@ -50,11 +50,6 @@ def _sender(session: CDPSession) -> Callable[[sf.Call], Awaitable[dict[str, Any]
     return send
 
 
-async def _root_frame_id(session: CDPSession) -> str:
-    tree = await session.send("Page.getFrameTree")
-    return str(tree["frameTree"]["frame"]["id"])
-
-
 async def _read(session: CDPSession, up: Up | None, values: bool, out: PageSecrets) -> None:
     """One session's secret fields into `out`: their boxes carried into page pixels
     (unless `up` is None: values only), their values when asked."""
@@ -77,7 +72,8 @@ async def _carrier(parent: CDPSession, parent_up: Up, session: CDPSession) -> Up
     box of the element that shows it (in the parent session), scaled when that box is not
     the frame's size (a CSS transform) and clipped to it, then as the parent's go."""
     send = _sender(parent)
-    owner = await send(sf.Call("DOM.getFrameOwner", {"frameId": await _root_frame_id(session)}))
+    tree = await session.send("Page.getFrameTree")
+    owner = await send(sf.Call("DOM.getFrameOwner", {"frameId": tree["frameTree"]["frame"]["id"]}))
     model = await send(sf.Call("DOM.getBoxModel", {"backendNodeId": owner["backendNodeId"]}))
     box = sf.quad_box(model["model"]["content"])
     viewport = (await session.send("Page.getLayoutMetrics"))["cssLayoutViewport"]
