@@ -21,7 +21,7 @@ from typing import Any
 
 from sandboxes.approval_rules import TEXT_ROLES
 from sandboxes.masking import Rect
-from sandboxes.secret_fields import WITHHELD, withhold
+from sandboxes.withhold import WITHHELD, withhold
 
 XML_MAX_BYTES = 8 * 1024 * 1024
 MAX_ELEMENTS = 2000

@@ -20,28 +20,19 @@ CDP session (`run_async`). So this module imports nothing but the standard libra
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 SECRET_AUTOCOMPLETE = frozenset(
-    {
-        "cc-number",
-        "cc-csc",
-        "cc-exp",
-        "cc-exp-month",
-        "cc-exp-year",
-        "one-time-code",
-        "current-password",
-        "new-password",
-    }
+    {"cc-number", "cc-csc", "cc-exp", "cc-exp-month", "cc-exp-year", "one-time-code"}
+    | {"current-password", "new-password"}
 )
-WITHHELD = "[secret field: value withheld]"
 TEXT_SECURITY = "-webkit-text-security"
 DOCUMENT = {"depth": -1, "pierce": True}  # DOM.getDocument: every node, shadow roots and frames
 OBJECT_GROUP = "corral-secrets"  # the handles `values` makes, for Runtime.releaseObjectGroup
 SECURED = ("disc", "circle", "square")  # its values other than none
+BROWSERS = "user-agent"  # the type of a shadow root the browser made
 MAX_FIELDS = 500  # fields a page may have before the probe gives up (and all is masked)
 # The live text of a field, read in an isolated world (the page's own globals unused):
 # an input's or text area's value, a contenteditable's text as the DOM and layout give it.
@@ -126,9 +117,13 @@ def text_security(computed: list[dict[str, Any]]) -> bool:
     return False
 
 
-def fields(root: Node, frame_id: str, closed_only: bool) -> list[Field]:
+def fields(
+    root: Node, frame_id: str, closed_only: bool, browsers: list[Node] | None = None
+) -> list[Field]:
     """Every field in a pierced document (only those inside closed shadow roots when
-    `closed_only`: the kiosk's in-page probe sees the rest), with its frame."""
+    `closed_only`: the kiosk's in-page probe sees the rest), with its frame. The shadow
+    roots the browser made itself (an input's inner editor, a video's controls: no page's
+    field is in one) are not walked: they go to `browsers` when given."""
     found: list[Field] = []
     pending: list[tuple[Node, str, bool]] = [(root, frame_id, False)]
     while pending:
@@ -142,9 +137,13 @@ def fields(root: Node, frame_id: str, closed_only: bool) -> list[Field]:
                     secret_by_attributes(node),
                 )
             )
+        shadows = node.get("shadowRoots") or []
+        browsers = [] if browsers is None else browsers
+        browsers += [shadow for shadow in shadows if shadow.get("shadowRootType") == BROWSERS]
         inner: list[tuple[Node, str, bool]] = [
             (shadow, frame, closed or shadow.get("shadowRootType") == "closed")
-            for shadow in node.get("shadowRoots") or []
+            for shadow in shadows
+            if shadow.get("shadowRootType") != BROWSERS
         ]
         inner += [(child, frame, closed) for child in node.get("children") or []]
         if node.get("contentDocument"):
@@ -155,34 +154,77 @@ def fields(root: Node, frame_id: str, closed_only: bool) -> list[Field]:
     return found
 
 
-def find_secret(frame_id: str | None, *, closed_only: bool) -> Steps[tuple[Field, ...]]:
-    """The secret fields of a session's documents: by their attributes, else by their
-    computed style, all asked in one call (`DOM.getNodesForSubtreeByStyle`, pierced like
-    the walk: the nodes whose `-webkit-text-security` draws discs, circles or squares)
-    instead of one computed style per field. A `frame_id` of None: the session's root
-    frame, asked together with the document."""
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """A session's documents as one probe walked them. A caller may use it again while
+    the session's DOM domain sent no event that `sandboxes.kept_walk.stales` (its node
+    ids then name the same nodes, the fields and their attributes are unchanged); their
+    style is asked again each time (`kept_walk.styled_again`: a pseudo-class such as
+    `:placeholder-shown` or a changed style sheet may draw a field as discs without any
+    DOM event)."""
+
+    root: int
+    root_backend: int  # the document's own id: another document has another
+    frame_id: str
+    fields: tuple[Field, ...]
+    frames: int  # frames whose documents the walk holds (the root's included)
+    browsers: tuple[Node, ...] = ()  # the shadow roots the browser made (not walked)
+
+
+def count_frames(tree: dict[str, Any]) -> int:
+    return 1 + sum(count_frames(child) for child in tree.get("childFrames") or [])
+
+
+def walk(frame_id: str | None, *, closed_only: bool) -> Steps[Walk]:
+    """Every field of a session's documents (see `fields`). A `frame_id` of None: the
+    session's root frame, asked together with the document (and the frames it holds)."""
     # The style query needs the DOM domain enabled (the document alone does not enable it
     # in every case: a renderer swapped by a navigation starts with it off); a session
     # handles its calls in order, so the enable comes first even inside a batch.
     first = [Call("DOM.enable"), Call("DOM.getDocument", DOCUMENT)]
     answers = yield Batch(tuple(first + ([Call("Page.getFrameTree")] if frame_id is None else [])))
-    doc = _ok(answers[1])
+    doc = ok(answers[1])
+    frames = 0
     if frame_id is None:
-        frame_id = str(_ok(answers[2])["frameTree"]["frame"]["id"])
-    _ok(answers[0])
-    found = fields(doc["root"], frame_id, closed_only)
-    if all(one.secret for one in found):
-        return tuple(found)
-    styled = yield Call(
+        tree = ok(answers[2])["frameTree"]
+        frame_id, frames = str(tree["frame"]["id"]), count_frames(tree)
+    ok(answers[0])
+    root, browsers = doc["root"], list[Node]()
+    found = tuple(fields(root, frame_id, closed_only, browsers))
+    ids = int(root["nodeId"]), int(root["backendNodeId"])
+    return Walk(*ids, frame_id, found, frames, tuple(browsers))
+
+
+def styled(walked: Walk) -> Steps[tuple[Field, ...]]:
+    """The walk's secret fields: by their attributes, else by their computed style, all
+    asked in one call (`DOM.getNodesForSubtreeByStyle`, pierced like the walk: the nodes
+    whose `-webkit-text-security` draws discs, circles or squares) instead of one
+    computed style per field."""
+    if all(one.secret for one in walked.fields):
+        return walked.fields
+    return secret_of(walked, (yield style_call(walked)))
+
+
+def style_call(walked: Walk) -> Call:
+    return Call(
         "DOM.getNodesForSubtreeByStyle",
         {
-            "nodeId": int(doc["root"]["nodeId"]),
+            "nodeId": walked.root,
             "computedStyles": [{"name": TEXT_SECURITY, "value": v} for v in SECURED],
             "pierce": True,
         },
     )
-    drawn = {int(node_id) for node_id in styled.get("nodeIds") or []}
-    return tuple(one for one in found if one.secret or one.node_id in drawn)
+
+
+def secret_of(walked: Walk, answer: dict[str, Any]) -> tuple[Field, ...]:
+    drawn = {int(node_id) for node_id in answer.get("nodeIds") or []}
+    return tuple(one for one in walked.fields if one.secret or one.node_id in drawn)
+
+
+def find_secret(frame_id: str | None, *, closed_only: bool) -> Steps[tuple[Field, ...]]:
+    """The secret fields of a session's documents, walked afresh (`walk`, `styled`)."""
+    walked = yield from walk(frame_id, closed_only=closed_only)
+    return (yield from styled(walked))
 
 
 def boxes(found: tuple[Field, ...]) -> Steps[list[Rect]]:
@@ -200,55 +242,70 @@ def boxes(found: tuple[Field, ...]) -> Steps[list[Rect]]:
     return rects
 
 
-def values(found: tuple[Field, ...]) -> Steps[list[str]]:
+@dataclass(slots=True)
+class Handles:
+    """The isolated worlds and field handles `values` made, for the next `values` of the
+    same walk (they live as long as their document; `OBJECT_GROUP` releases them)."""
+
+    worlds: dict[str, int] = field(default_factory=dict)  # frame id -> context id
+    objects: dict[int, str] = field(default_factory=dict)  # backend node id -> object id
+
+
+def values(found: tuple[Field, ...], kept: Handles | None = None) -> Steps[list[str]]:
     """Each secret field's live text, read in an isolated world of its own frame: the
-    worlds, the fields' handles in them and their texts each asked at once."""
+    worlds and the fields' handles not in `kept` yet (made and kept there), then the
+    texts, each asked at once."""
     if not found:
         return []
-    frames = list(dict.fromkeys(one.frame_id for one in found))
+    kept = Handles() if kept is None else kept
+    frames = [f for f in dict.fromkeys(one.frame_id for one in found) if f not in kept.worlds]
     made = yield Batch(
         tuple(
             Call("Page.createIsolatedWorld", {"frameId": f, "worldName": "corral-secrets"})
             for f in frames
         )
     )
-    worlds = {f: int(_ok(m)["executionContextId"]) for f, m in zip(frames, made, strict=True)}
+    for frame, world in zip(frames, made, strict=True):
+        kept.worlds[frame] = int(ok(world)["executionContextId"])
+    missing = [one for one in found if one.backend_id not in kept.objects]
     nodes = yield Batch(
         tuple(
             Call(
                 "DOM.resolveNode",
                 {
                     "backendNodeId": one.backend_id,
-                    "executionContextId": worlds[one.frame_id],
+                    "executionContextId": kept.worlds[one.frame_id],
                     "objectGroup": OBJECT_GROUP,
                 },
             )
-            for one in found
+            for one in missing
         )
     )
+    for one, node in zip(missing, nodes, strict=True):
+        kept.objects[one.backend_id] = str(ok(node)["object"]["objectId"])
     read = yield Batch(
         tuple(
             Call(
                 "Runtime.callFunctionOn",
                 {
-                    "objectId": _ok(node)["object"]["objectId"],
+                    "objectId": kept.objects[one.backend_id],
                     "functionDeclaration": VALUE_JS,
                     "returnByValue": True,
                 },
             )
-            for node in nodes
+            for one in found
         )
     )
     out: list[str] = []
     for result in read:
-        texts = _ok(result).get("result", {}).get("value")
+        texts = ok(result).get("result", {}).get("value")
         if not isinstance(texts, list):
             raise ProbeError("a secret field's value could not be read")
         out += [t for t in texts if isinstance(t, str) and t.strip()]
     return out
 
 
-def _ok(outcome: Outcome) -> dict[str, Any]:
+def ok(outcome: Outcome) -> dict[str, Any]:
     """A batch call's answer; its failure fails the step."""
     if isinstance(outcome, CallFailed):
         raise outcome
@@ -278,21 +335,6 @@ def carry(rect: Rect, box: Quad, inner: tuple[float, float]) -> Rect | None:
     if x2 <= x1 or y2 <= y1:
         return None
     return [x1, y1, x2 - x1, y2 - y1]
-
-
-def withhold(text: str, secrets: list[str]) -> tuple[str, int]:
-    """`text` with every secret value (as written, and as a JSON or YAML string spells it)
-    replaced by `WITHHELD`; how many were replaced. Longest first, so a value inside a
-    longer one cannot leave the rest of it behind."""
-    spellings: set[str] = set()
-    for value in secrets:
-        quoted = json.dumps(value)
-        spellings |= {value, quoted, quoted[1:-1], " ".join(value.split())}
-    count = 0
-    for spelling in sorted((s for s in spellings if s.strip()), key=len, reverse=True):
-        count += text.count(spelling)
-        text = text.replace(spelling, WITHHELD)
-    return text, count
 
 
 def _advance(steps: Steps[T], sent: Any, failure: CallFailed | None) -> tuple[Any, T | None]:

@@ -30,7 +30,7 @@ from orchestrator.surfaces.android.adb import AdbServer, AndroidDevice
 from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.rigs import RigManager
 from sandboxes.mobile_params import MobileUseParams
-from sandboxes.secret_fields import WITHHELD
+from sandboxes.withhold import WITHHELD
 from tests.simulators.fake_adbd import FakeAdbd
 from tests.simulators.fake_android import LAUNCHER, PASSWORD_BOX, PASSWORD_RGB, make_apk
 

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import os
 import stat
-import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import anyio
 import docker
 import pytest
 from websockets.asyncio.client import unix_connect
@@ -192,39 +189,3 @@ async def test_a_rig_whose_agent_loses_browser_use_is_removed_at_the_next_check(
         )
         == []
     )
-
-
-def _secret_page(value: str) -> str:
-    page = (
-        "<!doctype html><body style='margin:0'>"
-        f"<input type=password value='{value}' style='position:absolute;left:10px;top:10px'>"
-        f"<input value='{value}-css' style='position:absolute;left:10px;top:60px;"
-        "-webkit-text-security:disc'><input value='plain' style='position:absolute;"
-        "left:10px;top:110px'></body>"
-    )
-    return "data:text/html," + urllib.parse.quote(page)
-
-
-async def test_probes_at_once_on_the_kept_session_each_see_every_secret_field(
-    rigs: RigManager,
-) -> None:
-    """The rig keeps one CDP session per page for its secret-field probes: probes that
-    overlap (the recorder's frame while the agent's extract runs) take turns on it, and
-    it keeps working after the page moves to another document (another renderer)."""
-    from orchestrator.surfaces.browser.secrets import page_secrets
-
-    assert not (await call(rigs, "tabs")).is_error
-    rig = rigs.rigs[("ann", "browser", "")]
-    for value in ("first-4417", "second-9902"):
-        page = await rig.page()
-        await page.goto(_secret_page(value))
-        found: list[tuple[int, list[str]]] = []
-
-        async def probe(page: Any = page, found: list[Any] = found) -> None:
-            got = await page_secrets(rig.sessions, page, values=True)
-            found.append((len(got.rects), sorted(got.values)))
-
-        async with anyio.create_task_group() as group:
-            for _ in range(6):
-                group.start_soon(probe)
-        assert found == [(2, sorted([value, f"{value}-css"]))] * 6

@@ -21,7 +21,7 @@ from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.ios import wda as corral_wda
 from orchestrator.surfaces.ios.rig import IosRig
 from sandboxes.mobile_params import IosUseParams
-from sandboxes.secret_fields import WITHHELD
+from sandboxes.withhold import WITHHELD
 from tests.simulators import fake_wda
 from tests.simulators.fake_wda import SCALE, SECURE, SECURE_RGB, FakeWda
 from tests.simulators.wda_routes import WDA_SOURCE, matches, route_table

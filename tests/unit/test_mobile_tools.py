@@ -12,8 +12,8 @@ from orchestrator.errors import ConfigError, ParamError
 from sandboxes.catalogue import BY_NAME, PACKAGE_INSTALL, RIG_TOOLS
 from sandboxes.mobile_params import IosUseParams, MobileUseParams
 from sandboxes.mobile_ui import UiTreeError, parse_android, parse_ios, scale_rects
-from sandboxes.secret_fields import WITHHELD
 from sandboxes.visibility import decide
+from sandboxes.withhold import WITHHELD
 from tests.simulators.fake_android import INJECTION, PASSWORD_BOX, DeviceState
 from tests.simulators.fake_wda import SECURE, FakeWda
 from tests.unit.test_rig_tools import view, visible_names

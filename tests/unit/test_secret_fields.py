@@ -120,14 +120,6 @@ async def test_values_are_read_in_an_isolated_world_per_frame() -> None:
     ]
 
 
-def test_withhold_replaces_every_spelling_of_a_value() -> None:
-    text = '- textbox "Password" [ref=e3]: hunter2\n- textbox "Q": "a\\"b: c"\nhunter2 again'
-    out, count = sf.withhold(text, ["hunter2", 'a"b: c'])
-
-    assert "hunter2" not in out and 'a\\"b' not in out
-    assert out.count(sf.WITHHELD) == 3 and count == 3
-
-
 def test_the_kiosk_and_desktop_contexts_carry_the_probe_module_itself() -> None:
     source = (rig_dockerfile("kiosk").parents[2] / "sandboxes" / "secret_fields.py").read_bytes()
     for rig in ("kiosk", "desktop"):
@@ -175,3 +167,24 @@ def test_a_failed_call_in_a_values_batch_fails_the_probe() -> None:
 
     with pytest.raises(sf.CallFailed, match="No node"):
         sf.run_blocking(sf.values(fields), send)
+
+
+@pytest.mark.anyio
+async def test_kept_handles_are_used_again_and_only_new_fields_are_resolved() -> None:
+    calls: list[str] = []
+
+    async def send(call: sf.Call) -> dict[str, Any]:
+        calls.append(call.method)
+        if call.method == "Page.createIsolatedWorld":
+            return {"executionContextId": 7}
+        if call.method == "DOM.resolveNode":
+            return {"object": {"objectId": f"o{call.params['backendNodeId']}"}}
+        return {"result": {"value": [call.params["objectId"]]}}
+
+    kept = sf.Handles()
+    one, two = sf.Field(3, 103, "F1", True), sf.Field(4, 104, "F1", True)
+    assert await sf.run_async(sf.values((one,), kept), send) == ["o103"]
+    calls.clear()
+    assert await sf.run_async(sf.values((one, two), kept), send) == ["o103", "o104"]
+    assert calls == ["DOM.resolveNode", "Runtime.callFunctionOn", "Runtime.callFunctionOn"]
+    assert kept.worlds == {"F1": 7} and set(kept.objects) == {103, 104}

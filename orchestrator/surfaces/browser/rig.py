@@ -31,8 +31,9 @@ from sandboxes import rig_params as r
 from sandboxes.fence import fence
 from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
 from sandboxes.ports import AttachedContainer
-from sandboxes.secret_fields import WITHHELD, ProbeError, withhold
+from sandboxes.secret_fields import ProbeError
 from sandboxes.urls import check_url
+from sandboxes.withhold import WITHHELD, withhold
 
 ACTION_MS = 10_000
 NAVIGATE_MS = 30_000

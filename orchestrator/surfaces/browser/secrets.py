@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 from playwright.async_api import BrowserContext, CDPSession, Frame, Page
 from playwright.async_api import Error as PlaywrightError
 
+from orchestrator.surfaces.browser.kept import Found, KeptSession, sender
 from sandboxes import secret_fields as sf
 
 SHARED_SESSION = "does not have a separate CDP session"  # Playwright: an in-renderer frame
-NOT_ENABLED = "hasn't been enabled"  # Chromium: a domain disabled already
 DETACH_S = 2.0  # how long dropping a kept session may wait for its detach
 Box = tuple[int, int, int, int]
 Up = Callable[[sf.Rect], sf.Rect | None]  # a session's rectangle in page pixels, or None
@@ -38,40 +37,37 @@ class PageSecrets:
     rects: set[Box] = field(default_factory=set)
     values: list[str] = field(default_factory=list)
 
-
-def _sender(session: CDPSession) -> Callable[[sf.Call], Awaitable[dict[str, Any]]]:
-    async def send(call: sf.Call) -> dict[str, Any]:
-        try:
-            answer: dict[str, Any] = await session.send(call.method, call.params)
-        except PlaywrightError as exc:
-            raise sf.CallFailed((exc.message or str(exc)).splitlines()[0][:200]) from exc
-        return answer
-
-    return send
+    def add(self, other: PageSecrets) -> None:
+        self.rects |= other.rects
+        self.values += other.values
 
 
-async def _read(session: CDPSession, up: Up | None, values: bool, out: PageSecrets) -> None:
-    """One session's secret fields into `out`: their boxes carried into page pixels
-    (unless `up` is None: values only), their values when asked."""
-    send = _sender(session)
-    found = await sf.run_async(sf.find_secret(None, closed_only=False), send)
-    boxes = [] if up is None else await sf.run_async(sf.boxes(found), send)
-    for rect in boxes:
-        assert up is not None
-        moved = up(rect)
-        if moved is not None and moved[2] > 0 and moved[3] > 0:
-            x, y, w, h = moved
-            left, top = math.floor(x), math.floor(y)
-            out.rects.add((left, top, math.ceil(x + w) - left + 1, math.ceil(y + h) - top + 1))
-    if values:
-        out.values += await sf.run_async(sf.values(found), send)
+async def _read(kept: KeptSession, up: Up | None, values: bool) -> tuple[Found, PageSecrets]:
+    """One session's secret fields: their boxes carried into page pixels (unless `up` is
+    None: values only), their values when asked; and how many frames it holds."""
+    send = sender(kept.session)
+
+    async def use(found: tuple[sf.Field, ...]) -> PageSecrets:
+        part = PageSecrets()
+        for rect in [] if up is None else await sf.run_async(sf.boxes(found), send):
+            assert up is not None
+            moved = up(rect)
+            if moved is not None and moved[2] > 0 and moved[3] > 0:
+                x, y, w, h = moved
+                left, top = math.floor(x), math.floor(y)
+                part.rects.add((left, top, math.ceil(x + w) - left + 1, math.ceil(y + h) - top + 1))
+        if values:
+            part.values = await sf.run_async(sf.values(found, kept.handles), send)
+        return part
+
+    return await kept.read(use)
 
 
 async def _carrier(parent: CDPSession, parent_up: Up, session: CDPSession) -> Up:
     """How an out-of-process frame's rectangles reach page pixels: through the content
     box of the element that shows it (in the parent session), scaled when that box is not
     the frame's size (a CSS transform) and clipped to it, then as the parent's go."""
-    send = _sender(parent)
+    send = sender(parent)
     tree = await session.send("Page.getFrameTree")
     owner = await send(sf.Call("DOM.getFrameOwner", {"frameId": tree["frameTree"]["frame"]["id"]}))
     model = await send(sf.Call("DOM.getBoxModel", {"backendNodeId": owner["backendNodeId"]}))
@@ -95,55 +91,50 @@ def _depth(frame: Frame) -> int:
 
 @dataclass
 class PageSessions:
-    """The CDP session of each page of a rig, kept from one probe to the next (opening and
-    detaching one cost two round trips through the CDP channel per probe). Between probes
-    a session has no domain enabled, so the page sends nothing on it; probes take turns."""
+    """The CDP sessions of each page of a rig, kept from one probe to the next (opening and
+    detaching one cost two round trips through the CDP channel per probe): the page's own
+    and one per out-of-process frame. Probes take turns."""
 
     context: BrowserContext
-    open: dict[Page, CDPSession] = field(default_factory=dict)
+    open: dict[Page, KeptSession] = field(default_factory=dict)
+    frames: dict[Page, dict[Frame, KeptSession]] = field(default_factory=dict)
     # One probe at a time: a probe's DOM state (node ids, the enabled domain) is the
     # session's, and the recorder's frames come while the agent's own calls run.
     probing: anyio.Lock = field(default_factory=anyio.Lock)
 
     async def of(self, page: Page) -> CDPSession:
+        return (await self.kept(page)).session
+
+    async def kept(self, page: Page) -> KeptSession:
         for closed in [p for p in self.open if p.is_closed()]:
             del self.open[closed]
-        session = self.open.get(page)
-        if session is None:
-            session = self.open[page] = await self.context.new_cdp_session(page)
-        return session
+            self.frames.pop(closed, None)
+        kept = self.open.get(page)
+        if kept is None:
+            session = await self.context.new_cdp_session(page)
+            kept = self.open[page] = KeptSession(session, self.probing)
+        return kept
 
     async def drop(self, page: Page) -> None:
-        """Forget `page`'s session after a failure: the next probe opens a new one."""
-        session = self.open.pop(page, None)
-        if session is not None:  # detached even when the probe was cancelled (bounded)
-            with (
-                anyio.CancelScope(shield=True),
-                anyio.move_on_after(DETACH_S),
-                contextlib.suppress(PlaywrightError),
-            ):
-                await session.detach()
+        """Forget `page`'s sessions after a failure: the next probe opens new ones."""
+        kept = self.open.pop(page, None)
+        await self.drop_frames(page)
+        if kept is not None:
+            await _detach(kept.session)
+
+    async def drop_frames(self, page: Page) -> None:
+        for kept in self.frames.pop(page, {}).values():
+            await _detach(kept.session)
 
 
-async def _quiet(sessions: PageSessions, page: Page, session: CDPSession) -> None:
-    """What a probe left on a kept session undone, both asked at once: the DOM domain
-    (its node ids and events; Chromium says it "hasn't been enabled" when the page's
-    document changed since) and the handles `values` made. A session that fails here is
-    dropped, so the next probe opens a new one."""
-    failed: list[str] = []
-
-    async def send(method: str, params: dict[str, Any] | None = None) -> None:
-        try:
-            await session.send(method, params)
-        except PlaywrightError as exc:
-            if NOT_ENABLED not in (exc.message or str(exc)):
-                failed.append(method)
-
-    async with anyio.create_task_group() as both:
-        both.start_soon(send, "DOM.disable")
-        both.start_soon(send, "Runtime.releaseObjectGroup", {"objectGroup": sf.OBJECT_GROUP})
-    if failed:
-        await sessions.drop(page)
+async def _detach(session: CDPSession) -> None:
+    """Detached even when the probe was cancelled (bounded); one gone already is fine."""
+    with (
+        anyio.CancelScope(shield=True),
+        anyio.move_on_after(DETACH_S),
+        contextlib.suppress(PlaywrightError),
+    ):
+        await session.detach()
 
 
 async def page_secrets(
@@ -154,47 +145,76 @@ async def page_secrets(
     models and the frames' carriers) and, with `values`, their values."""
     async with sessions.probing:
         try:
-            main = await sessions.of(page)
-            out = await _probe(sessions.context, page, main, values=values, rects=rects)
-            await _quiet(sessions, page, main)
+            return await _probe(sessions, page, values=values, rects=rects)
         except PlaywrightError as exc:
             await sessions.drop(page)
             raise sf.ProbeError((exc.message or str(exc)).splitlines()[0][:200]) from exc
+        except (KeyError, TypeError, ValueError) as exc:  # not of the shape CDP documents
+            await sessions.drop(page)
+            raise sf.ProbeError(f"an unexpected CDP answer ({exc!r:.200})") from exc
         except BaseException:
             await sessions.drop(page)
             raise
+
+
+async def _probe(sessions: PageSessions, page: Page, *, values: bool, rects: bool) -> PageSecrets:
+    main = await sessions.kept(page)
+    found, out = await _read(main, _unmoved if rects else None, values)
+    kept = sessions.frames.get(page)
+    children = page.frames[1:]
+    if kept is not None and all(f in children and not f.is_detached() for f in kept):
+        held, parts = await _frames(page, main, kept, values=values, rects=rects)
+        if found.frames + held == len(page.frames):
+            for part in parts:
+                out.add(part)
+            return out
+    # The frames moved (one added, gone, or now in another renderer): sort them again.
+    await sessions.drop_frames(page)
+    kept = sessions.frames[page] = await _sort_frames(sessions.context, sessions.probing, page)
+    for part in (await _frames(page, main, kept, values=values, rects=rects))[1]:
+        out.add(part)
     return out
 
 
-async def _probe(
-    context: BrowserContext, page: Page, main: CDPSession, *, values: bool, rects: bool
-) -> PageSecrets:
-    out = PageSecrets()
-    own: dict[Frame, tuple[CDPSession, Up]] = {page.main_frame: (main, _unmoved)}
+async def _sort_frames(
+    context: BrowserContext, lock: anyio.Lock, page: Page
+) -> dict[Frame, KeptSession]:
+    """A session of its own for each out-of-process frame of `page` (a frame in the page's
+    renderer has none: its document is in the page's pierced walk)."""
+    own: dict[Frame, KeptSession] = {}
     try:
-        await _read(main, _unmoved if rects else None, values, out)
-        for frame in sorted(page.frames[1:], key=_depth):  # parents first
+        for frame in page.frames[1:]:
             try:
                 session = await context.new_cdp_session(frame)
             except PlaywrightError as exc:
                 if SHARED_SESSION in (exc.message or str(exc)):
-                    continue  # in the page's renderer: its document is in a pierced tree
+                    continue
                 raise sf.ProbeError(f"a frame could not be read: {exc.message}") from exc
+            own[frame] = KeptSession(session, lock)
+    except BaseException:
+        for kept in own.values():
+            await _detach(kept.session)
+        raise
+    return own
+
+
+async def _frames(
+    page: Page, main: KeptSession, kept: dict[Frame, KeptSession], *, values: bool, rects: bool
+) -> tuple[int, list[PageSecrets]]:
+    """Each out-of-process frame's secret fields (parents first, so each frame's boxes are
+    carried through its parent's); how many frames their sessions hold."""
+    ups: dict[Frame, tuple[CDPSession, Up]] = {page.main_frame: (main.session, _unmoved)}
+    held, parts = 0, list[PageSecrets]()
+    for frame in sorted(kept, key=_depth):
+        session = kept[frame].session
+        up: Up | None = None
+        if rects:
             parent = frame.parent_frame
-            while parent is not None and parent not in own:
+            while parent is not None and parent not in ups:
                 parent = parent.parent_frame
-            above, above_up = own[parent or page.main_frame]
-            own[frame] = (session, _unmoved)  # detached below, whatever happens next
-            if not rects:
-                await _read(session, None, values, out)
-                continue
-            own[frame] = (session, await _carrier(above, above_up, session))
-            await _read(session, own[frame][1], values, out)
-    except (KeyError, TypeError, ValueError) as exc:  # an answer not of the shape CDP documents
-        raise sf.ProbeError(f"an unexpected CDP answer ({exc!r:.200})") from exc
-    finally:
-        for frame, (session, _) in own.items():
-            if frame is not page.main_frame:
-                with contextlib.suppress(PlaywrightError):  # its frame is gone already
-                    await session.detach()
-    return out
+            above, above_up = ups[parent or page.main_frame]
+            up = await _carrier(above, above_up, session)
+            ups[frame] = (session, up)
+        found, part = await _read(kept[frame], up, values)
+        held, parts = held + found.frames, [*parts, part]
+    return held, parts
