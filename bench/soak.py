@@ -54,6 +54,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import memory_trace
 from _common import BenchError, run_main, sigint_ignored, write_section
 from computer_use import Gateway, corral_bin, corral_env, free_port, running_gateway
 from computer_use_paths import result_text
@@ -287,6 +288,10 @@ async def run_agent(name: str, run: Run) -> None:
                 record.sessions_started += 1
                 if record.rss_start_kib is None:
                     record.rss_start_kib = rss_kib(run.gateway.proc.pid)
+                    if run.home.env.traced_frames:
+                        await anyio.to_thread.run_sync(
+                            memory_trace.take, run.gateway.proc.pid, run.home.root / "debug", 1
+                        )
             run.ready.arrive()
             arrived = True
             await run.ready.done.wait()
@@ -377,6 +382,14 @@ async def soak(home: CorralHome, plan: Plan, gateway: Gateway, logs: Path, recor
         if record.rss_end_kib is not None:
             record.rss_samples_kib.append(record.rss_end_kib)
         outer.cancel_scope.cancel()
+    if run.home.env.traced_frames:
+        await anyio.to_thread.run_sync(print_growth, run)
+
+
+def print_growth(run: Run) -> None:
+    """What grew in the gateway's Python heap from the first session's start to now."""
+    lines = memory_trace.report(run.gateway.proc.pid, run.home.root / "debug")
+    console.print("\n".join(lines), markup=False)
 
 
 # --- main -----------------------------------------------------------------------------
@@ -396,7 +409,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--write", metavar="PATH", help="write/replace the results section in this markdown file"
     )
+    parser.add_argument(
+        "--trace-memory",
+        metavar="FRAMES",
+        type=int,
+        default=0,
+        help="run the gateway with CORRAL_TRACEMALLOC=FRAMES (1-64) and print what grew "
+        "between the first session's start and the end (slows the gateway: no timings)",
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.trace_memory <= 64:
+        parser.error("--trace-memory must be from 1 to 64 frames")
     if not 0 <= args.think_ms <= 60_000:
         parser.error("--think-ms must be from 0 to 60000")
     if args.agents < 1 or args.actions < 1 or args.scripts < 0:
@@ -440,6 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     me = os.getpid()
     record.owners.add((me, read_start_time(me)))
     interrupted = False
+    if args.trace_memory:
+        os.environ["CORRAL_TRACEMALLOC"] = str(args.trace_memory)  # the gateway's
     with tempfile.TemporaryDirectory(prefix="corral-bench-soak-") as tmp:
         home = CorralHome(Path(tmp).resolve() / "home", env=Environment.from_environ(os.environ))
         port = free_port()

@@ -14,6 +14,7 @@ from typing import overload
 DEFAULT_IMAGE_TAG = "latest"
 _TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 DEFAULT_WARM, MAX_WARM = 1, 16  # CORRAL_WARM_DEFAULT
+MAX_TRACED_FRAMES = 64  # CORRAL_TRACEMALLOC
 
 
 def _warm_default(raw: str) -> int:
@@ -22,6 +23,14 @@ def _warm_default(raw: str) -> int:
     if not raw.isdigit():
         raise ValueError(f"CORRAL_WARM_DEFAULT={raw!r} is not a whole number (0-{MAX_WARM})")
     return int(raw)
+
+
+def _traced_frames(raw: str) -> int:
+    if raw and not (raw.isdigit() and 1 <= int(raw) <= MAX_TRACED_FRAMES):
+        raise ValueError(
+            f"CORRAL_TRACEMALLOC={raw!r} is not a whole number of frames (1-{MAX_TRACED_FRAMES})"
+        )
+    return int(raw or 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +47,9 @@ class Environment:
     sessions` send (never printed: it is left out of the repr). `warm_default` is
     $CORRAL_WARM_DEFAULT (0-16, default 1): how many surfaces of a kind the gateway keeps
     started ahead where config.toml sets no `warm` for it (`sandboxes.warm_sizes`; 0 on a
-    machine with little memory to spare, or a test run that starts many gateways)."""
+    machine with little memory to spare, or a test run that starts many gateways).
+    `traced_frames` is $CORRAL_TRACEMALLOC (1-64, unset: 0, off): the gateway traces its
+    allocations and writes a snapshot at each SIGUSR2 (`orchestrator.gateway.memory`)."""
 
     image_tag: str = DEFAULT_IMAGE_TAG
     docker_host: str | None = None
@@ -46,6 +57,7 @@ class Environment:
     user_home: str | None = None
     operator_token: str | None = field(default=None, repr=False)
     warm_default: int = DEFAULT_WARM
+    traced_frames: int = 0
 
     def __post_init__(self) -> None:
         if not _TAG_RE.fullmatch(self.image_tag):
@@ -66,6 +78,7 @@ class Environment:
             user_home=environ.get("HOME") or None,
             operator_token=environ.get("CORRAL_OPERATOR_TOKEN", "").strip() or None,
             warm_default=_warm_default(environ.get("CORRAL_WARM_DEFAULT", "").strip()),
+            traced_frames=_traced_frames(environ.get("CORRAL_TRACEMALLOC", "").strip()),
         )
 
     def engine_environ(self) -> dict[str, str]:

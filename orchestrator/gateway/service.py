@@ -18,6 +18,7 @@ from starlette.websockets import WebSocket
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.config import CorralConfig, load_config
 from orchestrator.gateway.app import ExtraRoutes, SignedRequests, serve_gateway
+from orchestrator.gateway.memory import snapshots_on_signal
 from orchestrator.gateway.warm_pools import follow_sizes, warm_pools
 from orchestrator.home import CorralHome
 from orchestrator.ledger import Ledger, Recovered, close_left_work
@@ -141,6 +142,8 @@ async def _serve(
             if pools is not None:
                 manager.kiosk_pool = pools.kiosk
                 tg.start_soon(follow_sizes, home, config, pools)
+            if home.env.traced_frames:
+                tg.start_soon(snapshots_on_signal, home.root / "debug", home.env.traced_frames)
             tg.start_soon(manager.expire_forever)
             tg.start_soon(rigs.expire_forever)
             tg.start_soon(manager.oversight.thumbnails_forever)
