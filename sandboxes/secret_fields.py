@@ -36,9 +36,11 @@ BROWSERS = "user-agent"  # the type of a shadow root the browser made
 MAX_FIELDS = 500  # fields a page may have before the probe gives up (and all is masked)
 # The live text of a field, read in an isolated world (the page's own globals unused):
 # an input's or text area's value, a contenteditable's text as the DOM and layout give it.
+# All the fields of one frame in one call: `this` is the first, the arguments are all.
 VALUE_JS = (
-    "function() { const n = this.tagName; return (n === 'INPUT' || n === 'TEXTAREA')"
-    " ? [String(this.value)] : [String(this.textContent || ''), String(this.innerText || '')]; }"
+    "function(...fields) { return fields.flatMap(f => (f.tagName === 'INPUT' ||"
+    " f.tagName === 'TEXTAREA') ? [String(f.value)]"
+    " : [String(f.textContent || ''), String(f.innerText || '')]); }"
 )
 Node = dict[str, Any]
 Rect = list[float]  # x, y, width, height in the session's root-frame CSS pixels
@@ -254,7 +256,7 @@ class Handles:
 def values(found: tuple[Field, ...], kept: Handles | None = None) -> Steps[list[str]]:
     """Each secret field's live text, read in an isolated world of its own frame: the
     worlds and the fields' handles not in `kept` yet (made and kept there), then the
-    texts, each asked at once."""
+    texts, one call per frame; each step's calls asked at once."""
     if not found:
         return []
     kept = Handles() if kept is None else kept
@@ -283,17 +285,22 @@ def values(found: tuple[Field, ...], kept: Handles | None = None) -> Steps[list[
     )
     for one, node in zip(missing, nodes, strict=True):
         kept.objects[one.backend_id] = str(ok(node)["object"]["objectId"])
+    handles = {
+        f: [kept.objects[one.backend_id] for one in found if one.frame_id == f] for f in kept.worlds
+    }
     read = yield Batch(
         tuple(
             Call(
                 "Runtime.callFunctionOn",
                 {
-                    "objectId": kept.objects[one.backend_id],
+                    "objectId": objects[0],
                     "functionDeclaration": VALUE_JS,
+                    "arguments": [{"objectId": o} for o in objects],
                     "returnByValue": True,
                 },
             )
-            for one in found
+            for objects in handles.values()
+            if objects
         )
     )
     out: list[str] = []

@@ -109,8 +109,11 @@ async def test_values_are_read_in_an_isolated_world_per_frame() -> None:
             return {"executionContextId": {"F1": 7, "F2": 8}[call.params["frameId"]]}
         if call.method == "DOM.resolveNode":
             return {"object": {"objectId": f"o{call.params['backendNodeId']}"}}
-        texts = {"o103": ["hunter2"], "o111": ["", "424242"]}[call.params["objectId"]]
-        return {"result": {"value": texts}}
+        texts = {"o103": ["hunter2"], "o111": ["", "424242"]}
+        assert call.params["objectId"] == call.params["arguments"][0]["objectId"]
+        return {
+            "result": {"value": [t for a in call.params["arguments"] for t in texts[a["objectId"]]]}
+        }
 
     assert await sf.run_async(sf.values(fields), send) == ["hunter2", "424242"]
     resolved = [c.params for c in calls if c.method == "DOM.resolveNode"]
@@ -179,12 +182,12 @@ async def test_kept_handles_are_used_again_and_only_new_fields_are_resolved() ->
             return {"executionContextId": 7}
         if call.method == "DOM.resolveNode":
             return {"object": {"objectId": f"o{call.params['backendNodeId']}"}}
-        return {"result": {"value": [call.params["objectId"]]}}
+        return {"result": {"value": [a["objectId"] for a in call.params["arguments"]]}}
 
     kept = sf.Handles()
     one, two = sf.Field(3, 103, "F1", True), sf.Field(4, 104, "F1", True)
     assert await sf.run_async(sf.values((one,), kept), send) == ["o103"]
     calls.clear()
     assert await sf.run_async(sf.values((one, two), kept), send) == ["o103", "o104"]
-    assert calls == ["DOM.resolveNode", "Runtime.callFunctionOn", "Runtime.callFunctionOn"]
+    assert calls == ["DOM.resolveNode", "Runtime.callFunctionOn"]  # one read per frame
     assert kept.worlds == {"F1": 7} and set(kept.objects) == {103, 104}

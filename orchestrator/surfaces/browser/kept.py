@@ -20,7 +20,6 @@ stale it (a busy page).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -73,6 +72,7 @@ class KeptSession:
     mark: int = 0  # `staled` when the kept walk was begun
     fresh_walks: int = 0  # walks taken (for the tests and the benchmarks)
     unread: set[int] = field(default_factory=set)  # nodes the walk did not read
+    secret: tuple[sf.Field, ...] = ()  # the secret fields the last read found
 
     def __post_init__(self) -> None:
         for name in (*kw.STALING_EVENTS, *kw.PASSING_EVENTS):
@@ -124,16 +124,41 @@ class KeptSession:
         values) inside the same read: from the kept walk when it still holds through the
         last answer, else from a fresh walk (`use` then runs again on its fields)."""
         if self.kept:
-            assert self.walk is not None
             mark = self.staled
-            with contextlib.suppress(sf.ProbeError):  # a walk gone: walked afresh below
-                send = sender(self.session)
-                fields, frames = await sf.run_async(kw.styled_again(self.walk), send)
-                made = await use(fields)
+            try:
+                found, made = await self._again(use)
+            except sf.ProbeError:  # a walk gone, a field that failed: walked afresh below
+                pass
+            else:
                 if self.staled == mark:
                     self.passing = 0
-                    return Found(fields, frames), made
+                    return found, made
         return await self._fresh(use)
+
+    async def _again(self, use: Use[R]) -> tuple[Found, R]:
+        """From the kept walk: its fields' style asked again and, at the same time, `use`
+        done on the fields the last read found secret (then again, should the secret
+        ones not be those now)."""
+        assert self.walk is not None
+        walked, last, send = self.walk, self.secret, sender(self.session)
+        got: dict[str, Any] = {}
+        failed: list[Exception] = []
+
+        async def one(key: str, work: Awaitable[Any]) -> None:
+            try:
+                got[key] = await work
+            except Exception as exc:  # raised below as it is, not in an exception group
+                failed.append(exc)
+
+        async with anyio.create_task_group() as both:
+            both.start_soon(one, "styled", sf.run_async(kw.styled_again(walked), send))
+            both.start_soon(one, "made", use(last))
+        if failed:
+            raise failed[0]
+        fields, frames = got["styled"]
+        made = got["made"] if fields == last else await use(fields)
+        self.secret = fields
+        return Found(fields, frames), made
 
     async def _fresh(self, use: Use[R]) -> tuple[Found, R]:
         send = sender(self.session)
@@ -147,7 +172,7 @@ class KeptSession:
         fields = await sf.run_async(sf.styled(walked), send)
         made = await use(fields)
         if self.staled == mark:
-            self.walk, self.mark = walked, mark
+            self.walk, self.mark, self.secret = walked, mark, fields
         elif not await self.let_go():
             raise sf.ProbeError("the page's CDP session failed")
         return Found(fields, walked.frames), made
