@@ -168,18 +168,28 @@ def apply_mask(png: bytes, plan: MaskPlan, expected_size: tuple[int, int] | None
     unmasked = not plan.full and not plan.rects
     if unmasked and expected_size is not None and png_size(png) == expected_size:
         return png
-    with Image.open(io.BytesIO(png)) as image:
-        image.load()
-        if plan.full:
-            masked = Image.new("RGB", image.size, (0, 0, 0))
-        else:
-            masked = image.convert("RGB")
-            draw = ImageDraw.Draw(masked)
-            for x, y, w, h in plan.rects:
-                draw.rectangle((x, y, x + w - 1, y + h - 1), fill=(0, 0, 0))
-        out = io.BytesIO()
-        masked.save(out, format="PNG", compress_level=1)
-        return out.getvalue()
+    return paint(decode(png), plan)
+
+
+def decode(png: bytes) -> Image.Image:
+    """The PNG's pixels (for `paint`; a caller may decode while it waits for the plan)."""
+    image = Image.open(io.BytesIO(png))  # in memory: nothing to close
+    image.load()
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def paint(image: Image.Image, plan: MaskPlan) -> bytes:
+    """A decoded image with the plan's regions (or everything) painted black, as a PNG."""
+    if plan.full:
+        masked = Image.new("RGB", image.size, (0, 0, 0))
+    else:
+        masked = image
+        draw = ImageDraw.Draw(masked)
+        for x, y, w, h in plan.rects:
+            draw.rectangle((x, y, x + w - 1, y + h - 1), fill=(0, 0, 0))
+    out = io.BytesIO()
+    masked.save(out, format="PNG", compress_level=1)
+    return out.getvalue()
 
 
 def blank_png(width: int, height: int) -> bytes:

@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import anyio
+
 from orchestrator.errors import DeviceError
 from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
@@ -125,7 +127,7 @@ class MobileRig(Surface):
             size = png_size(png) or size
             probe = Probe(1, True, tuple(sorted(set(before) | set(after))), "", "")
             plan = plan_mask(probe, (), size)
-            masked = apply_mask(png, plan, size)
+            masked = await anyio.to_thread.run_sync(apply_mask, png, plan, size)
         except (UiTreeError, ValueError, OSError) as exc:
             plan = _whole(f"the secret fields could not be found ({str(exc)[:200]})")
             masked = blank_png(*size)

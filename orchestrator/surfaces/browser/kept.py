@@ -29,6 +29,7 @@ import anyio
 from playwright.async_api import CDPSession
 from playwright.async_api import Error as PlaywrightError
 
+from orchestrator.at_once import both
 from sandboxes import kept_walk as kw
 from sandboxes import secret_fields as sf
 
@@ -141,22 +142,10 @@ class KeptSession:
         ones not be those now)."""
         assert self.walk is not None
         walked, last, send = self.walk, self.secret, sender(self.session)
-        got: dict[str, Any] = {}
-        failed: list[Exception] = []
-
-        async def one(key: str, work: Awaitable[Any]) -> None:
-            try:
-                got[key] = await work
-            except Exception as exc:  # raised below as it is, not in an exception group
-                failed.append(exc)
-
-        async with anyio.create_task_group() as both:
-            both.start_soon(one, "styled", sf.run_async(kw.styled_again(walked), send))
-            both.start_soon(one, "made", use(last))
-        if failed:
-            raise failed[0]
-        fields, frames = got["styled"]
-        made = got["made"] if fields == last else await use(fields)
+        (fields, frames), made = await both(
+            lambda: sf.run_async(kw.styled_again(walked), send), lambda: use(last)
+        )
+        made = made if fields == last else await use(fields)
         self.secret = fields
         return Found(fields, frames), made
 

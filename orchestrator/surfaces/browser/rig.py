@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import anyio
+from PIL.Image import Image
 from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page
 from playwright.async_api import Error as PlaywrightError
 
+from orchestrator.at_once import both
 from orchestrator.errors import RigError, SessionRefused
 from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
@@ -29,7 +31,7 @@ from orchestrator.surfaces.browser.cdp import CdpBridge
 from orchestrator.surfaces.browser.secrets import PageSessions, page_secrets
 from sandboxes import rig_params as r
 from sandboxes.fence import fence
-from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
+from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, decode, paint, plan_mask
 from sandboxes.ports import AttachedContainer
 from sandboxes.secret_fields import ProbeError
 from sandboxes.urls import check_url
@@ -324,22 +326,38 @@ class BrowserRig(Surface):
 
     async def masked(self, page: Page) -> tuple[bytes, MaskPlan]:
         """The page's screenshot with every secret field seen before or after it masked,
-        and what was masked; black, saying why, when a check failed."""
+        and what was masked; black, saying why, when a check failed. The image is decoded
+        (off the event loop) while the second probe runs when the first found a field."""
         size = (self.width, self.height)
         try:
             before = (await page_secrets(self.sessions, page, values=False)).rects
             png = await self._capture(page)
-            after = (await page_secrets(self.sessions, page, values=False)).rects
+            size = _png_size(png) or size
+
+            async def probe_after() -> set[tuple[int, int, int, int]]:
+                return (await page_secrets(self.sessions, page, values=False)).rects
+
+            async def decoded() -> Image | None:
+                return await anyio.to_thread.run_sync(decode, png) if before else None
+
+            after, image = await both(probe_after, decoded)
             frames = tuple(f.url for f in page.frames[1:])
             probe = Probe(1, True, tuple(before | after), page.url, "", frame_urls=frames)
-            plan = plan_mask(probe, self.deny_list, _png_size(png) or size)
-            size = _png_size(png) or size
-            masked = blank_png(*size) if plan.full else apply_mask(png, plan, size)
+            plan = plan_mask(probe, self.deny_list, size)
+            masked = await anyio.to_thread.run_sync(_masked, png, image, plan, size)
         except (PlaywrightError, RigError, ProbeError, ValueError, KeyError, TimeoutError) as exc:
             why = f"the screenshot could not be checked ({str(exc).splitlines()[0][:200]})"
             plan = plan_mask(Probe(0, False, (), "", "", error=why), self.deny_list, size)
             masked = blank_png(*size)
         return masked, plan
+
+
+def _masked(png: bytes, image: Image | None, plan: MaskPlan, size: tuple[int, int]) -> bytes:
+    """The PNG to send: black when the plan masks all, else painted (from the image
+    already decoded, if any)."""
+    if plan.full:
+        return blank_png(*size)
+    return apply_mask(png, plan, size) if image is None or not plan.rects else paint(image, plan)
 
 
 def _named(verb: Any) -> str:
