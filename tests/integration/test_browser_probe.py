@@ -12,28 +12,20 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.config import load_config
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime
 from orchestrator.surfaces.browser.secrets import PageSessions, page_secrets
-from orchestrator.surfaces.kiosk.sessions import no_egress
 from orchestrator.surfaces.rigs import RigManager
 from tests.helpers import wait_until
-from tests.integration.test_browser_rig import agent, call
+from tests.integration.test_browser_rig import browser_rigs, call
 
 pytestmark = [pytest.mark.anyio]
 
 
 @pytest.fixture
 async def rigs(corral_home: CorralHome, runtime: Runtime) -> AsyncIterator[RigManager]:
-    agent(corral_home)
-    manager = RigManager(
-        corral_home, load_config(corral_home.config_file), runtime.backend, runtime.audit, no_egress
-    )
-    try:
+    async with browser_rigs(corral_home, runtime) as manager:
         yield manager
-    finally:
-        await manager.close_all()
 
 
 def _secret_page(value: str) -> str:

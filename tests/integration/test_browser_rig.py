@@ -4,6 +4,7 @@ one client, the action budget, and removal by rig_close and by idle expiry."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -49,16 +50,23 @@ def agent(home: CorralHome, **cu: object) -> None:
     path.write_text(text)
 
 
-@pytest.fixture
-async def rigs(corral_home: CorralHome, runtime: Runtime) -> AsyncIterator[RigManager]:
-    agent(corral_home)
+@contextlib.asynccontextmanager
+async def browser_rigs(home: CorralHome, runtime: Runtime) -> AsyncIterator[RigManager]:
+    """A rig manager (no egress) for agent ann with browser_use on; its rigs closed after."""
+    agent(home)
     manager = RigManager(
-        corral_home, load_config(corral_home.config_file), runtime.backend, runtime.audit, no_egress
+        home, load_config(home.config_file), runtime.backend, runtime.audit, no_egress
     )
     try:
         yield manager
     finally:
         await manager.close_all()
+
+
+@pytest.fixture
+async def rigs(corral_home: CorralHome, runtime: Runtime) -> AsyncIterator[RigManager]:
+    async with browser_rigs(corral_home, runtime) as manager:
+        yield manager
 
 
 async def call(rigs: RigManager, verb: str, **args: object) -> Answer:
