@@ -1,14 +1,26 @@
-"""AttachSocket on a real socket pair (the engine's side played by the other end, in
-the engine's multiplexed frame format): frames read, a blocked reader woken by close,
-and the descriptor released only once no reader thread holds it."""
+"""AttachSocket on a real socket pair (the engine's side played by the other end, in the
+engine's multiplexed frame format), read and written on the event loop: frames read
+however the bytes are cut, a waiting reader or writer woken by close, the descriptor
+released at once."""
 
 from __future__ import annotations
 
 import socket
 import struct
-import threading
 
-from orchestrator.backends.docker.attach import AttachSocket
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.backends.docker.attach import AttachSocket, Frames
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
 
 
 def frame(stream: int, data: bytes) -> bytes:
@@ -20,76 +32,124 @@ def pair() -> tuple[AttachSocket, socket.socket]:
     return AttachSocket(ours), engine
 
 
-def reader_inside(
-    attached: AttachSocket, hold: threading.Event | None = None
-) -> tuple[threading.Thread, list[object]]:
-    """A thread reading `attached`, started and known to be inside the SDK's read (held
-    there, before it polls, until `hold` is set, when given)."""
+@given(
+    st.lists(st.tuples(st.sampled_from([1, 2]), st.binary(max_size=300)), max_size=8),
+    st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=20),
+)
+def test_frames_come_whole_however_the_bytes_are_cut(
+    frames: list[tuple[int, bytes]], cuts: list[int]
+) -> None:
+    wire = b"".join(frame(kind, data) for kind, data in frames)
+    parser, got, at, turn = Frames(), [], 0, 0
+    while at < len(wire):
+        size = cuts[turn % len(cuts)]
+        parser.feed(wire[at : at + size])
+        at, turn = at + size, turn + 1
+        while (found := parser.next()) is not None:
+            got.append(found)
+    assert got == frames
+    assert parser.next() is None
+
+
+async def test_frames_come_as_the_engine_sent_them_then_none_at_the_end() -> None:
+    attached, engine = pair()
+    wire = frame(1, b"out") + frame(2, b"err") + frame(1, b"x" * 3_000_000)
     got: list[object] = []
-    inside = threading.Event()
-    original = attached._frames
 
-    def frames() -> object:
-        inside.set()
-        if hold is not None:
-            hold.wait(5)  # between "registered" and "polled"
-        yield from original
+    def engine_writes() -> None:
+        engine.sendall(wire)  # more than the socket buffers hold: written as it is read
+        engine.close()
 
-    attached._frames = frames()  # type: ignore[assignment]
-    reader = threading.Thread(target=lambda: got.append(attached.next_frame()))
-    reader.start()
-    assert inside.wait(5)
-    return reader, got
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, engine_writes)
+        while (found := await attached.next_frame()) is not None:
+            got.append(found)
 
-
-def test_frames_come_as_the_engine_sent_them_then_none_at_the_end() -> None:
-    attached, engine = pair()
-    engine.sendall(frame(1, b"out") + frame(2, b"err"))
-    engine.close()
-
-    assert attached.next_frame() == (1, b"out")
-    assert attached.next_frame() == (2, b"err")
-    assert attached.next_frame() is None
+    assert got == [(1, b"out"), (2, b"err"), (1, b"x" * 3_000_000)]
     attached.close()
 
 
-def test_close_wakes_a_blocked_reader_which_then_releases_the_descriptor() -> None:
+async def test_a_reader_waits_for_a_frame_sent_later_in_pieces() -> None:
     attached, engine = pair()
-    reader, got = reader_inside(attached)
-
+    got: list[object] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _read_into(attached, got))
+        wire = frame(1, b"late")
+        for byte in wire:  # one byte at a time, the reader waiting between them
+            await anyio.wait_all_tasks_blocked()
+            engine.sendall(bytes([byte]))
+    assert got == [(1, b"late")]
     attached.close()
-    reader.join(5)
-
-    assert not reader.is_alive() and got == [None]
-    assert attached.raw.fileno() == -1  # released by the reader on its way out
     engine.close()
 
 
-def test_close_with_no_reader_releases_at_once_and_later_reads_see_the_end() -> None:
+async def _read_into(attached: AttachSocket, got: list[object]) -> None:
+    got.append(await attached.next_frame())
+
+
+async def test_close_wakes_a_waiting_reader_and_releases_the_descriptor_at_once() -> None:
+    attached, engine = pair()
+    woken: list[BaseException] = []
+
+    async def read() -> None:
+        try:
+            await attached.next_frame()
+        except anyio.ClosedResourceError as exc:
+            woken.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        await anyio.wait_all_tasks_blocked()
+        attached.close()
+
+    assert len(woken) == 1
+    assert attached.raw.fileno() == -1
+    engine.close()
+
+
+async def test_close_with_no_reader_releases_at_once_and_later_reads_see_the_end() -> None:
     attached, engine = pair()
     attached.close()
 
     assert attached.raw.fileno() == -1
-    assert attached.next_frame() is None
+    assert await attached.next_frame() is None
     attached.close()  # twice: nothing more
     engine.close()
 
 
-def test_the_descriptor_is_not_released_under_a_reader_that_has_not_polled_yet() -> None:
-    """The window that left a gateway's thread blocked for good: a reader has the
-    descriptor's number (registered for poll) but has not polled when the socket is
-    closed. The number must stay ours until that reader is done, or the next socket
-    opened could take it and the reader would wait on that one."""
+async def test_a_send_larger_than_the_socket_buffers_arrives_whole() -> None:
     attached, engine = pair()
-    go_on = threading.Event()
-    reader, got = reader_inside(attached, go_on)
+    payload = bytes(range(256)) * 40_000  # ~10 MiB: many partial sends
+    received = bytearray()
 
+    def drain() -> None:
+        while len(received) < len(payload):
+            received.extend(engine.recv(1 << 20))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, drain)
+        await attached.send(payload)
+
+    assert bytes(received) == payload
     attached.close()
-    held = attached.raw.fileno()
-    go_on.set()
-    reader.join(5)
+    engine.close()
 
-    assert held != -1  # still ours while the reader was inside
-    assert not reader.is_alive() and got == [None]  # shut down: it saw the end at once
+
+async def test_close_wakes_a_writer_the_other_end_stopped_reading() -> None:
+    attached, engine = pair()
+    failed: list[BaseException] = []
+
+    async def write() -> None:
+        try:
+            await attached.send(b"y" * (16 << 20))  # far beyond the socket buffers
+        except (OSError, anyio.ClosedResourceError) as exc:
+            failed.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write)
+        await anyio.wait_all_tasks_blocked()  # the writer waits: the buffers are full
+        attached.close()
+
+    assert len(failed) == 1
     assert attached.raw.fileno() == -1
     engine.close()

@@ -9,13 +9,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import select
-import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import requests.exceptions
 
 from orchestrator.backends.docker.attach import AttachSocket
 from orchestrator.backends.docker.sdk import blocking
@@ -68,7 +66,10 @@ class DockerRun(Scoped):
         """Write `data` to the container's stdin (attached only if the spec opened it)."""
         if self._stream is None:
             raise OSError("the container's stream is closed")
-        await anyio.to_thread.run_sync(self._stream.raw.sendall, data)
+        try:
+            await self._stream.send(data)
+        except anyio.ClosedResourceError as exc:
+            raise OSError("the container's stream is closed") from exc
 
     def ended(self) -> bool:
         """Whether the attach stream has anything to read, without reading it. A warm
@@ -103,8 +104,8 @@ class DockerRun(Scoped):
             return
         while True:
             try:
-                frame = await anyio.to_thread.run_sync(stream.next_frame, abandon_on_cancel=True)
-            except (requests.exceptions.RequestException, OSError, ValueError):
+                frame = await stream.next_frame()
+            except (OSError, anyio.ClosedResourceError):
                 return  # the stream was closed under us (kill/remove): output is over
             if frame is None:
                 return
@@ -151,15 +152,10 @@ class _DemuxedStream:
         stdin cannot hold a worker thread, and the caller's deadline cancels the wait."""
         if self._stream is None or self._stream.closed:
             raise OSError("the channel is closed")
-        raw = self._stream.raw
-        view = memoryview(data)
-        while view:
-            await anyio.wait_writable(raw)
-            try:
-                sent = raw.send(view, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                continue
-            view = view[sent:]
+        try:
+            await self._stream.send(data)
+        except anyio.ClosedResourceError as exc:
+            raise OSError("the channel is closed") from exc
 
     async def receive(self) -> bytes | None:
         while True:
@@ -167,8 +163,8 @@ class _DemuxedStream:
             if stream is None:
                 return None
             try:
-                frame = await anyio.to_thread.run_sync(stream.next_frame, abandon_on_cancel=True)
-            except (requests.exceptions.RequestException, OSError, ValueError):
+                frame = await stream.next_frame()
+            except (OSError, anyio.ClosedResourceError):
                 return None  # the stream was closed under us: it is over
             if frame is None:
                 return None
