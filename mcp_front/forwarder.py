@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -53,6 +54,7 @@ __all__ = [
 TIMEOUT_SECONDS = 120.0
 CONNECT_TIMEOUT_SECONDS = 5.0
 LEASE_TIMEOUT = 2.0
+DRAIN_SECONDS = 1.0  # for the end of an answer after its result line
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one event line (a result with a screenshot is < 16 MiB)
 UNREADABLE = (
     "corral gateway sent an answer this MCP server cannot read; are `corral gateway` "
@@ -128,7 +130,7 @@ async def forward(
         call["conversation"] = conversation
     body = json.dumps(call, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     try:
-        headers = await _signed(home, agent, COMPUTER_USE_PATH, body)
+        headers = _signed(home, agent, COMPUTER_USE_PATH, body)
     except (KeyFileError, ValueError) as exc:  # ValueError: not an agent's name
         return _error(f"corral cannot sign the request to the gateway: {exc}")
     headers["Accept"] = f"{EVENTS_MEDIA_TYPE}, application/json"
@@ -149,9 +151,12 @@ async def forward(
         return _error(f"corral gateway at {gateway_url} failed: {type(exc).__name__}: {exc}")
 
 
-async def _signed(home: CorralHome, agent: str, path: str, body: bytes) -> dict[str, str]:
-    """Headers signing `body` for `path` with the agent's channel key (read per request)."""
-    key = await anyio.to_thread.run_sync(load_or_create_key, home, agent)
+def _signed(home: CorralHome, agent: str, path: str, body: bytes) -> dict[str, str]:
+    """Headers signing `body` for `path` with the agent's channel key (read per request,
+    so a rotation takes effect at once). Read on the event loop, as the gateway reads it:
+    one open, fstat and read of a 64-byte local file costs microseconds, a worker thread's
+    round trip costs more (issue 23 item 9)."""
+    key = load_or_create_key(home, agent)
     headers = sign(key, "POST", path, body, now=time.time(), nonce=new_nonce())
     headers["Content-Type"] = "application/json"
     return headers
@@ -170,7 +175,7 @@ async def lease_conversations(
     a gateway that is not running has no rigs to end."""
     body = json.dumps({"agent": agent, "live": live, "ended": ended}).encode()
     try:
-        headers = await _signed(home, agent, CONVERSATIONS_PATH, body)
+        headers = _signed(home, agent, CONVERSATIONS_PATH, body)
         url = gateway_url.rstrip("/") + CONVERSATIONS_PATH
         response = await client.post(url, content=body, headers=headers, timeout=LEASE_TIMEOUT)
     except (KeyFileError, ValueError, httpx.HTTPError):
@@ -216,7 +221,8 @@ async def _read_events(
     """Hand each progress/log line to `events`; the result line is the answer."""
     buffer = bytearray()
     scanned = 0  # bytes of the buffer already searched for a line end (a result is MBs)
-    async for chunk in response.aiter_bytes():
+    chunks = response.aiter_bytes()
+    async for chunk in chunks:
         buffer += chunk
         while (end := buffer.find(b"\n", scanned)) >= 0:
             line = bytes(buffer[:end])
@@ -237,8 +243,19 @@ async def _read_events(
             elif isinstance(event, ErrorLine):
                 return _error(f"corral gateway could not run {tool}: {event.error}")
             else:
+                await _drain(chunks)
                 return to_result(event.answer)
         scanned = len(buffer)
         if scanned > MAX_LINE_BYTES:
             return _error(UNREADABLE)
     return _error(f"corral gateway ended its answer to {tool} without a result")
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read the answer to its end (the gateway ends it right after the result line), so the
+    connection goes back to the client's pool: a response closed before its end closes its
+    connection, and the next call would open a new one (issue 23 item 9). A gateway that
+    does not end it at once costs `DRAIN_SECONDS`, then the connection is closed."""
+    with anyio.move_on_after(DRAIN_SECONDS):
+        async for _ in chunks:
+            pass

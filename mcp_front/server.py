@@ -347,9 +347,17 @@ class CorralMCP:
 async def serve_stdio(home: CorralHome, agent: str) -> None:
     from mcp.server.stdio import stdio_server
 
+    from mcp_front.stdio import claimed_stdio
+
     app = CorralMCP(home, agent)
-    async with stdio_server() as (read, write):
-        await app.server.run(read, write, app.server.create_initialization_options(NOTIFICATIONS))
+    with claimed_stdio() as wire:
+        # Pipes or sockets: read and written on the loop (mcp_front.stdio); else the
+        # SDK's own streams. The SDK iterates `stdin`'s lines and awaits `stdout.write`
+        # and `flush`, which is what the two objects do.
+        streams = {} if wire is None else {"stdin": wire[0], "stdout": wire[1]}
+        async with stdio_server(**streams) as (read, write):  # type: ignore[arg-type]
+            options = app.server.create_initialization_options(NOTIFICATIONS)
+            await app.server.run(read, write, options)
 
 
 async def serve_http(home: CorralHome, agent: str, port: int, ready: Any = None) -> None:

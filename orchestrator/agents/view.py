@@ -111,28 +111,44 @@ class ViewCache:
         """The view and config (as `load_agent_and_view`), parsed again only if a file
         changed. The stamps are taken before the read, so a change during it is seen next
         time."""
-        stamps = (
-            file_stamp(home.agent_file(name)),
-            file_stamp(grants_file(home, name)),
-            file_stamp(home.config_file),
-        )
-        key = (home.root, name)
-        kept = self._kept.get(key)
+        stamps = _stamps(home, name)
+        kept = self._kept.get((home.root, name))
         if kept is not None and kept[0] == stamps:
             return kept[1]
         loaded = load_agent_and_view(home, name)
         if settled(stamps, self.clock()):
-            self._kept[key] = (stamps, loaded)
+            self._kept[(home.root, name)] = (stamps, loaded)
         else:
-            self._kept.pop(key, None)
+            self._kept.pop((home.root, name), None)
         return loaded
+
+    def kept(self, home: CorralHome, name: str) -> Loaded | None:
+        """The kept view if no file changed since it was read (three stats), else None."""
+        kept = self._kept.get((home.root, name))
+        if kept is not None and kept[0] == _stamps(home, name):
+            return kept[1]
+        return None
+
+
+def _stamps(home: CorralHome, name: str) -> tuple[Stamp, ...]:
+    return (
+        file_stamp(home.agent_file(name)),
+        file_stamp(grants_file(home, name)),
+        file_stamp(home.config_file),
+    )
 
 
 VIEWS = ViewCache()
 
 
 async def agent_and_view(home: CorralHome, name: str) -> Loaded:
-    """`load_agent_and_view` for async callers: cached, and read off the event loop."""
+    """`load_agent_and_view` for async callers: cached, and read off the event loop. The
+    files' stamps are taken on the loop (three stats, microseconds): a worker thread's round
+    trip on every call cost more than they do (issue 23 item 9); a changed file is parsed
+    in a worker thread."""
+    kept = VIEWS.kept(home, name)
+    if kept is not None:
+        return kept
     return await anyio.to_thread.run_sync(VIEWS.get, home, name)
 
 

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from orchestrator.gateway.wire import (
     EVENTS_MEDIA_TYPE,
@@ -42,6 +42,7 @@ MAX_PHASE_CHARS = 40
 BUFFERED_LINES = 64  # a slow reader holds the handler's next event, never memory
 
 Line = ProgressLine | LogLine | ResultLine | ErrorLine
+Piece = tuple[bool, bytes]  # (whether it is the last line, the line)
 
 
 def encode(line: Line) -> bytes:
@@ -56,7 +57,7 @@ class StreamedEvents:
     """CallEvents that become NDJSON lines on the answer. Nothing here raises: a line the
     reader can no longer take (it hung up) is dropped."""
 
-    def __init__(self, send: MemoryObjectSendStream[bytes]) -> None:
+    def __init__(self, send: MemoryObjectSendStream[Piece]) -> None:
         self._send = send
 
     async def progress(
@@ -79,14 +80,19 @@ class StreamedEvents:
 
     async def _emit(self, line: Line) -> None:
         try:
-            await self._send.send(encode(line))
+            await self._send.send((False, encode(line)))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             logger.debug("call event dropped: the reader is gone")
 
 
 class CallEventsResponse(Response):
     """An answer that runs `run(events)` and streams its events, then its result. (A
-    Response for Starlette's routing; it sends its own headers.)"""
+    Response for Starlette's routing; it sends its own headers.)
+
+    The headers wait for the first line: a call whose result comes before any event (a
+    click, a screenshot) is answered as one body of known length, in one write after the
+    headers' (no chunked framing, no closing chunk for the front to wait for; issue 23
+    item 9); a call that reports events first streams them as they come, chunked."""
 
     def __init__(
         self,
@@ -98,17 +104,7 @@ class CallEventsResponse(Response):
         self._on_failure = on_failure
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", EVENTS_MEDIA_TYPE.encode()),
-                    (b"cache-control", b"no-store"),
-                ],
-            }
-        )
-        writer, reader = anyio.create_memory_object_stream[bytes](BUFFERED_LINES)
+        writer, reader = anyio.create_memory_object_stream[Piece](BUFFERED_LINES)
 
         async def produce() -> None:
             async with writer:
@@ -118,7 +114,7 @@ class CallEventsResponse(Response):
                     last = ResultLine(kind="result", answer=ComputerUseAnswer.of(done))
                 except Exception as exc:
                     last = ErrorLine(kind="error", error=self._on_failure(exc))
-                await writer.send(encode(last))
+                await writer.send((True, encode(last)))
 
         async def hang_up_cancels(scope: anyio.CancelScope) -> None:
             while (await receive())["type"] != "http.disconnect":
@@ -129,10 +125,33 @@ class CallEventsResponse(Response):
             tg.start_soon(hang_up_cancels, tg.cancel_scope)
             tg.start_soon(produce)
             async with reader:
-                async for data in reader:
-                    await send({"type": "http.response.body", "body": data, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await _answer(reader, send)
             tg.cancel_scope.cancel()
+
+
+async def _answer(lines: MemoryObjectReceiveStream[Piece], send: Send) -> None:
+    """The lines as the HTTP answer: one body when the first is the last, else chunked."""
+    streaming = False
+    async for last, data in lines:
+        if not streaming and last:
+            await send(_start(len(data)))
+            await send({"type": "http.response.body", "body": data, "more_body": False})
+            return
+        if not streaming:
+            await send(_start(None))
+            streaming = True
+        await send({"type": "http.response.body", "body": data, "more_body": True})
+        if last:
+            break
+    if streaming:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _start(length: int | None) -> Message:
+    headers = [(b"content-type", EVENTS_MEDIA_TYPE.encode()), (b"cache-control", b"no-store")]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    return {"type": "http.response.start", "status": 200, "headers": headers}
 
 
 __all__ = ["CallEventsResponse", "StreamedEvents", "encode"]

@@ -220,6 +220,32 @@ async def test_the_stream_is_ndjson_ending_in_one_result_line(gateway: Gateway) 
     assert lines[-1]["answer"]["structured"] == CALL
 
 
+async def test_events_are_streamed_chunked_and_a_result_alone_is_one_body_of_known_length(
+    gateway: Gateway,
+) -> None:
+    """A call that reports events streams them (chunked, as they come); a call whose
+    result comes first is answered as one body with its length: nothing to wait for
+    after the result line (issue 23 item 9)."""
+    body = encode({**CALL, "stream": True})
+    async with gateway.client() as client:
+        response = await client.post(
+            COMPUTER_USE_PATH, content=body, headers=signed_headers(gateway.key, body)
+        )
+        assert response.headers.get("transfer-encoding") == "chunked"
+        assert "content-length" not in response.headers
+
+        gateway.handler.progress, gateway.handler.logs = [], []
+        body = encode({**CALL, "stream": True})
+        response = await client.post(
+            COMPUTER_USE_PATH, content=body, headers=signed_headers(gateway.key, body)
+        )
+    assert response.headers["content-type"] == EVENTS_MEDIA_TYPE
+    assert "transfer-encoding" not in response.headers
+    assert int(response.headers["content-length"]) == len(response.content)
+    (line,) = [json.loads(line) for line in response.text.splitlines()]
+    assert line["kind"] == "result" and line["answer"]["structured"] == CALL
+
+
 async def test_a_request_without_stream_still_gets_one_json_answer(gateway: Gateway) -> None:
     body = encode(CALL)
     async with gateway.client() as client:

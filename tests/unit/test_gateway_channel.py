@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.types import Message
 
-from mcp_front.forwarder import forward, gateway_base_url, not_running_message
+from mcp_front.forwarder import forward, gateway_base_url, gateway_client, not_running_message
 from orchestrator.audit import AuditLog
 from orchestrator.errors import GatewayStartError
 from orchestrator.gateway.app import create_app, serve_gateway
@@ -462,6 +462,24 @@ async def test_the_forwarder_maps_text_and_image_blocks_and_structured_content(
     assert result.structured_content == {"actions_used": 3}
     wire = result.model_dump(by_alias=True, exclude_none=True)
     assert wire["content"][0] == {"type": "image", "data": TINY_PNG, "mimeType": "image/png"}
+
+
+async def test_the_forwarder_keeps_one_connection_for_call_after_call(gateway: Gateway) -> None:
+    """Each answer is read to its end, so its connection goes back to the pool and the next
+    call reuses it (a connection per call cost a TCP connect, issue 23 item 9); the
+    progress lines before a result change nothing."""
+    gateway.handler.progress = [("working", "on it")]
+    transport = httpx.AsyncHTTPTransport()
+    async with gateway_client(transport) as client:
+        for _ in range(3):
+            result = await forward(
+                gateway.home, gateway.url, "alice", "computer_screenshot", {}, client=client
+            )
+            assert result.is_error is False
+        pool = transport._pool  # httpx keeps its httpcore pool here
+        assert len(pool.connections) == 1
+        assert pool.connections[0].is_idle()
+    assert len(gateway.handler.calls) == 3
 
 
 async def test_the_forwarder_passes_the_arguments_and_the_gateways_error_flag(
