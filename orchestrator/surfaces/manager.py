@@ -9,9 +9,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 
+import anyio
+
 from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig
 from orchestrator.errors import CorralError
+from orchestrator.heap import give_back
 from orchestrator.home import CorralHome
 from orchestrator.recordings.service import Recordings
 from orchestrator.surfaces.base import Surface
@@ -91,4 +94,7 @@ class SurfaceManager:
         except CorralError as exc:
             logger.warning("%s %s: its removal failed (%s)", surface.kind, surface.id, exc)
             return {"removal_failed": str(exc)[:300]}
+        finally:
+            with anyio.CancelScope(shield=True):
+                await give_back()  # what it and its recording freed: not kept at the peak
         return {}

@@ -28,7 +28,18 @@ LAYERS = ("sandboxes", "orchestrator", "mcp_front", "corral_cli")
 # orchestrator's rooms, lowest first (docs/architecture.md draws them). A module may import
 # its own room or a lower one. The first room is the root's own modules.
 ROOMS: tuple[tuple[str, ...], ...] = (
-    ("errors", "home", "secret_files", "owner", "config", "audit", "ledger", "channel", "at_once"),
+    (
+        "errors",
+        "home",
+        "secret_files",
+        "owner",
+        "config",
+        "audit",
+        "ledger",
+        "channel",
+        "at_once",
+        "heap",
+    ),
     ("agents",),
     ("backends",),
     ("pools",),
