@@ -41,6 +41,7 @@ The plan, the record, the leftover check and the report are in bench/soak_report
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import tempfile
@@ -55,6 +56,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import memory_trace
+import profiles
 from _common import BenchError, run_main, sigint_ignored, write_section
 from computer_use import Gateway, corral_bin, corral_env, free_port, running_gateway
 from computer_use_paths import result_text
@@ -76,6 +78,7 @@ from soak_report import (
     SCRIPT_CODE,
     SCRIPT_OUTPUT,
     SCROLL,
+    SETTLE_S,
     SHOT,
     WIDTH,
     Leaks,
@@ -89,6 +92,7 @@ from soak_report import (
 )
 
 from orchestrator.config import AgentConfig, load_config, render_new_agent
+from orchestrator.gateway.warm_pools import wanted_sizes
 from orchestrator.home import CorralHome, Environment
 from orchestrator.owner import read_start_time
 
@@ -360,30 +364,50 @@ def shares(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-async def soak(home: CorralHome, plan: Plan, gateway: Gateway, logs: Path, record: Record) -> None:
+async def soak(
+    home: CorralHome,
+    plan: Plan,
+    gateway: Gateway,
+    logs: Path,
+    record: Record,
+    profile: Path | None = None,
+) -> None:
     run = Run(home, plan, gateway, logs, record, Countdown(plan.agents))
+    files: dict[str, Path] = {}
     async with anyio.create_task_group() as outer:
         outer.start_soon(sample, run)
-        async with anyio.create_task_group() as work:
-            for name in agent_names(plan.agents):
-                work.start_soon(run_agent, name, run)
-            for index, count in enumerate(shares(plan.scripts, plan.script_clients)):
-                if count:
-                    work.start_soon(run_scripts, index, count, run)
-            console.print(f"[dim]starting {plan.agents} session(s)...[/dim]")
-            await run.ready.done.wait()
-            console.print(
-                f"[dim]{record.sessions_started} session(s) started; "
-                f"{plan.actions} actions each, {plan.scripts} script(s) meanwhile...[/dim]"
-            )
-            began = time.perf_counter()
+        with contextlib.ExitStack() as profiling:
+            async with anyio.create_task_group() as work:
+                for name in agent_names(plan.agents):
+                    work.start_soon(run_agent, name, run)
+                for index, count in enumerate(shares(plan.scripts, plan.script_clients)):
+                    if count:
+                        work.start_soon(run_scripts, index, count, run)
+                console.print(f"[dim]starting {plan.agents} session(s)...[/dim]")
+                await run.ready.done.wait()
+                console.print(
+                    f"[dim]{record.sessions_started} session(s) started; "
+                    f"{plan.actions} actions each, {plan.scripts} script(s) meanwhile...[/dim]"
+                )
+                if profile is not None:  # the gateway and the first agent's MCP server
+                    front = profiles.child_with(agent_names(plan.agents)[0])
+                    pids = {"gateway": gateway.proc.pid, "front": front}
+                    files = profiling.enter_context(profiles.profiled(pids, profile))
+                began = time.perf_counter()
         record.load_phase_s = time.perf_counter() - began
         record.rss_end_kib = rss_kib(run.gateway.proc.pid)
         if record.rss_end_kib is not None:
             record.rss_samples_kib.append(record.rss_end_kib)
         outer.cancel_scope.cancel()
+    # The gateway's idle worker threads (anyio's retire after 10 s idle) still hold their
+    # stacks at the end: its memory once the sessions ended is read once they are gone.
+    await anyio.sleep(SETTLE_S)  # what the measure is, not a synchronisation
+    record.rss_settled_kib = rss_kib(run.gateway.proc.pid)
     if run.home.env.traced_frames:
         await anyio.to_thread.run_sync(print_growth, run)
+    if files:
+        lines = profiles.markdown_all(files, record.load_phase_s)
+        console.print("\n".join(lines), markup=False)
 
 
 def print_growth(run: Run) -> None:
@@ -417,6 +441,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run the gateway with CORRAL_TRACEMALLOC=FRAMES (1-64) and print what grew "
         "between the first session's start and the end (slows the gateway: no timings)",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="record py-spy profiles of the gateway and the first agent's MCP server over "
+        "the actions into DIR, and print their top frames (py-spy takes CPU: compare "
+        "timings with a run without it)",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.trace_memory <= 64:
         parser.error("--trace-memory must be from 1 to 64 frames")
@@ -443,9 +474,16 @@ def canonical_command(plan: Plan, write: str | None) -> str:
     return shlex.join(argv)
 
 
-def final_check(owners: set[Owner], leaks: Leaks, when: str) -> None:
+def final_check(owners: set[Owner], leaks: Leaks, when: str, idle_pool: int = 0) -> None:
     with sigint_ignored():
-        leaks.add(remove_leftovers(sorted(owners)), when)
+        leaks.add(remove_leftovers(sorted(owners), idle_pool), when)
+
+
+def pool_size(home: CorralHome) -> int:
+    """The surfaces the gateway keeps warm in all (its pool members are no leak while it
+    runs): what it computes from the same files."""
+    config = load_config(home.config_file)
+    return sum(anyio.run(wanted_sizes, home, config).values())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -465,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     interrupted = False
     if args.trace_memory:
         os.environ["CORRAL_TRACEMALLOC"] = str(args.trace_memory)  # the gateway's
+    profile = None if args.profile is None else Path(args.profile).resolve()
     with tempfile.TemporaryDirectory(prefix="corral-bench-soak-") as tmp:
         home = CorralHome(Path(tmp).resolve() / "home", env=Environment.from_environ(os.environ))
         port = free_port()
@@ -480,11 +519,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 record.owners.add((gateway.proc.pid, gateway.start_time))
                 console.print(f"[dim]corral gateway (pid {gateway.proc.pid}) at {gateway.url}[/]")
                 try:
-                    anyio.run(soak, home, plan, gateway, Path(tmp), record)
+                    anyio.run(soak, home, plan, gateway, Path(tmp), record, profile)
                 except KeyboardInterrupt:
                     interrupted = True  # sessions still run: the gateway's SIGTERM ends them
                 if not interrupted:
-                    final_check(record.owners, leaks, "with the gateway running")
+                    running = "with the gateway running"
+                    final_check(record.owners, leaks, running, pool_size(home))
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -15,7 +15,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.owner import LABEL_MANAGED, LABEL_OWNER_PID, LABEL_OWNER_START
+from orchestrator.owner import (
+    LABEL_AGENT,
+    LABEL_MANAGED,
+    LABEL_OWNER_PID,
+    LABEL_OWNER_START,
+    LABEL_SESSION,
+)
+from orchestrator.pools.warm import POOL_AGENT
 
 SECTION = "soak"
 
@@ -32,6 +39,7 @@ MAX_ACTIONS = 10_000  # the session budget (the most agent.toml allows)
 
 CLICK_P95_TARGET_MS = 50.0
 RSS_GROWTH_TARGET_MIB = 20.0
+SETTLE_S = 12.0  # after the sessions end, before the settled RSS is read
 
 CLICK, SCROLL, KEY, SHOT = (
     "computer_click",
@@ -79,6 +87,7 @@ class Record:
     rss_samples_kib: list[int] = field(default_factory=list)
     rss_start_kib: int | None = None
     rss_end_kib: int | None = None
+    rss_settled_kib: int | None = None  # SETTLE_S after the end: idle worker threads gone
     load_phase_s: float = 0.0
     owners: set[Owner] = field(default_factory=set)
 
@@ -117,21 +126,49 @@ def owner_filters(pid: int, start: int | None) -> list[str]:
     return filters
 
 
-def find_leftovers(owners: Sequence[Owner]) -> Leaks:
-    """corral containers and networks whose owner labels name one of `owners`."""
+LABELS = f'{{{{.Label "{LABEL_AGENT}"}}}} {{{{.Label "{LABEL_SESSION}"}}}}'
+
+
+def find_leftovers(owners: Sequence[Owner], idle_pool: int = 0) -> Leaks:
+    """corral containers and networks whose owner labels name one of `owners`, but for
+    up to `idle_pool` warm pool members (agent `warm-pool`: a kiosk, its armed proxy and
+    its network share a session label) that a running gateway keeps by default. A claimed
+    member keeps that label, so a leaked session beyond the pool's size still counts, and
+    after the gateway stopped nothing may be left at all."""
     found = Leaks()
+    pool_sessions: list[str] = []
     for pid, start in sorted(owners, key=lambda o: o[0]):
         filters = owner_filters(pid, start)
-        out = docker_cli("ps", "-a", *filters, "--format", "{{.ID}} {{.Names}} {{.Status}}")
-        found.containers += [line for line in out.splitlines() if line.strip()]
-        out = docker_cli("network", "ls", *filters, "--format", "{{.ID}} {{.Name}}")
-        found.networks += [line for line in out.splitlines() if line.strip()]
+        out = docker_cli(
+            "ps", "-a", *filters, "--format", LABELS + " {{.ID}} {{.Names}} {{.Status}}"
+        )
+        containers = _kept_apart(out, pool_sessions, idle_pool)
+        out = docker_cli("network", "ls", *filters, "--format", LABELS + " {{.ID}} {{.Name}}")
+        found.containers += containers
+        found.networks += _kept_apart(out, pool_sessions, idle_pool)
     return found
 
 
-def remove_leftovers(owners: Sequence[Owner]) -> Leaks:
+def _kept_apart(listing: str, pool_sessions: list[str], idle_pool: int) -> list[str]:
+    """The lines of `listing` (agent, session, then what to report) that are not one of the
+    first `idle_pool` pool sessions seen (collected in `pool_sessions`)."""
+    left: list[str] = []
+    for line in listing.splitlines():
+        if not line.strip():
+            continue
+        agent, session, shown = line.split(" ", 2)
+        if agent == POOL_AGENT and session:
+            if session not in pool_sessions and len(pool_sessions) < idle_pool:
+                pool_sessions.append(session)
+            if session in pool_sessions:
+                continue
+        left.append(shown)
+    return left
+
+
+def remove_leftovers(owners: Sequence[Owner], idle_pool: int = 0) -> Leaks:
     """Find this run's leftovers and remove them (containers first, then networks)."""
-    found = find_leftovers(owners)
+    found = find_leftovers(owners, idle_pool)
     for line in found.containers:
         subprocess.run(["docker", "rm", "-f", line.split()[0]], capture_output=True, check=False)
     for line in found.networks:
@@ -157,9 +194,11 @@ def mib(kib: int | None) -> str:
 
 
 def rss_growth_mib(record: Record) -> float | None:
-    if record.rss_start_kib is None or record.rss_end_kib is None:
+    """Settled RSS (else the end's) minus the start's."""
+    last = record.rss_settled_kib if record.rss_settled_kib is not None else record.rss_end_kib
+    if record.rss_start_kib is None or last is None:
         return None
-    return (record.rss_end_kib - record.rss_start_kib) / 1024
+    return (last - record.rss_start_kib) / 1024
 
 
 def latency_value(samples: Sequence[float]) -> str:
@@ -196,12 +235,12 @@ def rows(plan: Plan, record: Record, leaks: Leaks) -> list[Row]:
     ]
     result += [
         Row(
-            "gateway RSS start / peak / end",
-            f"{mib(record.rss_start_kib)} / {mib(peak)} / {mib(record.rss_end_kib)} MiB "
-            f"({len(record.rss_samples_kib)} samples)",
+            "gateway RSS start / peak / end / settled",
+            f"{mib(record.rss_start_kib)} / {mib(peak)} / {mib(record.rss_end_kib)} / "
+            f"{mib(record.rss_settled_kib)} MiB ({len(record.rss_samples_kib)} samples)",
         ),
         Row(
-            "gateway RSS growth (end - start)",
+            "gateway RSS growth (settled - start)",
             "?" if growth is None else f"{growth:+.1f} MiB",
             f"< {RSS_GROWTH_TARGET_MIB:g} MiB",
             growth is not None and growth < RSS_GROWTH_TARGET_MIB,
@@ -312,8 +351,10 @@ networks left behind, the gateway's memory, and the click round trip under that 
   `{SCRIPT_AGENT}`, each server running its share one after another. A script is ok when it
   ran sandboxed, exited 0 and printed `{SCRIPT_OUTPUT}`.
 - Gateway RSS: `VmRSS` of `/proc/PID/status`, read when the first session has started
-  (start), every second (peak), and after the last session stopped and the last script
-  returned (end).
+  (start), every second (peak), after the last session stopped and the last script
+  returned (end), and {SETTLE_S:g} s later (settled: the gateway's idle worker threads,
+  which anyio retires after 10 s, hold their stacks until then). The growth target is on
+  the settled reading.
 - An error is a result with `is_error`, an exception (a call over 120 s included), a
   screenshot without an image, or a script that was not ok.
 - Leaks: containers and networks labelled `corral.managed=true` whose owner labels (pid and
