@@ -55,6 +55,11 @@ def running_kinds(client: docker.DockerClient, pid: int) -> list[str]:
     return sorted(c.labels.get("corral.kind", "?") for c in found if c.status == "running")
 
 
+def browser_pool_ready(home: CorralHome) -> bool:
+    joined = audit_events(home, "rig_pool_ready")
+    return any(e["details"]["surface"] == "browser" and e["details"]["idle"] >= 1 for e in joined)
+
+
 async def test_a_new_users_first_rig_comes_from_the_pool_the_gateway_keeps_by_default(
     corral_home: CorralHome, docker_client: docker.DockerClient
 ) -> None:
@@ -65,6 +70,9 @@ async def test_a_new_users_first_rig_comes_from_the_pool_the_gateway_keeps_by_de
     default = {"CORRAL_WARM_DEFAULT": None}
     async with running_gateway(corral_home, environ=default) as (_, pid):
         await wait_until(lambda: running_kinds(docker_client, pid) == ["proxy", "rig-browser"], 120)
+        # A running container is not yet a pool member (its browser may still be starting):
+        # the pool says when one joined.
+        await wait_until(lambda: browser_pool_ready(corral_home), 120)
         said = doctor_rows(corral_home, default)
         assert re.search(
             r"keeps 1 \(an agent may start one\); 1 running now.* [1-9]\d* MiB",
