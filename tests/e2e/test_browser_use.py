@@ -142,6 +142,21 @@ ROUTES["/framepw"] = (
         f'style="{RED_BOX};left:20px;top:20px">',
     ),
 )
+# The secrets page with a button that swaps its two frames' pages: the frame of this
+# origin then shows the other site's card (it moves into a renderer of its own), the
+# other site's frame this origin's password (it moves into the page's renderer); the
+# title says when both have loaded.
+SWAP = (
+    "<button onclick=\"const [a, b] = document.querySelectorAll('iframe'); let n = 0;"
+    " for (const f of [a, b]) f.onload = () => { if (++n === 2) document.title = 'swapped' };"
+    f" a.src = 'https://{XSITE}/card'; b.src = '/framepw'\""
+    ' style="position:absolute;left:0;top:0">Swap frames</button>'
+)
+ROUTES["/swap"] = (
+    200,
+    {"Content-Type": "text/html"},
+    PAGE.format(title="swap", body=SECRET_PAGE + SWAP),
+)
 # More fields than the probe reads (sandboxes.secret_fields.MAX_FIELDS is 500), a password
 # among them: the probe gives up, so nothing may be answered but a refusal or black.
 ROUTES["/many"] = (
@@ -581,6 +596,44 @@ async def test_secret_values_never_leave_by_extract_and_are_masked_in_screenshot
         for x, y in ((290, 105), (290, 205), (290, 335), (610, 125), (830, 510)):
             assert image.getpixel((x, y)) == (0, 0, 0), ((x, y), text_of(shot))
         assert image.getpixel((50, 50)) == (255, 255, 255)  # the page itself is shown
+        await mcp.client.call_tool("rig_close", {})
+
+
+SECRET_POINTS = ((290, 105), (290, 205), (290, 335), (610, 125), (830, 510))
+
+
+async def test_frames_that_move_between_renderers_between_two_reads_are_read_where_they_are(
+    gateway: CorralHome,
+) -> None:
+    """The probe keeps its CDP sessions from one read to the next (the page's, one per
+    frame of another site). The page swaps its frames' pages between two reads: the frame
+    of its origin goes to another site (a renderer of its own), the other site's comes
+    to this origin (the page's renderer). The next reads find every field where it is
+    now: no value in extract, every field black in the screenshot, and no refusal."""
+    write_rig_agent(gateway, "alice", allowed_domains=[SITE, XSITE])
+    values = list(SECRETS.values())
+    async with connect(gateway, "stdio") as mcp:
+        assert not (await use(mcp, "navigate", url=f"https://{SITE}/swap")).is_error
+        before = await use(mcp, "extract", mode="a11y")
+        assert not before.is_error and leaks(before, values) == [], text_of(before)
+        assert not (await use(mcp, "screenshot")).is_error
+        swap = ref_of(fenced(before), "button", "Swap frames")
+        assert not (await use(mcp, "click", ref=swap)).is_error
+
+        async def swapped() -> bool:
+            return "| swapped" in fenced(await use(mcp, "tabs"))
+
+        await wait_until(swapped, limit=15)
+        for mode in ("a11y", "text"):
+            read = await use(mcp, "extract", mode=mode)
+            assert not read.is_error, text_of(read)
+            assert leaks(read, values) == [], (mode, fenced(read))
+        shot = await use(mcp, "screenshot")
+        assert not shot.is_error, text_of(shot)
+        image = image_of(shot).convert("RGB")
+        for x, y in SECRET_POINTS:
+            assert image.getpixel((x, y)) == (0, 0, 0), ((x, y), text_of(shot))
+        assert image.getpixel((50, 50)) == (255, 255, 255), text_of(shot)
         await mcp.client.call_tool("rig_close", {})
 
 
