@@ -113,11 +113,10 @@ class KeptSession:
                     failed.append(method)
 
         with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as both:
-                both.start_soon(send, "DOM.disable")
-                both.start_soon(
-                    send, "Runtime.releaseObjectGroup", {"objectGroup": sf.OBJECT_GROUP}
-                )
+            await both(
+                lambda: send("DOM.disable"),
+                lambda: send("Runtime.releaseObjectGroup", {"objectGroup": sf.OBJECT_GROUP}),
+            )
         return not failed
 
     async def read(self, use: Use[R]) -> tuple[Found, R]:
