@@ -156,11 +156,17 @@ def write_section(path: Path, name: str, section: str) -> None:
 
 
 def runs_and_write(
-    argv: Sequence[str] | None, doc: str | None, default_runs: int, runs_help: str
+    argv: Sequence[str] | None,
+    doc: str | None,
+    default_runs: int,
+    runs_help: str,
+    more: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> argparse.Namespace:
-    """The `--runs N` and `--write PATH` options most benchmarks take."""
+    """The `--runs N` and `--write PATH` options most benchmarks take (and `more`'s)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     parser.add_argument("--runs", type=int, default=default_runs, help=runs_help)
+    if more is not None:
+        more(parser)
     parser.add_argument(
         "--write", metavar="PATH", help="write/replace the results section in this markdown file"
     )

@@ -46,6 +46,7 @@ from _common import (
     local_backend,
     publish,
     run_main,
+    runs_and_write,
 )
 from computer_use import (
     agent_toml,
@@ -284,25 +285,16 @@ def report(samples: dict[str, list[float]], runs: int, machine: str) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, default=200, help="timed rounds (200)")
+def recording_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-recording",
         action="store_true",
         help="sessions without their recording ([recording] enabled = false)",
     )
-    parser.add_argument(
-        "--write", metavar="PATH", help="write/replace the results section in this markdown file"
-    )
-    args = parser.parse_args(argv)
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = runs_and_write(argv, __doc__, 200, "timed rounds (200)", recording_option)
     machine = machine_paragraph(describe_machine())
     me = os.getpid()
     owners: list[tuple[int, int | None]] = [(me, owner_start_time(me))]
