@@ -163,7 +163,10 @@ async def _probe(sessions: PageSessions, page: Page, *, values: bool, rects: boo
     kept = sessions.frames.get(page)
     children = page.frames[1:]
     if kept is not None and all(f in children and not f.is_detached() for f in kept):
-        held, parts = await _frames(page, main, kept, values=values, rects=rects)
+        try:
+            held, parts = await _frames(page, main, kept, values=values, rects=rects)
+        except (PlaywrightError, sf.ProbeError):  # a kept frame's renderer is gone (the
+            held, parts = -1, []  # frame moved): sorted again below, and read once more
         if found.frames + held == len(page.frames):
             for part in parts:
                 out.add(part)
