@@ -645,6 +645,28 @@ async def test_reap_networks_removes_only_orphans(
         assert network_exists(docker_client, live.network_name)
 
 
+async def test_a_reap_keeps_the_rule_of_a_bridge_another_engine_still_has(
+    backend: DockerBackend,
+) -> None:
+    """The attack on the host's firewall by accident: a second engine on this host (the
+    faults suite runs one) reaps at its gateway's start, sees none of this engine's
+    session networks, and took their INPUT drop rules for orphans: a live session network
+    was then open to the host. A bridge the host still has keeps its rule; once the bridge
+    is gone, the rule goes."""
+    bridge = f"crl{new_session_id()}"  # another engine's session bridge, as the host sees it
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+    try:
+        await add_input_drop(bridge)
+        reaped = await reap_networks(backend, stale_after=None, sweep_rules={bridge})
+        assert bridge not in reaped.rules
+        assert bridge in await input_drop_bridges()
+    finally:
+        subprocess.run(["ip", "link", "delete", bridge], check=False)
+    reaped = await reap_networks(backend, stale_after=None, sweep_rules={bridge})
+    assert bridge in reaped.rules or bridge not in await input_drop_bridges()
+    assert bridge not in await input_drop_bridges()
+
+
 @dataclass
 class Orphans:
     owner: str  # the dead owner's instance id

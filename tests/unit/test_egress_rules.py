@@ -17,7 +17,7 @@ import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.docker.egress import SessionEgress
-from orchestrator.backends.docker.network_reaper import network_is_orphan
+from orchestrator.backends.docker.network_reaper import network_is_orphan, rule_is_orphan
 from orchestrator.backends.docker.networks import KIND_SESSION_NETWORK, new_session_id
 from orchestrator.backends.pins import resolve_pins
 from orchestrator.owner import Owner, read_boot_id, read_start_time
@@ -117,6 +117,16 @@ def test_network_is_orphan_decisions() -> None:
     assert not network_is_orphan(
         me, attached=0, age_seconds=9999, **{**common, "stale_after": None}
     )
+
+
+def test_a_rule_goes_only_when_its_network_was_reaped_or_its_bridge_is_gone() -> None:
+    """The INPUT rules are the host's; one engine's network list is not the host's. A
+    bridge this host still has may be another engine's live session network: its rule
+    stays (else that network would be open to the host)."""
+    on_host = {"crlother", "crlreaped"}.__contains__
+    assert rule_is_orphan("crlreaped", {"crlreaped"}, on_host)  # this sweep removed it
+    assert rule_is_orphan("crlgone", set(), on_host)  # no network, no bridge: dead rule
+    assert not rule_is_orphan("crlother", set(), on_host)  # another engine's bridge
 
 
 def _load_proxy_module() -> ModuleType:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import socket
 import time
@@ -73,6 +74,20 @@ def _age_seconds(created: str, now: float) -> float:
     zone = "+00:00" if match.group(3) == "Z" else match.group(3)
     stamp = datetime.fromisoformat(match.group(1) + zone).timestamp()
     return now - stamp
+
+
+def bridge_exists(bridge: str) -> bool:
+    """Whether this host has a network interface of that name."""
+    return os.path.exists(os.path.join("/sys/class/net", bridge))
+
+
+def rule_is_orphan(bridge: str, freed: Collection[str], exists: Callable[[str], bool]) -> bool:
+    """Whether the INPUT rule of `bridge`, which no network of this engine has, may go
+    (pure): when this sweep removed its network, or when the host has no such bridge
+    any more. A bridge that still exists may be a network of another engine on this host
+    (the rules are the host's, the network list is one engine's): its rule stays, or
+    that engine's session network would be open to this host."""
+    return bridge in freed or not exists(bridge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +168,8 @@ async def reap_networks(
     sweep_rules: bool | Collection[str] = True,
 ) -> ReapedNetworks:
     """Remove orphaned `corral-s-*` networks (see `network_is_orphan`) with their INPUT
-    rules, then INPUT rules of `crl*` bridges that no network has any more.
+    rules, then INPUT rules of `crl*` bridges that no network has any more and this host
+    has no interface of (`rule_is_orphan`: another engine's live bridges keep theirs).
 
     `label_filters` narrows the networks considered (all corral session networks by
     default); `sweep_rules` is True (every orphaned corral rule), False, or the bridge
@@ -176,6 +192,8 @@ async def reap_networks(
     removed = sweep.removed
     rules_removed = []
     for bridge in sorted(rule_bridges - sweep.live_bridges):
+        if not rule_is_orphan(bridge, sweep.freed_bridges, bridge_exists):
+            continue
         try:
             deleted = await remove_input_drop(bridge)
         except EgressError as exc:
