@@ -5,16 +5,19 @@ Run from the repository root:
 
     .venv/bin/python bench/execute_program.py [--runs 30] [--write docs/benchmarks.md]
 
-Four paths, interleaved: WARMUP uncounted rounds, then --runs timed rounds, each round
+Seven paths, interleaved: WARMUP uncounted rounds, then --runs timed rounds, each round
 running every path once in rotating order (so drift in the machine's speed hits them all):
 
 1. corral warm: `sandboxes.script.execute_program` with a runtime from
    `open_runtime(..., warm=True)` (what a `corral mcp` server has: a warm pool of 2);
-2. corral cold: the same with no pool (what `corral run` and `warm = 0` pay);
-3. raw docker: `docker run --rm` through the CLI with the same isolation flags;
-4. host: `python3 -c 'print(1)'`, no container at all.
+2. corral warm through MCP: `execute_program` called on `corral mcp` over stdio by the
+   MCP SDK's client (the server's own runtime and pool);
+3. corral cold: the same with no pool (what `corral run` and `warm = 0` pay);
+4. raw docker: `docker run --rm` through the CLI with the same isolation flags;
+5. host: `python3 -c 'print(1)'`, no container at all;
+6., 7. the two corral paths of 1. and 3. with `runtime = "runsc"` (gVisor).
 
-Before every timed call the warm pool is let settle (full, and the last call's container
+Before every timed call the warm pools are let settle (full, and the last call's container
 removed), so its background work never overlaps a timed call of any path.
 
 Every run's output must be "1", and no corral.managed=true container of this benchmark
@@ -30,6 +33,7 @@ import platform
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -47,16 +51,21 @@ from _common import (
     runs_and_write,
     write_section,
 )
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from profiles import child_with
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.config import image_name
+from orchestrator.config import image_name, render_new_agent
 from orchestrator.home import CorralHome, Environment
 from orchestrator.runtime import Runtime, open_runtime
 from sandboxes.script import execute_program
 from sandboxes.script_policy import parse_params
 
 CODE = "print(1)"
+AGENT = "bench"  # the MCP path's agent: the template, which may run execute_program
+FRONT_POOL = 2  # [container.sandbox] warm's default: the pool a `corral mcp` keeps
 EXPECTED = "1"
 WARMUP = 2
 DEFAULT_RUNS = 30
@@ -150,12 +159,13 @@ def describe_machine() -> Machine:
 # --- the three paths ------------------------------------------------------------------
 
 WARM = "corral execute_program, warm pool"
+MCP_WARM = "corral execute_program, warm pool, through MCP"
 CORRAL = "corral execute_program, cold"
 RAW_DOCKER = "raw docker run --rm"
 HOST = "host python3 -c"
 WARM_RUNSC = "corral execute_program, warm pool, runsc"
 CORRAL_RUNSC = "corral execute_program, cold, runsc"
-PATH_NAMES = (WARM, CORRAL, RAW_DOCKER, HOST, WARM_RUNSC, CORRAL_RUNSC)
+PATH_NAMES = (WARM, MCP_WARM, CORRAL, RAW_DOCKER, HOST, WARM_RUNSC, CORRAL_RUNSC)
 RUNSC_CONFIG = '[container.sandbox]\nruntime = "runsc"\n'  # gVisor (docs/security.md)
 
 # One timed call: takes the run index, returns seconds (output already checked).
@@ -228,6 +238,47 @@ def corral_call(name: str, runtime: Runtime) -> TimedCall:
     return call
 
 
+def mcp_call(client: Client) -> TimedCall:
+    """execute_program through `corral mcp` (its own runtime and warm pool) over stdio."""
+
+    async def call(run: int) -> float:
+        started = time.perf_counter()
+        result = await client.call_tool("execute_program", {"code": CODE})
+        elapsed = time.perf_counter() - started
+        data = result.structured_content or {}
+        if result.is_error or data.get("sandboxed") is not True:
+            raise BenchError(f"{MCP_WARM} run {run}: {result.content}"[:400])
+        check_output(MCP_WARM, run, data.get("exit_code"), str(data.get("output", "")))
+        return elapsed
+
+    return call
+
+
+async def settle_front(pid: int, size: int) -> None:
+    """Wait (polled, bounded) until the MCP server `pid` holds exactly its pool, running:
+    the last call's container removed and the refill started."""
+    with anyio.fail_after(60):
+        while True:
+            listed = await anyio.to_thread.run_sync(owned_states, pid)
+            if len(listed) == size and all(state == "running" for state in listed):
+                return
+            await anyio.sleep(0.02)
+
+
+def owned_states(pid: int) -> list[str]:
+    out = docker_cli(
+        "ps", "-a", "--filter", f"label=corral.owner.pid={pid}", "--format", "{{.State}}"
+    )
+    return out.split()
+
+
+def front_params(home: CorralHome) -> StdioServerParameters:
+    """`corral mcp --agent bench` in `home`, whose agent file the caller wrote."""
+    corral = Path(sys.executable).parent / "corral"
+    env = {**os.environ, "CORRAL_HOME": str(home.root)}
+    return StdioServerParameters(command=str(corral), args=["mcp", "--agent", AGENT], env=env)
+
+
 async def settle(runtime: Runtime) -> None:
     """Wait (polled, bounded) until the pool is full and holds every container of its
     owner: no refill or removal is under way."""
@@ -254,9 +305,12 @@ async def interleaved_samples(
         open_runtime(home, warm=True) as warm,
         open_runtime(runsc_home) as cold_runsc,
         open_runtime(runsc_home, warm=True) as warm_runsc,
+        Client(front_params(home), mode="legacy") as front,
     ):
+        front_pid = child_with(AGENT)
         calls: dict[str, TimedCall] = {
             WARM: corral_call(WARM, warm),
+            MCP_WARM: mcp_call(front),
             CORRAL: corral_call(CORRAL, cold),
             RAW_DOCKER: subprocess_call(RAW_DOCKER, docker_argv(str(raw_workspace))),
             HOST: subprocess_call(HOST, [host_python(), "-c", CODE]),
@@ -268,6 +322,7 @@ async def interleaved_samples(
             for name in PATH_NAMES[shift:] + PATH_NAMES[:shift]:
                 await settle(warm)
                 await settle(warm_runsc)
+                await settle_front(front_pid, FRONT_POOL)
                 elapsed = await calls[name](run)
                 if run >= WARMUP:
                     samples[name].append(elapsed * 1000)
@@ -286,6 +341,9 @@ def run_benchmark(runs: int) -> list[PathResult]:
     ):
         # A throwaway CORRAL_HOME: default config, its own audit log and work dir.
         home = CorralHome(Path(home_dir).resolve(), env=Environment.from_environ(os.environ))
+        agent = home.agent_file(AGENT)
+        agent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        agent.write_text(render_new_agent(AGENT), encoding="utf-8")  # execute_program on
         raw_workspace = Path(raw_dir).resolve()
         write_raw_workspace(raw_workspace)
         runsc_home = CorralHome(Path(runsc_dir).resolve(), env=Environment.from_environ(os.environ))
@@ -356,10 +414,10 @@ def markdown_section(
     return f"""{SECTION_START}
 ## execute_program: `{CODE}` wall time
 
-Wall time of one `{CODE}` Python script as the caller sees it, six ways. The paths are
+Wall time of one `{CODE}` Python script as the caller sees it, seven ways. The paths are
 interleaved: {WARMUP} warm-up rounds (not counted), then {runs} timed rounds, each round running
 every path once in rotating order, so drift in the machine's speed during the run hits all
-six alike. Before every timed call (of any path) the warm pool is let settle: full, and the
+seven alike. Before every timed call (of any path) the warm pool is let settle: full, and the
 previous warm call's container removed, so no background work overlaps a timed call.
 
 - **corral execute_program, warm pool**: `sandboxes.script.execute_program` with a runtime
@@ -371,6 +429,10 @@ previous warm call's container removed, so no background work overlaps a timed c
   that starts it, reads the output, waits for the exit and audits the run; the exited
   container is removed, and the pool refilled, in the background after the call returns.
   Each call must be audited `warm: true`.
+- **corral execute_program, warm pool, through MCP**: what an agent sees: the MCP Python
+  SDK's client calls `execute_program` on `corral mcp --agent {AGENT}` over stdio (the
+  rendered agent template), whose own runtime keeps the same pool of {FRONT_POOL}; before each
+  timed call its pool is let settle too (exactly its {FRONT_POOL} containers, running).
 - **corral execute_program, cold**: the same with no pool (`corral run`, or `warm = 0`):
   per call corral checks the engine and image, writes the script to a private workspace,
   creates, attaches, starts, waits for and removes the container (in-container `timeout`
