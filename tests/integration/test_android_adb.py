@@ -120,6 +120,32 @@ async def test_corral_runs_its_own_adb_server_on_a_private_socket_and_stops_it(
     assert not (short_dir / "adb.sock").exists()
 
 
+async def test_calls_close_their_connections_at_once_and_ask_the_version_once(
+    devices: MobileDevices, fake: FakeAdbd
+) -> None:
+    """corral's connections to its adb server close without adbutils' 10 ms wait and
+    leave no descriptor behind; the server's version is asked once, not per call."""
+    rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    assert rig.dev is not None and devices.adb is not None and devices.adb.client is not None
+    await rig.dev.shell(["input", "tap", "1", "1"])
+    open_before = len(os.listdir("/proc/self/fd"))
+    asked: list[int] = []
+    client = devices.adb.client
+    original = type(client).__mro__[1].server_version
+
+    def counted(self: object) -> int:
+        asked.append(1)
+        return int(original(self))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(type(client).__mro__[1], "server_version", counted)
+        for n in range(30):
+            await rig.dev.shell(["input", "tap", str(n), str(n)])
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    assert fake.device.commands[-1] == ["input", "tap", "29", "29"]
+    assert asked == []  # asked once already, by the first call
+
+
 async def test_argv_words_reach_the_device_as_words_never_as_shell_syntax(
     devices: MobileDevices, fake: FakeAdbd
 ) -> None:
