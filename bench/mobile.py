@@ -35,6 +35,7 @@ from mcp import Client
 from orchestrator.config import AndroidRigConfig, render_new_agent
 from orchestrator.home import CorralHome, Environment
 from orchestrator.surfaces.android.adb import AdbServer
+from orchestrator.surfaces.android.rig import DUMP_PATH
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the simulators live in tests/
@@ -96,6 +97,14 @@ def spawned(socket: Path, serial: str, *args: str) -> Callable[[], Awaitable[Any
     return run
 
 
+def in_turn(*steps: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+    async def run() -> None:
+        for step in steps:
+            await step()
+
+    return run
+
+
 async def measure(client: Client, baseline: Path, serial: str, runs: int) -> list[Row]:
     # first calls start the rigs (lease, adb server, WDA session): not counted
     await call(client, "mobile_use", verb="screenshot")
@@ -110,6 +119,11 @@ async def measure(client: Client, baseline: Path, serial: str, runs: int) -> lis
         ),
         "adb exec-out screencap -p, spawned": spawned(
             baseline, serial, "exec-out", "screencap", "-p"
+        ),
+        "adb screencap + a UI dump (uiautomator dump, cat), spawned": in_turn(
+            spawned(baseline, serial, "exec-out", "screencap", "-p"),
+            spawned(baseline, serial, "shell", "uiautomator", "dump", DUMP_PATH),
+            spawned(baseline, serial, "shell", "cat", DUMP_PATH),
         ),
         "ios_use tap (MCP)": lambda: call(client, "ios_use", verb="tap", x=10, y=10),
         "ios_use screenshot (MCP, masked)": lambda: call(client, "ios_use", verb="screenshot"),
@@ -160,7 +174,9 @@ def markdown(rows: Sequence[Row], runs: int) -> str:
         "WebDriverAgent), through corral's MCP front over stdio and the gateway. A "
         "screenshot through corral reads the UI tree before and after the capture to mask "
         "secret fields (5 device calls on Android); the spawned-adb rows are one `adb` "
-        "process per action against an adb server of their own, unmasked. Agent "
+        "process per action against an adb server of their own, unmasked (the screencap "
+        "plus UI dump row is what a client that masks must read at least: the image and "
+        "one UI tree, three processes). Agent "
         f"`{AGENT}` keeps the template's confirm words, so a tap first reads the element at "
         f"its point for the approval rules; the `no confirm rules` rows are agent "
         f"`{FREE_AGENT}` (`confirm_words = []`, `confirm_urls = []`), measured right after "

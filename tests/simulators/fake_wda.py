@@ -228,6 +228,9 @@ def serve(fake: FakeWda) -> FakeWda:
 
     class Http(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # The headers and the body are two writes: with Nagle on, the body waited for the
+        # client's delayed ACK, 40 ms on every call: the simulator's delay, not WDA's.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args: Any) -> None:
             pass
