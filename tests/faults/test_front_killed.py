@@ -187,7 +187,18 @@ async def test_a_killed_front_leaves_no_script_container_and_the_audit_names_it(
             f"no container_reaped in 30 s; watchdogs: {watchdogs}; the front's containers: "
             f"{[(c.name, c.status) for c in found]}; audit: {events_of(corral_home, agent)}"
         ) from None
-    await wait_until(left, limit=30)
+    try:
+        await wait_until(left, limit=30)
+    except TimeoutError:  # which container outlived its owner, and in what state
+        found = docker_client.containers.list(
+            ignore_removed=True, all=True, filters={"label": f"corral.owner.pid={pid}"}
+        )
+        described = [(c.name, c.status, c.labels.get("corral.kind"), c.attrs.get("Created"),
+                      c.attrs.get("State", {}).get("StartedAt")) for c in found]  # fmt: skip
+        raise AssertionError(
+            f"the front's containers 30 s after its kill: {described}; "
+            f"audit: {events_of(corral_home, agent)}"
+        ) from None
     events = events_of(corral_home, agent)
     (started,) = [e for e in events if e["event"] == "script_started"]
     session = started["details"]["session"]
