@@ -28,6 +28,7 @@ from orchestrator.backends.docker.sdk import (
     map_docker_errors,
     probe_unix_socket,
 )
+from orchestrator.backends.docker.spec import create_container
 from orchestrator.backends.docker.watchdog import OwnerWatchdog
 from orchestrator.errors import EngineConflict, EngineNotFound
 from orchestrator.owner import LABEL_MANAGED, Owner
@@ -74,6 +75,13 @@ class DockerBackend:
     async def ensure_watchdog(self) -> None:
         """Start the owner watchdog (once) before the first container is created."""
         await anyio.to_thread.run_sync(self._watchdog.ensure_started)
+
+    def create_now(self, spec: ContainerSpec) -> str:
+        """Create (not start) a container of `spec`, blocking: call it in a worker thread.
+        The owner watchdog knows the create is in flight until the engine answered it, so
+        a create this process sent just before it died is removed when it lands."""
+        with self._watchdog.creating() as labels:
+            return create_container(self.client, spec, labels)
 
     async def check(self, image: str) -> None:
         await anyio.to_thread.run_sync(probe_unix_socket, self.url)

@@ -17,7 +17,6 @@ import anyio
 
 from orchestrator.backends.docker.attach import AttachSocket
 from orchestrator.backends.docker.sdk import blocking
-from orchestrator.backends.docker.spec import create_container, create_kwargs
 from orchestrator.errors import CorralError, EngineNotFound
 from sandboxes.ports import ContainerSpec, ExitInfo
 from sandboxes.scoped import Scoped
@@ -46,9 +45,7 @@ class DockerRun(Scoped):
         await backend.ensure_watchdog()
         api, url = backend.client.api, backend.url
         try:
-            self.id = await blocking(
-                url, partial(create_container, backend.client, self._spec), self._spec.image
-            )
+            self.id = await blocking(url, partial(backend.create_now, self._spec), self._spec.image)
             if self._spec.stdin_open:  # a warm container: the pool compares its image id
                 attrs = await backend.inspect_container(self.id)
                 self.image_id = str(attrs.get("Image", ""))
@@ -195,13 +192,12 @@ class DockerAttached(_DemuxedStream):
         await backend.ensure_watchdog()
 
         def create() -> None:
-            container = backend.client.containers.create(**create_kwargs(self._spec))
-            self.id = container.id or ""
+            self.id = backend.create_now(self._spec)
             streams = {"stdin": 1, "stdout": 1, "stderr": int(self._stderr), "stream": 1}
             self._hold(backend.client.api.attach_socket(self.id, params=streams))
             if before_start is not None:
                 before_start(self.id)
-            container.start()
+            backend.client.api.start(self.id)
 
         try:
             await blocking(backend.url, create, self._spec.image)

@@ -3,6 +3,7 @@ arguments (`create_kwargs`, pure), and the create call that uses them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import docker
@@ -62,10 +63,14 @@ def create_kwargs(spec: ContainerSpec) -> dict[str, Any]:
     return kwargs
 
 
-def create_container(client: docker.DockerClient, spec: ContainerSpec) -> str:
+def create_container(
+    client: docker.DockerClient, spec: ContainerSpec, labels: Mapping[str, str]
+) -> str:
     """`containers.create` without the inspect it makes afterwards (one engine round trip
-    less per run): the same `create_kwargs`, through the SDK's own conversion."""
+    less per run): the same `create_kwargs`, through the SDK's own conversion, with
+    `labels` added (the owner watchdog's create token)."""
     kwargs = create_kwargs(spec)
+    kwargs["labels"].update(labels)
     kwargs["version"] = client.api.api_version
     created = client.api.create_container(**_create_container_args(kwargs))
     return str(created["Id"])
