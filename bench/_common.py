@@ -188,7 +188,7 @@ def local_backend() -> ContainerBackend:
     chooser the gateway uses: a benchmark drives corral's `ContainerBackend` port, never a
     backend class of its own choosing."""
     from orchestrator.backends.choose import backend_for
+    from orchestrator.backends.owner import Owner
     from orchestrator.config import CorralConfig
-    from orchestrator.owner import Owner
 
     return backend_for(CorralConfig(), Owner.current(), os.environ)

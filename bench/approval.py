@@ -51,10 +51,10 @@ from computer_use_paths import (
 from rich.console import Console
 
 from orchestrator.audit import AuditLog
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.channel import KioskChannel
+from orchestrator.backends.owner import Owner
 from orchestrator.config import ComputerUseConfig
-from orchestrator.owner import Owner
 from orchestrator.people.approvals import Approval, ApprovalQueue
 from orchestrator.surfaces.kiosk.driver import KioskDriver
 from orchestrator.surfaces.kiosk.session import KioskSession

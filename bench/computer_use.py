@@ -13,8 +13,8 @@ The reference (what other computer-use implementations do): a kiosk container wi
 same image and hardening as corral's, driven by a fresh `docker exec` per action:
 `python3 -c` (Xlib get_image + Pillow PNG on stdout) for a screenshot, `xdotool mousemove X
 Y click 1` for a click. The same container is also driven through corral's raw kiosk
-channel (orchestrator.channel.KioskChannel: JSON lines on the attached stdin/stdout, no MCP,
-no gateway), which shows what MCP + the gateway add.
+channel (orchestrator.backends.channel.KioskChannel: JSON lines on the attached
+stdin/stdout, no MCP, no gateway), which shows what MCP + the gateway add.
 
 Measured, p50/p95/min in ms:
 
@@ -98,9 +98,9 @@ from computer_use_site import HEAVY_URL, SECRET_FIELDS, SITE, HeavySite, heavy_d
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from orchestrator.backends.owner import read_start_time as owner_start_time
 from orchestrator.config import AgentConfig, load_config, render_new_agent
 from orchestrator.home import CorralHome, Environment
-from orchestrator.owner import read_start_time as owner_start_time
 
 REPO = Path(__file__).resolve().parents[1]
 CORRAL_BIN = REPO / ".venv" / "bin" / "corral"

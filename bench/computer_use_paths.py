@@ -23,7 +23,7 @@ from _common import BenchError, Timings, markers
 from mcp import Client
 from rich.console import Console
 
-from orchestrator.channel import KioskChannel, load_seccomp
+from orchestrator.backends.channel import KioskChannel, load_seccomp
 from orchestrator.config import KioskConfig
 from sandboxes.isolation import kiosk_spec
 from sandboxes.ports import ContainerBackend, ContainerSpec

@@ -54,7 +54,7 @@ from computer_use_site import (
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.owner import LABEL_MANAGED, LABEL_OWNER_PID, LABEL_OWNER_START
+from orchestrator.backends.owner import LABEL_MANAGED, LABEL_OWNER_PID, LABEL_OWNER_START
 
 # --- the machine ----------------------------------------------------------------------
 
@@ -369,8 +369,8 @@ session without network, except in the heavy-page rows (below).
   shape's own cost can be compared with the tables from before the rules ran on clicks.
 - **kiosk channel** (no MCP, no gateway): the same kind of kiosk container (same image, same
   hardening: `sandboxes.isolation.kiosk_spec` + the rig's seccomp profile) driven
-  from this process through `orchestrator.channel.KioskChannel`, ops `screenshot` and `click`:
-  the difference to the row above is what MCP and the gateway add.
+  from this process through `orchestrator.backends.channel.KioskChannel`, ops `screenshot`
+  and `click`: the difference to the row above is what MCP and the gateway add.
 - **docker exec python3**, **docker exec xdotool** (the reference): what other
   implementations do, a fresh process per action, started through the docker CLI in the
   kiosk channel's container. Screenshot: `python3 -c SHOT_PY`, an Xlib `get_image` of the

@@ -45,9 +45,9 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.audit import AuditLog
+from orchestrator.backends.owner import read_start_time as owner_start_time
 from orchestrator.config import load_config
 from orchestrator.home import CorralHome, Environment
-from orchestrator.owner import read_start_time as owner_start_time
 
 DEFAULT_STARTS = 15
 POOL = 2

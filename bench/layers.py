@@ -72,8 +72,8 @@ from mcp import Client
 from rich.console import Console
 
 from mcp_front.forwarder import forward, gateway_client
+from orchestrator.backends.owner import read_start_time as owner_start_time
 from orchestrator.home import CorralHome, Environment
-from orchestrator.owner import read_start_time as owner_start_time
 
 SECTION = "layers"
 WARMUP = 20

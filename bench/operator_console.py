@@ -103,9 +103,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
+from orchestrator.backends.owner import read_start_time
 from orchestrator.gateway.wire import ADMIN_DECIDE_PATH
 from orchestrator.home import CorralHome, Environment
-from orchestrator.owner import read_start_time
 from sandboxes.rfb import pointer_event
 
 CHECKOUT_URL = f"https://{SITE}/checkout"

@@ -46,10 +46,10 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.audit import AuditLog
+from orchestrator.backends.owner import read_start_time as owner_start_time
 from orchestrator.config import load_config
 from orchestrator.gateway.service import egress_factory
 from orchestrator.home import CorralHome, Environment
-from orchestrator.owner import read_start_time as owner_start_time
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 

@@ -35,7 +35,7 @@ from computer_use_paths import (
 )
 from rich.console import Console
 
-from orchestrator.channel import KioskChannel
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.surfaces.inputs import TYPE_CHUNK, channel_input
 
 WARMUP = 3

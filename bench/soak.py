@@ -91,10 +91,10 @@ from soak_report import (
     remove_leftovers,
 )
 
+from orchestrator.backends.owner import read_start_time
 from orchestrator.config import AgentConfig, load_config, render_new_agent
 from orchestrator.gateway.warm_pools import wanted_sizes
 from orchestrator.home import CorralHome, Environment
-from orchestrator.owner import read_start_time
 
 CALL_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0

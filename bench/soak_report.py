@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.owner import (
+from orchestrator.backends.owner import (
     LABEL_AGENT,
     LABEL_MANAGED,
     LABEL_OWNER_PID,

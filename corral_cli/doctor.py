@@ -7,12 +7,12 @@ import click
 from rich.table import Table
 
 from corral_cli.common import out, read_home
+from orchestrator.backends.owner import LABEL_AGENT, LABEL_KIND, LABEL_SESSION
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.config import CorralConfig, load_agent
 from orchestrator.errors import ConfigError, CorralError
 from orchestrator.gateway.warm_pools import wanted_sizes
 from orchestrator.home import CorralHome
-from orchestrator.owner import LABEL_AGENT, LABEL_KIND, LABEL_SESSION
 from orchestrator.pools.warm import POOL_AGENT
 from orchestrator.runtime import Runtime, open_runtime
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.audit import AuditLog
-from orchestrator.owner import Owner, owner_is_alive, read_boot_id, read_start_time
+from orchestrator.backends.owner import Owner, owner_is_alive, read_boot_id, read_start_time
 
 logger = logging.getLogger("corral.gateway")
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from orchestrator.audit import AuditLog
 from orchestrator.backends.choose import backend_for
+from orchestrator.backends.owner import Owner
 from orchestrator.config import CorralConfig, SandboxConfig, load_config
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
-from orchestrator.owner import Owner
 from orchestrator.pools.scripts import PoolSettings, WarmPool, open_pool
 from orchestrator.pools.slots import ScriptSlots, host_default_max_concurrent
 from sandboxes.ports import ContainerBackend

@@ -303,7 +303,7 @@ def _policy(
 def deny_all_policy(namespace: str) -> dict[str, Any]:
     """One per namespace, shared by every corral process: every corral pod without a
     network gets no ingress and no egress. It carries no owner labels, so no reaper ever
-    takes it (`orchestrator.owner.owner_is_alive` answers None)."""
+    takes it (`orchestrator.backends.owner.owner_is_alive` answers None)."""
     return _policy(
         DENY_ALL_POLICY,
         namespace,

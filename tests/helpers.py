@@ -13,8 +13,8 @@ import anyio
 import docker
 import docker.errors
 
+from orchestrator.backends.owner import LABEL_MANAGED
 from orchestrator.home import CorralHome
-from orchestrator.owner import LABEL_MANAGED
 
 # SPEC S2.1's eight tools, spelled out here (not read from the catalogue) so tests check
 # the code against the SPEC.
@@ -91,7 +91,7 @@ def _owner_dead_check() -> Callable[[dict[str, str]], bool]:
     set its owner's pid (a corral process) or test pid (a test process) looked up."""
     import socket as _socket
 
-    from orchestrator.owner import owner_is_alive, read_boot_id, read_start_time
+    from orchestrator.backends.owner import owner_is_alive, read_boot_id, read_start_time
 
     host, boot = _socket.gethostname(), read_boot_id()
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import anyio
 
+from orchestrator.backends.channel import KioskChannel, load_seccomp
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.channel import KioskChannel, load_seccomp
 from sandboxes.isolation import NON_ROOT, kiosk_spec
 from sandboxes.rfb import set_encodings
 from tests.images import DEFAULT_KIOSK_IMAGE

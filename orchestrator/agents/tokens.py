@@ -1,12 +1,12 @@
 """Each agent's bearer token for `corral mcp --http`: CORRAL_HOME/tokens/<agent>.token,
-made on first use (0600, this user's; see `orchestrator.secret_files`)."""
+made on first use (0600, this user's; see `orchestrator.agents.secret_files`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.agents.secret_files import load_or_create_secret, replace_secret
 from orchestrator.home import CorralHome
-from orchestrator.secret_files import load_or_create_secret, replace_secret
 
 
 def token_path(home: CorralHome, agent: str) -> Path:

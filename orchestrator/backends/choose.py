@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from orchestrator.backends.owner import Owner
 from orchestrator.config import CorralConfig, DockerBackendConfig, KubernetesBackendConfig
 from orchestrator.errors import ConfigError
-from orchestrator.owner import Owner
 from sandboxes.ports import ContainerBackend
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping, Sequence
 
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.pins import resolve_pins
-from orchestrator.channel import KioskChannel
 from orchestrator.errors import KioskError
 from sandboxes.scoped import Scoped
 

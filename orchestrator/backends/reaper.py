@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 
-from orchestrator.owner import (
+from orchestrator.backends.owner import (
     LABEL_AGENT,
     LABEL_KIND,
     LABEL_OWNER_PID,

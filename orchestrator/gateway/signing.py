@@ -38,10 +38,10 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from orchestrator.agents.secret_files import load_or_create_secret, read_secret, replace_secret
 from orchestrator.config import AGENT_NAME_RE
 from orchestrator.errors import NonceCacheFull, SignatureRefused
 from orchestrator.home import CorralHome
-from orchestrator.secret_files import load_or_create_secret, read_secret, replace_secret
 
 HEADER_TIMESTAMP = "X-Corral-Timestamp"
 HEADER_NONCE = "X-Corral-Nonce"
@@ -85,7 +85,7 @@ def key_path(home: CorralHome, agent: str) -> Path:
 
 def load_or_create_key(home: CorralHome, agent: str) -> bytes:
     """`agent`'s channel key (32 bytes), created if absent (race-safe between processes,
-    0600, checked on every read: `orchestrator.secret_files`). `corral mcp` calls this for
+    0600, checked on every read: `orchestrator.agents.secret_files`). `corral mcp` calls this for
     its own agent; the gateway only reads (`read_key`)."""
     return bytes.fromhex(load_or_create_secret(key_path(home, agent)))
 

@@ -25,7 +25,7 @@ from functools import partial
 
 import anyio
 
-from orchestrator.channel import KioskChannel
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.errors import CorralError
 from orchestrator.pools.warm import (
     ChannelBody,

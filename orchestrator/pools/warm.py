@@ -33,7 +33,7 @@ from typing import Generic, Protocol, TypeVar
 
 import anyio
 
-from orchestrator.channel import KioskChannel, load_seccomp
+from orchestrator.backends.channel import KioskChannel, load_seccomp
 from orchestrator.errors import CorralError
 from orchestrator.pools.ready import ReadyPool, running
 from sandboxes.isolation import kiosk_spec

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.channel import KioskChannel
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import KioskError
 from sandboxes import rig_params as r

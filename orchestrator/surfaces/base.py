@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 
 import anyio
 
-from orchestrator.channel import KioskChannel
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import SurfaceGone
 from orchestrator.people.timeline import KEEP_ENTRIES
@@ -176,7 +176,7 @@ class Surface:
 
 @dataclass(kw_only=True)
 class ChannelSurface(Surface):
-    """A surface driven over an agent channel (`orchestrator.channel.KioskChannel`): the
+    """A surface driven over an agent channel (`orchestrator.backends.channel.KioskChannel`): the
     kiosk and the desktop rig, whose screenshots are masked the same way
     (`orchestrator.surfaces.screenshots`). A broken channel is a broken surface."""
 

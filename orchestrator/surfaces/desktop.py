@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import anyio
 
-from orchestrator.channel import KioskChannel
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import CorralError, RigError
 from orchestrator.pools.warm import ChannelBody, Warm

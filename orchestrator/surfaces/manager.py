@@ -14,10 +14,10 @@ import anyio
 from orchestrator.audit import AuditLog
 from orchestrator.config import CorralConfig
 from orchestrator.errors import CorralError
-from orchestrator.heap import give_back
 from orchestrator.home import CorralHome
 from orchestrator.recordings.service import Recordings
 from orchestrator.surfaces.base import Surface
+from orchestrator.surfaces.heap import give_back
 from orchestrator.surfaces.oversight import Oversight
 from orchestrator.surfaces.pipeline import Pipeline
 from orchestrator.surfaces.start import Host

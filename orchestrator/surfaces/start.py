@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from orchestrator.channel import load_seccomp
+from orchestrator.backends.channel import load_seccomp
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.surfaces.teardown import closed_on_failure
 from sandboxes.events import CallEvents

@@ -16,8 +16,8 @@ import docker.errors
 import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.owner import Owner
 from orchestrator.home import CorralHome
-from orchestrator.owner import Owner
 from orchestrator.runtime import Runtime, open_runtime
 from sandboxes.script import ScriptResult, execute_program
 from sandboxes.script_policy import HARD_CAP_SECONDS, parse_params

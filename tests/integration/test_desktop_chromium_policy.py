@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from orchestrator.backends.channel import KioskChannel, load_seccomp
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.channel import KioskChannel, load_seccomp
 from orchestrator.errors import KioskError
 from sandboxes.isolation import kiosk_spec
 from tests.images import DEFAULT_DESKTOP_IMAGE

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.backends.channel import KioskChannel, load_seccomp
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.channel import KioskChannel, load_seccomp
 from sandboxes.isolation import kiosk_spec
 from tests.helpers import wait_until
 from tests.images import DEFAULT_DESKTOP_IMAGE

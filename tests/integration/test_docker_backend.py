@@ -12,7 +12,7 @@ import docker.errors
 import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.owner import Owner
+from orchestrator.backends.owner import Owner
 from tests.helpers import control_labels, gone
 from tests.images import DEFAULT_SANDBOX_IMAGE
 

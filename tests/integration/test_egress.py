@@ -41,8 +41,8 @@ from orchestrator.backends.docker.networks import (
     _ensure_egress_network_sync,
     new_session_id,
 )
+from orchestrator.backends.owner import LABEL_KIND, Owner, read_boot_id
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
-from orchestrator.owner import LABEL_KIND, Owner, read_boot_id
 from tests.images import DEFAULT_PROXY_IMAGE, DEFAULT_SANDBOX_IMAGE
 from tests.integration.conftest import bridge_gateway, control_labels, wait_until
 from tests.sites import make_certs, start_site

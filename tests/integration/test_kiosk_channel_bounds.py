@@ -11,8 +11,8 @@ import anyio
 import docker
 import pytest
 
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.channel import KioskChannel
 from orchestrator.errors import KioskError
 from sandboxes.isolation import locked_down
 from tests.images import DEFAULT_SANDBOX_IMAGE

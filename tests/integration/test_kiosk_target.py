@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.channel import KioskChannel
 from orchestrator.errors import KioskError
 from sandboxes.isolation import NON_ROOT
 from tests.helpers import wait_until

@@ -26,8 +26,8 @@ from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 from websockets.asyncio.client import ClientConnection, connect
 
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.channel import KioskChannel
 from orchestrator.people.live_view import BridgeOutcome, bridge_vnc, open_vnc
 from sandboxes.rfb import ClientMessage, key_event, pointer_event
 from tests.helpers import wait_until

@@ -21,7 +21,7 @@ import docker
 import pytest
 
 from orchestrator.audit import AuditLog
-from orchestrator.owner import LABEL_INSTANCE
+from orchestrator.backends.owner import LABEL_INSTANCE
 from tests.helpers import wait_until
 from tests.integration.held_creates import HeldCreates
 
@@ -32,7 +32,7 @@ OWNER = """
 import sys, anyio
 from pathlib import Path
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.owner import Owner
+from orchestrator.backends.owner import Owner
 from sandboxes.script_policy import build_script_spec
 
 url, image, audit, workspace, pause = sys.argv[1:6]

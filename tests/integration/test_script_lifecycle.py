@@ -16,10 +16,10 @@ import pytest
 
 from orchestrator.audit import AuditLog
 from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.owner import LABEL_OWNER_PID, Owner, read_start_time
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
 from orchestrator.home import CorralHome
-from orchestrator.owner import LABEL_OWNER_PID, Owner, read_start_time
 from orchestrator.runtime import Runtime, open_runtime
 from sandboxes.script import HOST_CAP_GRACE, execute_program
 from sandboxes.script_policy import REPLY_CAP_BYTES, parse_params

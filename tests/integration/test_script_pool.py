@@ -16,9 +16,9 @@ import docker
 import docker.errors
 import pytest
 
+from orchestrator.backends.owner import LABEL_OWNER_PID
 from orchestrator.errors import SandboxBusy
 from orchestrator.home import CorralHome
-from orchestrator.owner import LABEL_OWNER_PID
 from orchestrator.runtime import Runtime, open_runtime
 from sandboxes.script import ScriptResult, execute_program
 from sandboxes.script_policy import parse_params

@@ -28,20 +28,10 @@ LAYERS = ("sandboxes", "orchestrator", "mcp_front", "corral_cli")
 # orchestrator's rooms, lowest first (docs/architecture.md draws them). A module may import
 # its own room or a lower one. The first room is the root's own modules.
 ROOMS: tuple[tuple[str, ...], ...] = (
-    (
-        "errors",
-        "home",
-        "secret_files",
-        "owner",
-        "config",
-        "audit",
-        "ledger",
-        "channel",
-        "at_once",
-        "heap",
-    ),
+    ("errors", "home", "config", "audit"),  # the root: what every room may use
     ("agents",),
     ("backends",),
+    ("ledger",),
     ("pools",),
     ("runtime",),
     ("recordings",),

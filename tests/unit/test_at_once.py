@@ -1,11 +1,11 @@
-"""Two pieces of work at once (orchestrator.at_once.both)."""
+"""Two pieces of work at once (orchestrator.surfaces.browser.at_once.both)."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
 
-from orchestrator.at_once import both
+from orchestrator.surfaces.browser.at_once import both
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 

@@ -19,8 +19,8 @@ from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.docker.egress import SessionEgress
 from orchestrator.backends.docker.network_reaper import network_is_orphan, rule_is_orphan
 from orchestrator.backends.docker.networks import KIND_SESSION_NETWORK, new_session_id
+from orchestrator.backends.owner import Owner, read_boot_id, read_start_time
 from orchestrator.backends.pins import resolve_pins
-from orchestrator.owner import Owner, read_boot_id, read_start_time
 from sandboxes.hostnames import normalise_host
 from tests.helpers import wait_until
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from orchestrator.audit import AuditLog
+from orchestrator.backends.owner import Owner
 from orchestrator.ledger import Ledger, close_left_work
-from orchestrator.owner import Owner
 
 pytestmark = pytest.mark.unit
 
@@ -115,7 +115,7 @@ import os, sys
 from pathlib import Path
 from orchestrator.audit import AuditLog
 from orchestrator.ledger import Ledger
-from orchestrator.owner import Owner
+from orchestrator.backends.owner import Owner
 root = Path(sys.argv[1])
 audit = AuditLog(root / "audit.jsonl")
 ledger = Ledger(root / "inflight", Owner.current())

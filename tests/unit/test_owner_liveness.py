@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.owner import (
+from orchestrator.backends.owner import (
     LABEL_AGENT,
     LABEL_INSTANCE,
     LABEL_KIND,
@@ -196,7 +196,7 @@ def test_read_boot_id_is_the_kernel_boot_id() -> None:
 def test_a_zombie_process_counts_as_dead() -> None:
     import subprocess
 
-    from orchestrator.owner import read_start_time as start_time
+    from orchestrator.backends.owner import read_start_time as start_time
 
     child = subprocess.Popen(["true"])
     try:

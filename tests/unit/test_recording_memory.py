@@ -1,6 +1,6 @@
 """A recording's memory goes back once it is closed (issue 23 item 6): its VP9 encoder's
 frame buffers (about 90 MiB at 1280x800) are let go at `VideoFile.close`, not when the
-object is, and `orchestrator.heap.give_back` returns the freed pages to the system. Run in
+object is, and `orchestrator.surfaces.heap.give_back` returns the freed pages to the system. Run in
 a child process of its own, whose resident memory is read from /proc."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.heap import TRIM
+from orchestrator.surfaces.heap import TRIM
 
 pytestmark = pytest.mark.unit
 
@@ -23,7 +23,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     import anyio
     from PIL import Image
-    from orchestrator.heap import give_back
+    from orchestrator.surfaces.heap import give_back
     from orchestrator.recordings.video import VideoFile
 
     def rss_mib():

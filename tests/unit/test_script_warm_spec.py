@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.owner import Owner
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE, CorralConfig
 from orchestrator.errors import ConfigError
 from orchestrator.home import CorralHome
-from orchestrator.owner import Owner
 from orchestrator.runtime import pool_for
 from sandboxes.ports import ContainerSpec
 from sandboxes.script_policy import (

@@ -30,8 +30,8 @@ from orchestrator.backends.docker.sdk import (
 )
 from orchestrator.backends.docker.spec import create_container
 from orchestrator.backends.docker.watchdog import OwnerWatchdog
+from orchestrator.backends.owner import LABEL_MANAGED, Owner
 from orchestrator.errors import EngineConflict, EngineNotFound
-from orchestrator.owner import LABEL_MANAGED, Owner
 from sandboxes.ports import (
     AuditSink,
     ContainerSpec,

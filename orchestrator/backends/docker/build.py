@@ -7,8 +7,8 @@ from pathlib import Path
 
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.docker.sdk import engine_url
+from orchestrator.backends.owner import Owner
 from orchestrator.config import DockerBackendConfig
-from orchestrator.owner import Owner
 from sandboxes.ports import ContainerBackend
 
 

@@ -26,14 +26,14 @@ from orchestrator.backends.docker.networks import (
     SESSION_NETWORK_PREFIX,
 )
 from orchestrator.backends.docker.sdk import blocking
-from orchestrator.errors import EgressError, EngineError, EngineNotFound
-from orchestrator.owner import (
+from orchestrator.backends.owner import (
     LABEL_KIND,
     LABEL_MANAGED,
     owner_is_alive,
     read_boot_id,
     read_start_time,
 )
+from orchestrator.errors import EgressError, EngineError, EngineNotFound
 
 logger = logging.getLogger("corral.egress")
 

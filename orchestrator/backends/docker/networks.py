@@ -29,8 +29,8 @@ from orchestrator.backends.docker.proxy import (
     start_proxy,
 )
 from orchestrator.backends.docker.sdk import blocking, map_docker_errors
+from orchestrator.backends.owner import LABEL_KIND, LABEL_MANAGED
 from orchestrator.errors import EgressError, EngineConflict, EngineError, EngineNotFound
-from orchestrator.owner import LABEL_KIND, LABEL_MANAGED
 from sandboxes.isolation import PROXY_PORT
 
 logger = logging.getLogger("corral.egress")

@@ -24,10 +24,10 @@ from typing import Any
 import anyio
 import docker
 
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.docker.containers import DockerAttached
 from orchestrator.backends.docker.sdk import blocking
-from orchestrator.channel import KioskChannel
 from orchestrator.errors import CorralError, EgressError
 from sandboxes.isolation import PROXY_PORT, proxy_spec
 

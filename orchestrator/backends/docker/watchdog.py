@@ -42,8 +42,8 @@ from orchestrator.backends.docker.in_flight import (
     answered,
     new_token,
 )
+from orchestrator.backends.owner import LABEL_INSTANCE, LABEL_MANAGED, Owner
 from orchestrator.backends.reaper import record_reaped
-from orchestrator.owner import LABEL_INSTANCE, LABEL_MANAGED, Owner
 
 
 class OwnerWatchdog:

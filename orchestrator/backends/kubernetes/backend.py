@@ -32,6 +32,7 @@ from orchestrator.backends.kubernetes.stream import (
     ClusterTarget,
     map_kube_errors,
 )
+from orchestrator.backends.owner import LABEL_MANAGED, Owner
 from orchestrator.errors import (
     EngineConflict,
     EngineNotFound,
@@ -39,7 +40,6 @@ from orchestrator.errors import (
     SandboxUnavailable,
     UnavailableCode,
 )
-from orchestrator.owner import LABEL_MANAGED, Owner
 from sandboxes.k8s_manifests import (
     PullPolicy,
     deny_all_policy,

@@ -9,8 +9,8 @@ from orchestrator.backends.kubernetes.backend import (
     KubeSettings,
     resolve_kubeconfig,
 )
+from orchestrator.backends.owner import Owner
 from orchestrator.config import KubernetesBackendConfig
-from orchestrator.owner import Owner
 from sandboxes.ports import ContainerBackend
 
 

@@ -23,11 +23,11 @@ from functools import partial
 
 import anyio
 
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.backends.kubernetes.pods import KubeRun
 from orchestrator.backends.pinned import PinnedEgress
 from orchestrator.backends.scoped import egress_factory_of
-from orchestrator.channel import KioskChannel
 from orchestrator.config import DEFAULT_PROXY_IMAGE
 from orchestrator.errors import EgressError, NotSupported
 from sandboxes.isolation import PROXY_PORT, proxy_spec

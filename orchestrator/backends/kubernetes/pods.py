@@ -17,12 +17,12 @@ from orchestrator.backends.kubernetes.stream import (
     ChannelStream,
     exit_code_of,
 )
+from orchestrator.backends.owner import LABEL_KIND, LABEL_SESSION
 from orchestrator.errors import (
     EngineError,
     SandboxUnavailable,
     UnavailableCode,
 )
-from orchestrator.owner import LABEL_KIND, LABEL_SESSION
 from sandboxes.k8s_manifests import (
     CONTAINER,
     configmap_manifest,

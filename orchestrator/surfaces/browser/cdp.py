@@ -9,7 +9,7 @@ only it can open (a 0700 directory, the socket 0600) and passes Playwright the U
 Each WebSocket text message is one CDP message. No TCP port exists anywhere on the way,
 on any network; the first connection is the only one ever accepted.
 
-A heartbeat, as the kiosk's channel has (`orchestrator.channel`): while the bridge serves,
+A heartbeat, as the kiosk's channel has (`orchestrator.backends.channel`): while the bridge serves,
 it sends the browser its own `Browser.getVersion` every `HEARTBEAT_S` (ids from
 `PING_BASE`, far above Playwright's; the answers are not passed on), and no byte at all
 from the rig for `SILENCE_S` means the browser or its relay hung: the bridge closes with
@@ -30,7 +30,7 @@ import anyio
 from websockets.asyncio.server import Server, ServerConnection, unix_serve
 from websockets.exceptions import ConnectionClosed
 
-from orchestrator.channel import HEARTBEAT_S, SILENCE_S
+from orchestrator.backends.channel import HEARTBEAT_S, SILENCE_S
 from orchestrator.errors import RigError
 from sandboxes.ports import AttachedContainer
 

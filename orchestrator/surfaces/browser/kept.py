@@ -29,7 +29,7 @@ import anyio
 from playwright.async_api import CDPSession
 from playwright.async_api import Error as PlaywrightError
 
-from orchestrator.at_once import both
+from orchestrator.surfaces.browser.at_once import both
 from sandboxes import kept_walk as kw
 from sandboxes import secret_fields as sf
 

@@ -22,11 +22,11 @@ from PIL.Image import Image
 from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page
 from playwright.async_api import Error as PlaywrightError
 
-from orchestrator.at_once import both
 from orchestrator.errors import RigError, SessionRefused
 from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
 from orchestrator.surfaces.base import Surface, proxy_alive
+from orchestrator.surfaces.browser.at_once import both
 from orchestrator.surfaces.browser.cdp import CdpBridge
 from orchestrator.surfaces.browser.secrets import PageSessions, page_secrets
 from sandboxes import rig_params as r

@@ -1,5 +1,5 @@
 """A kiosk session as the gateway holds it: a Surface whose driver is the kiosk agent's
-JSON-lines channel (`orchestrator.channel.KioskChannel`)."""
+JSON-lines channel (`orchestrator.backends.channel.KioskChannel`)."""
 
 from __future__ import annotations
 

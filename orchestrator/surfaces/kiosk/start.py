@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from orchestrator.channel import KioskChannel
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.config import ComputerUseConfig
 from orchestrator.surfaces.start import (
     Host,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
-from orchestrator.owner import Owner
+from orchestrator.backends.owner import Owner
 from tests.fake_kube.docker_node import IN_DOCKER, InDocker
 from tests.fake_kube.server import NAMESPACE, Served, serve
 from tests.images import (

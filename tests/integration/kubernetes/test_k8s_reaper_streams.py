@@ -12,8 +12,8 @@ import pytest
 
 from orchestrator.audit import AuditLog
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
+from orchestrator.backends.owner import Owner, read_boot_id
 from orchestrator.backends.reaper import reap_orphans
-from orchestrator.owner import Owner, read_boot_id
 from sandboxes.isolation import locked_down
 from sandboxes.k8s_manifests import DENY_ALL_POLICY, configmap_manifest, pod_manifest
 from tests.fake_kube.server import NAMESPACE, Served
@@ -129,7 +129,7 @@ async def test_a_kiosk_pod_gets_the_nodes_localhost_seccomp_profile_when_configu
     cluster: Served,
 ) -> None:
     from orchestrator.backends.kubernetes.backend import KubeSettings
-    from orchestrator.owner import Owner
+    from orchestrator.backends.owner import Owner
 
     settings = KubeSettings(
         kubeconfig=str(cluster.kubeconfig),

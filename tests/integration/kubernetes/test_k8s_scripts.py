@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
+from orchestrator.backends.owner import Owner
 from orchestrator.errors import SandboxUnavailable, UnavailableCode
-from orchestrator.owner import Owner
 from sandboxes.script import ScriptContext, ScriptResult, ScriptSettings, execute_program
 from sandboxes.script_policy import READ_CAP_BYTES, REPLY_CAP_BYTES, parse_params
 from tests.fake_kube.server import Served

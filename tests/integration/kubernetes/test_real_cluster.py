@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
-from orchestrator.owner import Owner
+from orchestrator.backends.owner import Owner
 from sandboxes.script import ScriptContext, ScriptResult, ScriptSettings, execute_program
 from sandboxes.script_policy import parse_params
 from tests.images import DEFAULT_SANDBOX_IMAGE

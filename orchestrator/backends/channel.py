@@ -24,7 +24,7 @@ import anyio
 from orchestrator.errors import CorralError, KioskError
 from sandboxes.ports import AttachedContainer, ContainerBackend, ContainerSpec
 
-SECCOMP_FILE = Path(__file__).resolve().parents[1] / "rig_images" / "kiosk" / "seccomp.json"
+SECCOMP_FILE = Path(__file__).resolve().parents[2] / "rig_images" / "kiosk" / "seccomp.json"
 # The largest answer line the kiosk may send (a 1920x1200 PNG in base64 is well under 16
 # MiB). More without a line end is a flood: the channel breaks and the session ends.
 MAX_LINE_BYTES = 32 * 1024 * 1024
