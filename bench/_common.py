@@ -183,6 +183,31 @@ def publish(console: Console, section: str, path: str | None, name: str) -> None
         write_section(Path(path), name, section)
 
 
+@dataclass(frozen=True, slots=True)
+class Child:
+    pid: int
+    start_time: int  # clock ticks after boot (/proc/PID/stat field 22)
+    argv: list[bytes]
+
+
+def running_children(parent: int) -> list[Child]:
+    """The running (not zombie) children of `parent`, read from /proc: the one scan the
+    benchmarks use to find the `corral mcp` servers they started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text(encoding="utf-8")
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        if int(fields[1]) == parent and fields[0] not in ("Z", "X"):
+            found.append(Child(int(entry.name), int(fields[19]), argv))
+    return found
+
+
 def local_backend() -> ContainerBackend:
     """The engine a default config chooses (local Docker, or DOCKER_HOST), through the one
     chooser the gateway uses: a benchmark drives corral's `ContainerBackend` port, never a

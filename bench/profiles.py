@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import BenchError
+from _common import BenchError, running_children
 
 RATE_HZ = 250
 STOP_S = 30.0
@@ -129,16 +129,7 @@ def markdown_all(files: Mapping[str, Path], seconds: float, count: int = 12) -> 
 
 def child_with(argument: str) -> int:
     """The pid of this process's child whose command line holds `argument` (a word)."""
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text(encoding="utf-8")
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if parent == me and argument.encode() in argv:
-            return int(entry.name)
+    for child in running_children(os.getpid()):
+        if argument.encode() in child.argv:
+            return child.pid
     raise BenchError(f"no child process of this benchmark runs with {argument!r}")

@@ -57,7 +57,7 @@ import anyio
 import mcp_types as types
 import memory_trace
 import profiles
-from _common import BenchError, run_main, sigint_ignored, write_section
+from _common import BenchError, run_main, running_children, sigint_ignored, write_section
 from computer_use import Gateway, corral_bin, corral_env, free_port, running_gateway
 from computer_use_paths import result_text
 from computer_use_report import describe_machine
@@ -172,18 +172,7 @@ def rss_kib(pid: int) -> int | None:
 
 def children(pid: int) -> set[Owner]:
     """(pid, start time) of the running children of `pid`: the `corral mcp` servers are."""
-    found: set[Owner] = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_text(encoding="utf-8")
-        except OSError:
-            continue
-        fields = raw[raw.rindex(")") + 2 :].split()
-        if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
-            found.add((int(entry.name), int(fields[19])))
-    return found
+    return {(child.pid, child.start_time) for child in running_children(pid)}
 
 
 # --- the agents and the scripts -------------------------------------------------------
