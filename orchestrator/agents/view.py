@@ -107,11 +107,12 @@ class ViewCache:
         self.clock = clock
         self._kept: dict[tuple[Path, str], tuple[tuple[Stamp, ...], Loaded]] = {}
 
-    def get(self, home: CorralHome, name: str) -> Loaded:
+    def get(self, home: CorralHome, name: str, stamps: tuple[Stamp, ...] | None = None) -> Loaded:
         """The view and config (as `load_agent_and_view`), parsed again only if a file
-        changed. The stamps are taken before the read, so a change during it is seen next
-        time."""
-        stamps = _stamps(home, name)
+        changed. The stamps are taken before the read (or were, by `lookup`: `stamps`), so
+        a change during it is seen next time."""
+        if stamps is None:
+            stamps = _stamps(home, name)
         kept = self._kept.get((home.root, name))
         if kept is not None and kept[0] == stamps:
             return kept[1]
@@ -122,12 +123,12 @@ class ViewCache:
             self._kept.pop((home.root, name), None)
         return loaded
 
-    def kept(self, home: CorralHome, name: str) -> Loaded | None:
-        """The kept view if no file changed since it was read (three stats), else None."""
+    def lookup(self, home: CorralHome, name: str) -> tuple[tuple[Stamp, ...], Loaded | None]:
+        """The files' stamps now (three stats), and the kept view if none changed since it
+        was read, else None (then `get` with these stamps reads it again)."""
+        stamps = _stamps(home, name)
         kept = self._kept.get((home.root, name))
-        if kept is not None and kept[0] == _stamps(home, name):
-            return kept[1]
-        return None
+        return stamps, (kept[1] if kept is not None and kept[0] == stamps else None)
 
 
 def _stamps(home: CorralHome, name: str) -> tuple[Stamp, ...]:
@@ -146,10 +147,10 @@ async def agent_and_view(home: CorralHome, name: str) -> Loaded:
     files' stamps are taken on the loop (three stats, microseconds): a worker thread's round
     trip on every call cost more than they do (issue 23 item 9); a changed file is parsed
     in a worker thread."""
-    kept = VIEWS.kept(home, name)
+    stamps, kept = VIEWS.lookup(home, name)
     if kept is not None:
         return kept
-    return await anyio.to_thread.run_sync(VIEWS.get, home, name)
+    return await anyio.to_thread.run_sync(VIEWS.get, home, name, stamps)
 
 
 async def view_of(home: CorralHome, name: str) -> AgentView:

@@ -106,6 +106,27 @@ def test_a_file_changed_within_the_racy_window_is_read_every_time(
     assert parses == ["ann", "ann"]
 
 
+def test_a_lookup_after_a_change_misses_and_a_read_with_its_stamps_is_kept(
+    home: CorralHome, parses: list[str]
+) -> None:
+    """What the async reader does: stamps taken once, on the loop; on a miss, the read in a
+    worker thread is kept under those stamps (the next lookup hits without a parse)."""
+    write_agent(home, "codrive = true")
+    cache = ViewCache(clock=lambda: NOW)
+    stamps, kept = cache.lookup(home, "ann")
+    assert kept is None
+    read = cache.get(home, "ann", stamps)
+
+    write_agent(home, "codrive = false", age=30.0)
+    stamps, kept = cache.lookup(home, "ann")
+    assert kept is None  # changed since it was read
+    changed = cache.get(home, "ann", stamps)
+
+    assert cache.lookup(home, "ann") == (stamps, changed)
+    assert read[0].capabilities == {"codrive"} and changed[0].capabilities == frozenset()
+    assert parses == ["ann", "ann"]
+
+
 @pytest.mark.anyio
 async def test_the_async_reader_answers_the_view(home: CorralHome) -> None:
     write_agent(home, "codrive = true")
