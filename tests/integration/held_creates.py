@@ -22,6 +22,26 @@ def _is_create(chunk: bytes) -> bool:
     return request_line.startswith(b"POST ") and b"/containers/create" in request_line
 
 
+def _whole_request(client: socket.socket, chunk: bytes) -> bytes:
+    """`chunk` read on until it holds the request's headers and its whole body (the
+    client may send them in several writes): a held request is one the client finished
+    sending, so its sender may die and the engine still gets all of it."""
+    while b"\r\n\r\n" not in chunk:
+        chunk += client.recv(65536)
+    head, body = chunk.split(b"\r\n\r\n", 1)
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        more = client.recv(65536)
+        if not more:
+            break
+        body += more
+    return head + b"\r\n\r\n" + body
+
+
 class HeldCreates:
     def __init__(self, path: Path, let_through: int = 1, engine: str = ENGINE_SOCKET) -> None:
         self.path = path
@@ -62,23 +82,25 @@ class HeldCreates:
                 threading.Thread(target=self._up, args=(client, engine), daemon=True).start()
                 threading.Thread(target=self._down, args=(engine, client), daemon=True).start()
 
-    def _hold(self, chunk: bytes) -> None:
+    def _hold(self, client: socket.socket, chunk: bytes) -> bytes:
+        """The chunk to send on: a create past `let_through` is read whole, then held."""
         if not _is_create(chunk):
-            return
+            return chunk
         with self._lock:
             self._let_through -= 1
             hold = self._let_through < 0
         if hold:
+            chunk = _whole_request(client, chunk)
             self.held.set()
             self._released.wait()
+        return chunk
 
     def _up(self, client: socket.socket, engine: socket.socket) -> None:
         """Client to engine. A client that closed leaves the engine side open: what was
         sent is still answered."""
         with contextlib.suppress(OSError):
             while chunk := client.recv(65536):
-                self._hold(chunk)
-                engine.sendall(chunk)
+                engine.sendall(self._hold(client, chunk))
 
     def _down(self, engine: socket.socket, client: socket.socket) -> None:
         with contextlib.suppress(OSError):

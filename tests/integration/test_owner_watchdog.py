@@ -5,7 +5,9 @@ owner's containers, and the container it makes is removed (and audited) all the 
 The owner is a real process creating through `DockerBackend`; the engine is the real one,
 behind `HeldCreates`, which only holds the owner's second create until the test lets it go
 (an engine slow to answer, as under load). Without the in-flight announcements the late
-container outlived its owner, with no process left to remove it."""
+container outlived its owner, with no process left to remove it. The owner's containers carry
+another host's label, so the orphan reapers of gateways that other tests start beside this
+one never remove them first (a container already gone was once this test's failure)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = """
-import sys, anyio
+import dataclasses, sys, anyio
 from pathlib import Path
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.owner import Owner
@@ -38,7 +40,10 @@ from sandboxes.script_policy import build_script_spec
 url, image, audit, workspace, pause = sys.argv[1:6]
 
 async def main():
-    backend = DockerBackend(Owner.current(), url, Path(audit))
+    # Another host's label: the orphan reapers of the gateways other tests start leave
+    # its containers alone (not theirs to judge); only its own watchdog removes them.
+    owner = dataclasses.replace(Owner.current(), host="watchdog-test-host")
+    backend = DockerBackend(owner, url, Path(audit))
     await backend.ensure_watchdog()
 
     def spec(session):
@@ -117,7 +122,15 @@ async def test_a_create_in_flight_when_its_owner_dies_is_removed_once_it_lands(
         mine = {"label": [f"{LABEL_INSTANCE}={instance}"]}
         assert not docker_client.containers.list(all=True, filters=mine)
         engine.release()  # the engine now answers the dead owner's create
-        await wait_until(lambda: reaped(audit) == ["first", "late"])
+        try:
+            await wait_until(lambda: reaped(audit) == ["first", "late"])
+        except TimeoutError:
+            left = docker_client.containers.list(all=True, filters=mine)
+            raise AssertionError(
+                f"the late create not reaped: audit {reaped(audit)}, containers "
+                f"{[(c.name, c.status) for c in left]}, watchdog running: "
+                f"{watchdog_of(instance)}"
+            ) from None
         assert not docker_client.containers.list(all=True, filters=mine)
         await wait_until(lambda: not watchdog_of(instance))  # waiting for nothing more
 
