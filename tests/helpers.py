@@ -151,17 +151,27 @@ def bridge_gateway() -> str:
     return out.split()[3].split("/")[0]
 
 
-async def wait_until(predicate: Callable[[], Any], limit: float = 30.0) -> Any:
+async def wait_until(
+    predicate: Callable[[], Any],
+    limit: float = 30.0,
+    explain: Callable[[], str] | None = None,
+) -> Any:
     """Poll `predicate` (sync or async) until truthy; fail after `limit` s. Not a sleep-sync:
-    the check is the condition itself, polled."""
-    with anyio.fail_after(limit):
-        while True:
-            value = predicate()
-            if hasattr(value, "__await__"):
-                value = await value
-            if value:
-                return value
-            await anyio.sleep(0.05)
+    the check is the condition itself, polled. `explain`, when given, is asked on failure
+    what was going on, and its answer is the AssertionError's message."""
+    try:
+        with anyio.fail_after(limit):
+            while True:
+                value = predicate()
+                if hasattr(value, "__await__"):
+                    value = await value
+                if value:
+                    return value
+                await anyio.sleep(0.05)
+    except TimeoutError:
+        if explain is None:
+            raise
+        raise AssertionError(f"not within {limit} s: {explain()}") from None
 
 
 def children_of(pid: int) -> list[tuple[int, list[bytes]]]:

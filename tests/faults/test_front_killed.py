@@ -170,35 +170,36 @@ async def test_a_killed_front_leaves_no_script_container_and_the_audit_names_it(
     def reaped_lines() -> list[dict[str, Any]]:
         return [e for e in events_of(corral_home, agent) if e["event"] == "container_reaped"]
 
+    owned = {"label": f"corral.owner.pid={pid}"}
+
     def left() -> bool:  # the script's container and any other the front started (its pool's)
-        owned = {"label": f"corral.owner.pid={pid}"}
         return not docker_client.containers.list(all=True, ignore_removed=True, filters=owned)
 
-    try:
-        await wait_until(reaped_lines, limit=30)
-    except TimeoutError:  # say what was going on: the watchdog alive? the container's state?
-        watchdogs = [
-            argv for _, argv in processes() if b"orchestrator.backends.docker.watchdog" in argv
-        ]
-        found = docker_client.containers.list(
-            ignore_removed=True, all=True, filters={"label": f"corral.owner.pid={pid}"}
-        )
-        raise AssertionError(
-            f"no container_reaped in 30 s; watchdogs: {watchdogs}; the front's containers: "
-            f"{[(c.name, c.status) for c in found]}; audit: {events_of(corral_home, agent)}"
-        ) from None
-    try:
-        await wait_until(left, limit=30)
-    except TimeoutError:  # which container outlived its owner, and in what state
-        found = docker_client.containers.list(
-            ignore_removed=True, all=True, filters={"label": f"corral.owner.pid={pid}"}
-        )
-        described = [(c.name, c.status, c.labels.get("corral.kind"), c.attrs.get("Created"),
-                      c.attrs.get("State", {}).get("StartedAt")) for c in found]  # fmt: skip
-        raise AssertionError(
-            f"the front's containers 30 s after its kill: {described}; "
-            f"audit: {events_of(corral_home, agent)}"
-        ) from None
+    def found() -> list[tuple[Any, ...]]:  # which of the front's containers, in what state
+        return [
+            (c.name, c.status, c.labels.get("corral.kind"), c.attrs.get("Created"),
+             c.attrs.get("State", {}).get("StartedAt"))
+            for c in docker_client.containers.list(ignore_removed=True, all=True, filters=owned)
+        ]  # fmt: skip
+
+    def watchdogs() -> list[list[bytes]]:
+        return [a for _, a in processes() if b"orchestrator.backends.docker.watchdog" in a]
+
+    await wait_until(
+        reaped_lines,
+        limit=30,
+        explain=lambda: (
+            f"no container_reaped; watchdogs: {watchdogs()}; the front's "
+            f"containers: {found()}; audit: {events_of(corral_home, agent)}"
+        ),
+    )
+    await wait_until(
+        left,
+        limit=30,
+        explain=lambda: (
+            f"the front's containers outlived it: {found()}; audit: {events_of(corral_home, agent)}"
+        ),
+    )
     events = events_of(corral_home, agent)
     (started,) = [e for e in events if e["event"] == "script_started"]
     session = started["details"]["session"]

@@ -27,7 +27,10 @@ def _whole_request(client: socket.socket, chunk: bytes) -> bytes:
     client may send them in several writes): a held request is one the client finished
     sending, so its sender may die and the engine still gets all of it."""
     while b"\r\n\r\n" not in chunk:
-        chunk += client.recv(65536)
+        more = client.recv(65536)
+        if not more:  # the client closed mid-headers: pass on what came
+            return chunk
+        chunk += more
     head, body = chunk.split(b"\r\n\r\n", 1)
     length = 0
     for line in head.split(b"\r\n")[1:]:

@@ -7,7 +7,7 @@ behind `HeldCreates`, which only holds the owner's second create until the test 
 (an engine slow to answer, as under load). Without the in-flight announcements the late
 container outlived its owner, with no process left to remove it. The owner's containers carry
 another host's label, so the orphan reapers of gateways that other tests start beside this
-one never remove them first (a container already gone was once this test's failure)."""
+one never remove them first."""
 
 from __future__ import annotations
 
@@ -122,15 +122,16 @@ async def test_a_create_in_flight_when_its_owner_dies_is_removed_once_it_lands(
         mine = {"label": [f"{LABEL_INSTANCE}={instance}"]}
         assert not docker_client.containers.list(all=True, filters=mine)
         engine.release()  # the engine now answers the dead owner's create
-        try:
-            await wait_until(lambda: reaped(audit) == ["first", "late"])
-        except TimeoutError:
+
+        def explain() -> str:
             left = docker_client.containers.list(all=True, filters=mine)
-            raise AssertionError(
+            return (
                 f"the late create not reaped: audit {reaped(audit)}, containers "
                 f"{[(c.name, c.status) for c in left]}, watchdog running: "
                 f"{watchdog_of(instance)}"
-            ) from None
+            )
+
+        await wait_until(lambda: reaped(audit) == ["first", "late"], explain=explain)
         assert not docker_client.containers.list(all=True, filters=mine)
         await wait_until(lambda: not watchdog_of(instance))  # waiting for nothing more
 
