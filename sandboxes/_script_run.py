@@ -14,6 +14,7 @@ from sandboxes._script_start import Start, _Call, _Execution
 from sandboxes.beside import tasks_beside
 from sandboxes.errors import AuditUnavailable, EngineError, HomeUnwritable, SandboxUnavailable
 from sandboxes.events import NO_EVENTS, PROGRESS_INTERVAL_SECONDS, CallEvents, OutputTail
+from sandboxes.exit_line import ExitLine
 from sandboxes.ports import ExitInfo
 from sandboxes.script_call import OutputSink, ScriptContext, ScriptResult
 from sandboxes.script_policy import (
@@ -35,7 +36,11 @@ async def _drive(
     on_output: OutputSink | None,
     events: CallEvents,
     tail: OutputTail,
+    exit_line: ExitLine,
 ) -> tuple[ExitInfo, bool]:
+    """Read the output until it ends, or until the script's plain exit line (the output is
+    whole then: `sandboxes.exit_line`), within the timeout; then the exit, from that line
+    or from the engine."""
     timed_out = False
     started = time.monotonic()
     watched = events is not NO_EVENTS
@@ -52,14 +57,20 @@ async def _drive(
                 output=tail.take(),
             )
 
+    def take(chunk: bytes) -> None:
+        kept = collector.feed(chunk)
+        if kept and watched:
+            tail.feed(kept)
+        if kept and on_output is not None:
+            on_output(kept)
+
     async def read() -> bool:
         with anyio.move_on_after(timeout_seconds) as scope:
             async for chunk in execution.output():
-                kept = collector.feed(chunk)
-                if kept and watched:
-                    tail.feed(kept)
-                if kept and on_output is not None:
-                    on_output(kept)
+                take(exit_line.feed(chunk))
+                if exit_line.plain:
+                    break  # the output is whole; the container's teardown is not ours
+        take(exit_line.rest())
         return scope.cancelled_caught
 
     if watched:
@@ -70,6 +81,8 @@ async def _drive(
     if out_of_time:
         timed_out = True
         await execution.kill()
+    elif exit_line.said is not None and exit_line.plain:
+        return ExitInfo(exit_code=exit_line.said.code, oom_killed=False), False
     return await execution.wait(), timed_out
 
 
@@ -125,7 +138,13 @@ async def _run_in_slot(
                 )
                 with anyio.move_on_after(hard_cap_seconds + HOST_CAP_GRACE) as host_cap:
                     exit_info, timed_out = await _drive(
-                        running, collector, params.timeout_seconds, call.on_output, events, tail
+                        running,
+                        collector,
+                        params.timeout_seconds,
+                        call.on_output,
+                        events,
+                        tail,
+                        ExitLine(call.exit_mark),
                     )
                 if host_cap.cancelled_caught:
                     await running.kill()

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -17,6 +17,7 @@ import anyio
 
 from sandboxes.errors import HomeUnwritable
 from sandboxes.events import CallEvents
+from sandboxes.exit_line import new_mark
 from sandboxes.host_exec import HostRun
 from sandboxes.ports import ExitInfo, WarmScript
 from sandboxes.script_call import OutputSink, ScriptContext, ScriptSettings, script_user
@@ -44,6 +45,7 @@ class _Call:
     on_output: OutputSink | None
     hard_cap_seconds: int
     events: CallEvents
+    exit_mark: str = field(default_factory=new_mark)  # this run's exit line (exit_line)
 
 
 def _write_workspace(work_dir: Path, language: str, code: str) -> Path:
@@ -110,6 +112,7 @@ def _cold_start(call: _Call, sandbox: ScriptSettings) -> tuple[str, Start]:
                 tmp_size_mb=sandbox.tmp_size_mb,
                 hard_cap_seconds=call.hard_cap_seconds,
                 runtime=sandbox.runtime,
+                exit_mark=call.exit_mark,
             )
             async with ctx.backend.start(spec) as running:
                 yield running
@@ -125,7 +128,7 @@ def _warm_start(call: _Call, claimed: WarmScript) -> tuple[str, Start]:
     async def start() -> AsyncIterator[_Execution]:
         workspace = Path(claimed.workspace)
         await anyio.to_thread.run_sync(_write_script, workspace, params.language, params.code)
-        async with claimed.run(params.language, call.hard_cap_seconds) as running:
+        async with claimed.run(params.language, call.hard_cap_seconds, call.exit_mark) as running:
             yield running
 
     return claimed.session, start

@@ -255,11 +255,12 @@ class WarmScript(Protocol):
     session: str  # its `corral.session` label
 
     def run(
-        self, language: str, hard_cap_seconds: int
+        self, language: str, hard_cap_seconds: int, exit_mark: str
     ) -> AbstractAsyncContextManager[RunningContainer]:
-        """`async with claimed.run(language, cap) as running:` starts the script (its hard
-        cap counted from now); leaving the block removes the container and the workspace,
-        shielded. A claimed container that is never run is removed with `discard`."""
+        """`async with claimed.run(language, cap, mark) as running:` starts the script (its
+        hard cap counted from now, its exit line marked `mark`); leaving the block removes
+        the container and the workspace, shielded. A claimed container that is never run
+        is removed with `discard`."""
 
     async def discard(self) -> None:
         """Remove the container and its workspace without running it (idempotent)."""

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandboxes.errors import ParamError
+from sandboxes.exit_line import MARK_PREFIX, is_mark
 from sandboxes.isolation import PATH, locked_down
 from sandboxes.ports import BindMount, ContainerSpec
 
@@ -96,10 +97,27 @@ def sandbox_user(host_uid: int, host_gid: int, *, is_wsl: bool) -> str:
 RUNSC_ENVIRONMENT = {"TINI_VERBOSITY": "0"}
 
 
-def script_command(language: str, hard_cap_seconds: int, runtime: str = "runc") -> tuple[str, ...]:
+# The script's own shell (issue 23 item 8, `sandboxes.exit_line`): it runs the interpreter
+# with stderr merged into stdout, then prints the exit line `MARK CODE:OOM_KILLS` on that
+# stdout (the OOM kill count from the container's cgroup: v2's memory.events, v1's
+# memory.oom_control; empty where neither is readable) and exits with the script's status.
+EXIT_SHIM = (
+    'm=$1; shift; "$@" 2>&1; c=$?; o=; '
+    "for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do "
+    '[ -r "$f" ] || continue; '
+    'while read -r k v; do [ "$k" = oom_kill ] && o=$v; done < "$f"; done; '
+    'printf "%s%s:%s\\n" "$m" "$c" "$o"; exit "$c"'
+)
+_MARK_SLOT = "@MARK@"  # where warm_command puts the mark its line brought
+
+
+def script_command(
+    language: str, hard_cap_seconds: int, runtime: str = "runc", *, exit_mark: str
+) -> tuple[str, ...]:
     """The container's command: the hard cap as PID 1, tini under it as a child subreaper
     (reaps zombies; both are in the image, so no host binary is mounted), then the
-    interpreter with 2>&1.
+    script's shell (`EXIT_SHIM`: the interpreter with 2>&1, then the exit line marked
+    `exit_mark`, `sandboxes.exit_line`).
 
     `timeout --signal=KILL` is PID 1 because the script cannot stop or kill PID 1: the
     kernel drops SIGSTOP and SIGKILL sent to a namespace's init from inside it, and any
@@ -114,6 +132,8 @@ def script_command(language: str, hard_cap_seconds: int, runtime: str = "runc") 
     zombies until the run ends; `TINI_VERBOSITY=0` (`RUNSC_ENVIRONMENT`) keeps tini's
     warning about that out of the output.
     """
+    if exit_mark != _MARK_SLOT and not is_mark(exit_mark):
+        raise ValueError(f"not an exit mark: {exit_mark!r}")
     file_name, interpreter = SCRIPT_FILES[language]
     return (
         "timeout",
@@ -124,8 +144,9 @@ def script_command(language: str, hard_cap_seconds: int, runtime: str = "runc") 
         "--",
         "sh",
         "-c",
-        'exec "$@" 2>&1',
+        EXIT_SHIM,
         "sh",
+        exit_mark,
         *interpreter,
         f"{WORKSPACE}/{file_name}",
     )
@@ -133,22 +154,24 @@ def script_command(language: str, hard_cap_seconds: int, runtime: str = "runc") 
 
 def warm_command(runtime: str = "runc") -> tuple[str, ...]:
     """The command of a warm pool container (issue 14): a shell, as the same user under the
-    same limits, that blocks reading one line `LANGUAGE CAP` from its stdin, then `exec`s
-    exactly `script_command(LANGUAGE, CAP)` with stdin from /dev/null (as a cold run's is).
-    The hard cap so counts from the claim, not from the pool's creation, and PID 1 is
-    `timeout` again once the script runs. Anything but a known language and a number ends
-    the container (125) without running anything; stdin closed (the owner died) ends it (0).
+    same limits, that blocks reading one line `LANGUAGE CAP MARK` from its stdin, then
+    `exec`s exactly `script_command(LANGUAGE, CAP, exit_mark=MARK)` with stdin from
+    /dev/null (as a cold run's is). The hard cap so counts from the claim, not from the
+    pool's creation, and PID 1 is `timeout` again once the script runs. Anything but a
+    known language, a number and a mark ends the container (125) without running
+    anything; stdin closed (the owner died) ends it (0).
     """
     branches = []
     for language in SCRIPT_FILES:
-        argv = script_command(language, 0, runtime)
+        argv = script_command(language, 0, runtime, exit_mark=_MARK_SLOT)
         assert argv[:2] == ("timeout", "--signal=KILL")
-        rest = shlex.join(argv[3:])
+        rest = shlex.join(argv[3:]).replace(f" {_MARK_SLOT} ", ' "$mark" ')
         branches.append(f'{language}) exec timeout --signal=KILL "$cap" {rest} </dev/null ;;')
     shim = "\n".join(
         [
-            "read -r lang cap || exit 0",
+            "read -r lang cap mark || exit 0",
             "case \"$cap\" in ''|*[!0-9]*) exit 125 ;; esac",
+            f'case "$mark" in {MARK_PREFIX}{"[0-9a-f]" * 16}) ;; *) exit 125 ;; esac',
             'case "$lang" in',
             *branches,
             "esac",
@@ -158,11 +181,13 @@ def warm_command(runtime: str = "runc") -> tuple[str, ...]:
     return ("sh", "-c", shim)
 
 
-def warm_signal(language: str, hard_cap_seconds: int) -> bytes:
+def warm_signal(language: str, hard_cap_seconds: int, exit_mark: str) -> bytes:
     """The line that starts a claimed warm container on `language` (see `warm_command`)."""
     if language not in SCRIPT_FILES:
         raise ValueError(f"unknown language {language!r}")
-    return f"{language} {int(hard_cap_seconds)}\n".encode()
+    if not is_mark(exit_mark):
+        raise ValueError(f"not an exit mark: {exit_mark!r}")
+    return f"{language} {int(hard_cap_seconds)} {exit_mark}\n".encode()
 
 
 def build_script_spec(
@@ -175,16 +200,20 @@ def build_script_spec(
     tmp_size_mb: int,
     hard_cap_seconds: int = HARD_CAP_SECONDS,
     runtime: str = "runc",
+    exit_mark: str | None = None,
 ) -> ContainerSpec:
     """Every S1.2 isolation flag at once (the limits themselves: `sandboxes.isolation`).
     `language=None` builds a warm pool container: the same spec, but the command waits for
-    `warm_signal` on its stdin (the only other difference: stdin is open)."""
+    `warm_signal` on its stdin (the only other difference: stdin is open). A cold run's
+    spec needs its `exit_mark` (`sandboxes.exit_line.new_mark`)."""
+    if language is not None and exit_mark is None:
+        raise ValueError("a script's spec needs its exit mark")
     return locked_down(
         image=image,
         command=(
             warm_command(runtime)
             if language is None
-            else script_command(language, hard_cap_seconds, runtime)
+            else script_command(language, hard_cap_seconds, runtime, exit_mark=str(exit_mark))
         ),
         stdin_open=language is None,
         labels=labels,

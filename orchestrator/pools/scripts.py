@@ -78,12 +78,14 @@ class WarmContainer:
         return self.run_.ended()
 
     @contextlib.asynccontextmanager
-    async def run(self, language: str, hard_cap_seconds: int) -> AsyncIterator[WaitingContainer]:
-        """Start the script. Left normally (the script's container has exited: the caller
-        waited for it), the stopped container is removed in the background, off the
+    async def run(
+        self, language: str, hard_cap_seconds: int, exit_mark: str
+    ) -> AsyncIterator[WaitingContainer]:
+        """Start the script. Left normally (the caller read its exit line, or waited for
+        the container's exit), the container is removed in the background, off the
         caller's time; left by an error or a cancellation, it is removed before this
         returns, as a cold run's is."""
-        await self.run_.send(warm_signal(language, hard_cap_seconds))
+        await self.run_.send(warm_signal(language, hard_cap_seconds, exit_mark))
         try:
             yield self.run_
         except BaseException:

@@ -154,6 +154,42 @@ async def test_bash_and_sh_scripts_run_and_report_their_exit_code(run_script: Ru
     assert (sh.exit_code, sh.output) == (0, "sh-ok\n")
 
 
+# Reads this run's exit mark where the script's shell holds it (its argv, readable by the
+# same uid), prints an exit line of its own, then runs on: the attack on the exit line.
+FORGE = """
+import os, time
+argv = open(f"/proc/{os.getppid()}/cmdline", "rb").read().split(b"\\0")
+mark = next(a for a in argv if a.startswith(b"corral-exit-")).decode()
+print("before", flush=True)
+print(mark + "STATUS", flush=True)
+print("after", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("status", ["137:0", "0:1", "0:"])
+async def test_a_forged_exit_line_cannot_outlast_the_timeout_or_hide_a_kill(
+    run_script: RunScript, runtime: Runtime, status: str
+) -> None:
+    """An exit line saying a signal, an OOM kill or no count is not trusted: the run is
+    read to its end as before, so the timeout still ends it and the engine says how."""
+    result = await run_script(FORGE.replace("STATUS", status), timeout_seconds=2)
+    assert result.timed_out and result.exit_code is None and not result.oom_killed
+    assert result.output == "before\nafter\n"
+    await only_idle_pool_left(runtime)
+
+
+async def test_a_forged_plain_exit_line_only_ends_its_own_run_early(
+    run_script: RunScript, runtime: Runtime
+) -> None:
+    """A plain exit line is the script's word, like its exit status: forged, it ends the
+    call at once with the status it gave, and its container, still running, is removed."""
+    result = await run_script(FORGE.replace("STATUS", "0:0"), timeout_seconds=60)
+    assert (result.exit_code, result.timed_out, result.output) == (0, False, "before\n")
+    assert result.duration_ms < 30_000
+    await only_idle_pool_left(runtime)
+
+
 async def test_cancelling_the_call_removes_the_container(runtime: Runtime) -> None:
     mine = {"corral.instance": runtime.owner.instance_id}
     running = anyio.Event()

@@ -41,6 +41,8 @@ LABELS = {
     "corral.owner.host": "build-host",
 }
 
+MARK = "corral-exit-0123456789abcdef"
+
 
 def script_spec(**overrides: Any) -> ContainerSpec:
     args: dict[str, Any] = {
@@ -50,6 +52,7 @@ def script_spec(**overrides: Any) -> ContainerSpec:
         "user": "1001:1001",
         "labels": LABELS,
         "tmp_size_mb": 64,
+        "exit_mark": MARK,
     }
     args.update(overrides)
     return build_script_spec(**args)
@@ -122,7 +125,7 @@ def test_script_pod_volumes_are_memory_tmp_and_read_only_configmap_never_a_host_
 
 def test_script_pod_command_is_the_docker_command_behind_a_stdin_gate() -> None:
     container = script_pod()["spec"]["containers"][0]
-    expected = script_command("python", HARD_CAP_SECONDS)
+    expected = script_command("python", HARD_CAP_SECONDS, exit_mark=MARK)
     assert container["command"] == gated_command(expected)
     assert container["command"][-len(expected) :] == list(expected)
     assert container["stdin"] is True and container["stdinOnce"] is True

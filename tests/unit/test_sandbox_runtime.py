@@ -24,6 +24,8 @@ from orchestrator.errors import ConfigError, SandboxUnavailable
 from sandboxes.ports import ContainerSpec
 from sandboxes.script_policy import RUNSC_ENVIRONMENT, build_script_spec, script_command
 
+MARK = "corral-exit-0123456789abcdef"
+
 pytestmark = pytest.mark.unit
 
 
@@ -36,6 +38,7 @@ def _spec(runtime: str, language: str | None = "python") -> ContainerSpec:
         labels={"corral.managed": "true"},
         tmp_size_mb=64,
         runtime=runtime,
+        exit_mark=None if language is None else MARK,
     )
 
 
@@ -71,8 +74,8 @@ def test_a_runsc_spec_differs_from_runc_only_in_runtime_command_and_tini_verbosi
         == runc
     )
     # gVisor has no child subreapers: tini runs without -s there, and only there
-    assert "-s" in script_command("python", 60) and "-s" not in script_command(
-        "python", 60, "runsc"
+    assert "-s" in script_command("python", 60, exit_mark=MARK) and "-s" not in script_command(
+        "python", 60, "runsc", exit_mark=MARK
     )
     assert _spec("runsc", None).command != _spec("runc", None).command
 

@@ -12,9 +12,12 @@ from docker.models.containers import _create_container_args
 from orchestrator.backends.docker.sdk import API_VERSION
 from orchestrator.backends.docker.spec import create_kwargs
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
+from sandboxes.exit_line import ExitLine
 from sandboxes.isolation import kiosk_spec, locked_down
 from sandboxes.ports import BindMount, ContainerSpec
 from sandboxes.script_policy import HARD_CAP_SECONDS, build_script_spec, sandbox_user
+
+MARK = "corral-exit-0123456789abcdef"
 
 pytestmark = pytest.mark.unit
 
@@ -36,6 +39,7 @@ def spec_for(
         user="1000:1000",
         labels=LABELS,
         tmp_size_mb=tmp_size_mb,
+        **({"exit_mark": MARK} if language is not None else {}),
         **extra,
     )
 
@@ -168,21 +172,40 @@ def test_the_command_runs_the_interpreter_on_the_script_with_stderr_merged(
     assert "2>&1" in shell
 
 
-def test_the_command_merges_stderr_into_stdout_in_the_order_written(tmp_path: Path) -> None:
+def _run_on_host(tmp_path: Path, body: str) -> subprocess.CompletedProcess[bytes]:
     """Run the container's argv on the host with the script path swapped in (no Docker)."""
     assert shutil.which("timeout") is not None
     script = tmp_path / "main.sh"
-    script.write_text("echo one\necho two >&2\necho three\necho four >&2\n")
+    script.write_text(body)
     full = spec_for("sh").command
     assert full is not None
     # tini is in the image only: run the rest of the argv without it.
     command = [*full[:3], *full[full.index("sh") : -1], str(script)]
+    return subprocess.run(command, capture_output=True, timeout=10, check=False)
 
-    done = subprocess.run(command, capture_output=True, timeout=10, check=False)
+
+def test_the_command_merges_stderr_into_stdout_in_the_order_written(tmp_path: Path) -> None:
+    done = _run_on_host(tmp_path, "echo one\necho two >&2\necho three\necho four >&2\n")
 
     assert done.returncode == 0
-    assert done.stdout == b"one\ntwo\nthree\nfour\n"
+    line = ExitLine(MARK)
+    output = line.feed(done.stdout) + line.rest()
+    assert output == b"one\ntwo\nthree\nfour\n"
+    assert line.said is not None and line.said.code == 0
     assert done.stderr == b""
+
+
+@pytest.mark.parametrize(("body", "code"), [("exit 3", 3), ("printf partial; exit 0", 0)])
+def test_the_exit_line_comes_last_with_the_scripts_status_which_the_command_exits_with(
+    tmp_path: Path, body: str, code: int
+) -> None:
+    done = _run_on_host(tmp_path, body + "\n")
+
+    assert done.returncode == code
+    assert done.stdout.startswith(b"partial" if code == 0 else MARK.encode())
+    head, _, status = done.stdout.partition(MARK.encode())
+    assert head == (b"partial" if code == 0 else b"")
+    assert status.startswith(f"{code}:".encode()) and status.endswith(b"\n")
 
 
 # ------------------------------------------------------------------ create_kwargs

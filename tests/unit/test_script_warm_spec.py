@@ -26,6 +26,8 @@ from sandboxes.script_policy import (
     warm_signal,
 )
 
+MARK = "corral-exit-0123456789abcdef"
+
 pytestmark = pytest.mark.unit
 
 
@@ -37,6 +39,7 @@ def _spec(language: str | None) -> ContainerSpec:
         user="1000:1000",
         labels={"corral.managed": "true", "corral.kind": "script"},
         tmp_size_mb=64,
+        exit_mark=None if language is None else MARK,
     )
 
 
@@ -76,13 +79,28 @@ def _shim_runs(tmp_path: Path, line: bytes) -> subprocess.CompletedProcess[bytes
 def test_the_shim_execs_exactly_the_cold_command_with_the_cap_of_the_claim_and_no_stdin(
     tmp_path: Path, language: str
 ) -> None:
-    done = _shim_runs(tmp_path, warm_signal(language, 17) + b"more input\n")
+    done = _shim_runs(tmp_path, warm_signal(language, 17, MARK) + b"more input\n")
     assert done.returncode == 0, done.stderr
-    # What the stub printed is its argv: the cold command after `timeout`, cap 17.
-    assert done.stdout.decode().splitlines() == list(script_command(language, 17)[1:])
+    # What the stub printed is its argv: the cold command after `timeout`, cap 17, and
+    # the mark the line brought. (No argv holds a newline but the script's shell's own.)
+    cold = script_command(language, 17, exit_mark=MARK)[1:]
+    assert done.stdout.decode() == "".join(f"{arg}\n" for arg in cold)
 
 
-@pytest.mark.parametrize("line", [b"perl 600\n", b"python\n", b"python 6x0\n", b"python -1\n"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"perl 600 corral-exit-0123456789abcdef\n",
+        b"python\n",
+        b"python 6x0 corral-exit-0123456789abcdef\n",
+        b"python -1 corral-exit-0123456789abcdef\n",
+        b"python 600\n",  # no mark
+        b"python 600 corral-exit-0123\n",
+        b"python 600 corral-exit-0123456789abcdeF\n",
+        b"python 600 $(id)\n",
+        b"python 600 corral-exit-0123456789abcdef extra\n",
+    ],
+)
 def test_the_shim_runs_nothing_on_a_bad_line(tmp_path: Path, line: bytes) -> None:
     done = _shim_runs(tmp_path, line)
     assert (done.returncode, done.stdout) == (125, b"")
@@ -95,8 +113,10 @@ def test_the_shim_exits_quietly_when_its_stdin_closes_unsignalled(tmp_path: Path
 
 def test_warm_signal_refuses_an_unknown_language() -> None:
     with pytest.raises(ValueError):
-        warm_signal("perl", 600)
-    assert shlex.split(warm_signal("python", 600).decode()) == ["python", "600"]
+        warm_signal("perl", 600, MARK)
+    with pytest.raises(ValueError):
+        warm_signal("python", 600, "corral-exit-0123 python")
+    assert shlex.split(warm_signal("python", 600, MARK).decode()) == ["python", "600", MARK]
 
 
 @pytest.mark.parametrize(
