@@ -46,6 +46,10 @@ KIOSK_FLAGS = (
     "SpareRendererForSitePerProcess,BackForwardCache,PaintHolding,"
     "DropInputEventsWhilePaintHolding",
     "--allow-pre-commit-input",
+    # Memory (issue 23 item 7): the network service in the browser process, not a
+    # utility process of its own: ~15 MiB less per kiosk (measured, Chromium 156). The
+    # container and its egress proxy stay the boundary; that process was not one.
+    "--enable-features=NetworkServiceInProcess2",
     "--window-position=0,0",
 )
 
