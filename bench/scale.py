@@ -168,7 +168,7 @@ async def step(manager: SessionManager, agents: Sequence[str], rounds: int) -> S
 
 
 async def measure(home: CorralHome, counts: Sequence[int], rounds: int) -> list[Step]:
-    config = load_config(home.config_file)
+    config = load_config(home.config_file, home.env.image_tag)  # $CORRAL_IMAGE_TAG
     backend = local_backend()
     manager = SessionManager(
         home, config, backend, AuditLog(home.audit_file), egress_factory(backend, config)
