@@ -98,21 +98,39 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return UnitScheduling(config, log)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before the suite (the controller under xdist): corral containers whose owner was gone
+    before it began (a run killed with its engine, on this machine) are removed and named,
+    so that the check at the end counts only what this run leaked."""
+    left = _remove_leftovers_of_dead_owners(session)
+    if left:
+        print(f"\nremoved before the suite, left by an earlier run: {left}", file=sys.stderr)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under xdist, the controller's check once every worker has ended: no corral container
     of a dead owner may remain (a worker checks only its own, as another worker's killed
     gateway may still be being cleaned up while it ends)."""
+    names = _remove_leftovers_of_dead_owners(session)
+    if names:
+        print(f"\ncontainers leaked by the suite (owner gone): {names}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _remove_leftovers_of_dead_owners(session: pytest.Session) -> list[tuple[Any, ...]]:
+    """In the xdist controller only (a worker's own fixture checks its own), the corral
+    containers of dead owners, removed; [] when no engine answers (only unit tests run)."""
     from tests.helpers import in_xdist_worker
 
     if in_xdist_worker() or not getattr(session.config.option, "numprocesses", None):
-        return  # a worker, or no xdist: the session fixture `no_container_left_behind` checks
+        return []  # a worker, or no xdist: the session fixture `no_container_left_behind` checks
     import docker
 
     try:
         client = docker.from_env(version="1.41", timeout=5)
         client.ping()
-    except Exception:  # no engine: only unit tests ran (they need none)
-        return
+    except Exception:  # no engine: only unit tests run (they need none)
+        return []
     from tests.helpers import leftovers_of_dead_owners, remove_and_wait
 
     try:
@@ -122,9 +140,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             remove_and_wait(container)
     finally:
         client.close()
-    if names:
-        print(f"\ncontainers leaked by the suite (owner gone): {names}", file=sys.stderr)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return names
 
 
 @pytest.fixture

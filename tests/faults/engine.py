@@ -10,11 +10,19 @@ any other default bridge (`--bridge none`, or a bridge of its own) deletes the h
 `docker0` at its start, which is the main engine's default network (seen here: every
 `docker run` on the default network failed after it); `private_engine` checks that
 `docker0` keeps its addresses. Not a network namespace of its own: the gateway probes its
-egress proxies over TCP from the host's."""
+egress proxies over TCP from the host's.
+
+Its address pool is a block of 10.214.0.0/16 no route of the host overlaps, picked at its
+start: a dockerd that was killed (a run cut short) leaves its networks' bridges on the
+host with their addresses, and an engine allocates no subnet a host route overlaps, so a
+fixed block would hold fewer networks than a test counts on (seen here: three stale
+bridges left one of four)."""
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import json
 import shutil
 import signal
 import socket
@@ -23,10 +31,12 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from math import ceil, log2
 from pathlib import Path
 
 import docker
 
+PRIVATE_RANGE = ipaddress.ip_network("10.214.0.0/16")  # beside the main engine's 10.213/16
 START_S = 60.0  # the outer bound of a start: reached only when dockerd never answers
 STOP_S = 60.0
 
@@ -35,6 +45,7 @@ STOP_S = 60.0
 class PrivateEngine:
     root: Path
     argv: list[str]
+    pool: str = ""  # the address block its networks come from
     proc: subprocess.Popen[bytes] | None = field(default=None)
 
     @property
@@ -129,14 +140,42 @@ def docker0_addresses() -> list[str]:
     return [words[i + 1] for i, word in enumerate(words) if word == "inet"]
 
 
+def host_networks() -> list[ipaddress.IPv4Network]:
+    """The IPv4 networks the host routes to or holds an address in (what dockerd checks a
+    new network's subnet against)."""
+    routes = json.loads(_ip("route", "show") or "[]")
+    links = json.loads(_ip("addr", "show") or "[]")
+    found = [r["dst"] for r in routes if r.get("dst", "default") != "default"]
+    for link in links:
+        found += [f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", [])]
+    return [ipaddress.IPv4Network(net, strict=False) for net in found]
+
+
+def _ip(*args: str) -> str:
+    shown = subprocess.run(["ip", "-4", "-j", *args], capture_output=True, text=True, check=True)
+    return shown.stdout
+
+
+def free_block(networks: int, taken: list[ipaddress.IPv4Network]) -> str:
+    """The first block of PRIVATE_RANGE holding `networks` /24s that overlaps none of
+    `taken`."""
+    prefix = 24 - ceil(log2(max(networks, 1)))
+    for block in PRIVATE_RANGE.subnets(new_prefix=prefix):
+        if not any(block.overlaps(net) for net in taken):
+            return str(block)
+    raise AssertionError(f"no block of {networks} networks in {PRIVATE_RANGE} is free: {taken}")
+
+
 @contextlib.contextmanager
-def private_engine(address_pool: str = "10.214.0.0/16") -> Iterator[PrivateEngine]:
-    """A started private dockerd whose session networks come from `address_pool` (/24s);
-    stopped and its files removed after the block."""
+def private_engine(networks: int = 16) -> Iterator[PrivateEngine]:
+    """A started private dockerd whose session networks come from a block of `networks`
+    /24s (a power of two) free on this host; stopped and its files removed after the
+    block."""
     if shutil.which("dockerd") is None:
         raise AssertionError("dockerd is not installed (make setup installs it)")
     root = Path(tempfile.mkdtemp(prefix="cdk-", dir="/tmp"))  # short: socket paths <108
     config = root / "daemon.json"
+    address_pool = free_block(networks, host_networks())
     pools = f'[{{"base": "{address_pool}", "size": 24}}]'
     config.write_text(f'{{"default-address-pools": {pools}}}')
     before = docker0_addresses()
@@ -152,7 +191,7 @@ def private_engine(address_pool: str = "10.214.0.0/16") -> Iterator[PrivateEngin
         "--iptables=false",
         "--bip", before[0],
     ]  # fmt: skip
-    engine = PrivateEngine(root, argv)
+    engine = PrivateEngine(root, argv, pool=address_pool)
     try:
         engine.start()
         yield engine

@@ -31,11 +31,11 @@ AGENT = "fk-nets"
 SECOND = "fk-nets-2"
 SAFETY = 120  # the outer bound of a wait on the pool (its refill retries every 5 s)
 SHOP = "shop.test"  # mapped to loopback by resolve_overrides; nothing is ever opened
-POOL = "10.214.0.0/22"  # four /24 networks in all
+NETWORKS = 4  # the private engine's pool holds four /24 networks in all
 MAX_FILLERS = 8  # more than the pool holds: the loop ends at the engine's refusal
 
 
-def fill(client: docker.DockerClient) -> list[Any]:
+def fill(client: docker.DockerClient, pool: str) -> list[Any]:
     """Networks of the test's own until the engine has no address left for another."""
     made = []
     for index in range(MAX_FILLERS):
@@ -44,7 +44,7 @@ def fill(client: docker.DockerClient) -> list[Any]:
         except docker.errors.APIError as exc:
             assert "non-overlapping" in str(exc), exc
             return made
-    raise AssertionError(f"the pool {POOL} held {MAX_FILLERS} networks")
+    raise AssertionError(f"the pool {pool} held {MAX_FILLERS} networks")
 
 
 def corral_things(client: docker.DockerClient) -> tuple[list[Any], list[str]]:
@@ -57,7 +57,7 @@ def corral_things(client: docker.DockerClient) -> tuple[list[Any], list[str]]:
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[PrivateEngine]:
-    with private_engine(POOL) as started:
+    with private_engine(NETWORKS) as started:
         started.load([DEFAULT_KIOSK_IMAGE, DEFAULT_PROXY_IMAGE])
         yield started
 
@@ -89,8 +89,8 @@ async def refused_then_started(tmp_path: Any, engine: PrivateEngine) -> None:
     client = docker.DockerClient(base_url=engine.url, version="1.41")
     try:
         async with running_gateway(home, config), connect(home, "stdio", agent=AGENT) as mcp:
-            fillers = fill(client)
-            assert fillers, f"no network at all fits in {POOL}: the host has routes there"
+            fillers = fill(client, engine.pool)
+            assert fillers, f"no network at all fits in {engine.pool}: the host has routes there"
             refused = await mcp.client.call_tool("computer_session_start", {})
             text = text_of(refused)
             assert refused.is_error and "No session network free" in text, text
@@ -136,8 +136,8 @@ async def test_a_warm_pool_in_full_address_pools_hands_out_what_it_holds(
         _ensure_egress_network_sync(client)  # as any earlier session would have left it
         async with running_gateway(home, gateway_config(engine, warm=1)):
             await wait_until(lambda: pool_joins(home) == 1, limit=SAFETY)
-            fillers = fill(client)
-            assert fillers, f"the pool kiosk took one network of {POOL}, none was left"
+            fillers = fill(client, engine.pool)
+            assert fillers, f"the pool kiosk took one network of {engine.pool}, none was left"
             async with connect(home, "stdio", agent=AGENT) as first:
                 started = await first.client.call_tool("computer_session_start", {})
                 assert not started.is_error, text_of(started)
