@@ -19,7 +19,6 @@ CDP session (`run_async`). So this module imports nothing but the standard libra
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -376,6 +375,9 @@ def run_blocking(steps: Steps[T], send: Callable[[Call], dict[str, Any]]) -> T:
 async def run_async(steps: Steps[T], send: Callable[[Call], Awaitable[dict[str, Any]]]) -> T:
     """Drive a step with an asynchronous CDP client, a batch's calls all in flight at
     once; `send` raises CallFailed on an error (any other error ends the step)."""
+    # Here, not at the top: the kiosk and desktop agents import this module and drive it
+    # synchronously; asyncio (and the ssl it imports) would be ~5 MiB of each idle agent.
+    import asyncio
 
     async def outcome(call: Call) -> Outcome:
         try:
