@@ -82,6 +82,27 @@ async def relay_processes(backend: DockerBackend, container_id: str) -> int:
     return int(await exec_output(backend, container_id, ["python3", "-c", COUNT_RELAYS]))
 
 
+# Live processes whose program (argv[0], its last path part) is sys.argv[1]; a zombie's
+# cmdline is empty, so it is not counted.
+COUNT_PROGRAM = """
+import os, sys
+found = 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            program = fh.read().split(b"\\0")[0]
+    except OSError:
+        continue
+    found += os.path.basename(program) == sys.argv[1].encode()
+print(found)
+"""
+
+
+async def program_processes(backend: DockerBackend, container_id: str, program: str) -> int:
+    argv = ["python3", "-c", COUNT_PROGRAM, program]
+    return int(await exec_output(backend, container_id, argv))
+
+
 @dataclass
 class Rect:
     x: int

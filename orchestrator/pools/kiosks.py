@@ -3,7 +3,7 @@ kiosks started ahead.
 
 A pool kiosk is a kiosk container exactly as a session's (`sandboxes.isolation.kiosk_spec`,
 Chromium's seccomp profile, the same image), already through its `start` op at
-`POOL_WIDTH`x`POOL_HEIGHT`: Xvfb, x11vnc, D-Bus, Chromium on about:blank with the proxy
+`POOL_WIDTH`x`POOL_HEIGHT`: Xvfb, D-Bus, Chromium on about:blank with the proxy
 address every session's kiosk uses (`http://proxy:3128`), on its own session network with
 an armed proxy (`pools.warm`).
 

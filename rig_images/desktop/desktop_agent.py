@@ -32,12 +32,12 @@ from codrive_match import showing_nodes
 from codrive_ops import Codrive
 from desktop_target import Targets
 from kiosk_agent.chromium import trust_ca
-from kiosk_agent.common import OpError, log
+from kiosk_agent.common import DISPLAY, OpError, log
 from kiosk_agent.screen import Screen
 from kiosk_agent.serve import serve
 from kiosk_agent.vnc import Vnc
 from kiosk_agent.xinput import XInput
-from kiosk_agent.xserver import DISPLAY, start_dbus, start_xvfb
+from kiosk_agent.xserver import start_dbus, start_xvfb
 from Xlib import X, Xatom
 
 START_DEADLINE_S = 30.0
@@ -78,7 +78,7 @@ class Desktop:
         phases["xvfb"] = _ms(t0)
         self.screen = Screen(self.d, self.width, self.height)
         self.input = XInput(self.d, self.width, self.height)
-        self.vnc.start(DISPLAY)
+        self.vnc.start(DISPLAY, None)  # no viewer can come yet: waited for below
         bus = start_dbus(self.procs, verbose=False, deadline=deadline)
         phases["dbus"] = _ms(t0)
         self.env = dict(
@@ -291,8 +291,12 @@ class Desktop:
         return rects, None
 
     def op_vnc(self, req: dict[str, Any]) -> dict[str, Any]:
-        if req.get("restart") and self.started and not self.vnc.status().get("running"):
-            self.vnc.start(DISPLAY)
+        """x11vnc's state; `start: true` (or `restart`) starts it again when it is not
+        running (here it starts with the display; a viewer's relay starts it too), and
+        waits for its socket."""
+        wanted = req.get("start") or req.get("restart")
+        if wanted and self.started and not self.vnc.status().get("running"):
+            self.vnc.start(DISPLAY, time.monotonic() + 5)
         return self.vnc.status()
 
     def shutdown(self) -> None:

@@ -29,12 +29,14 @@ from websockets.asyncio.client import ClientConnection, connect
 from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.people.live_view import BridgeOutcome, bridge_vnc, open_vnc
+from sandboxes.ports import ExecStream
 from sandboxes.rfb import ClientMessage, key_event, pointer_event
 from tests.helpers import wait_until
 from tests.kiosk_helpers import (
     RfbViewer,
     data_url,
     exec_output,
+    program_processes,
     relay_processes,
     running_kiosk,
 )
@@ -57,8 +59,8 @@ CTRL, KEY_A, KEY_B, KEY_C = 0xFFE3, 0x61, 0x62, 0x63
 @pytest.fixture(scope="module")
 async def kiosk(backend: DockerBackend) -> AsyncIterator[KioskChannel]:
     async with running_kiosk(backend, WIDTH, HEIGHT) as (channel, started):
-        vnc = started["vnc"]
-        assert isinstance(vnc, dict) and vnc["running"] and vnc["ready"], vnc
+        vnc = started["vnc"]  # none runs until a viewer comes (or the `vnc` op starts one)
+        assert isinstance(vnc, dict) and not vnc["running"] and vnc["error"] is None, vnc
         yield channel
 
 
@@ -159,7 +161,7 @@ async def test_x11vnc_listens_on_a_unix_socket_only_and_nothing_is_published(
     `-rfbport 0` (what was thought enough) does listen, on :::5900, and the same check
     sees it."""
     listening = LISTENING
-    status = await kiosk.request("vnc", 10)
+    status = await kiosk.request("vnc", 10, start=True)  # it runs while this is checked
     assert status["running"] and status["socket"] == "/tmp/corral-vnc.sock"
 
     assert await exec_output(backend, kiosk.id, ["python3", "-c", listening]) == b""
@@ -325,9 +327,9 @@ async def test_a_connected_viewer_does_not_slow_screenshots_or_clicks(
 async def test_when_x11vnc_dies_the_kiosk_keeps_working_says_so_and_can_restart_it(
     backend: DockerBackend,
 ) -> None:
-    async with running_kiosk(backend, 640, 480, url=data_url(PAGE)) as (kiosk, started):
-        vnc = started["vnc"]
-        assert isinstance(vnc, dict)
+    async with running_kiosk(backend, 640, 480, url=data_url(PAGE)) as (kiosk, _):
+        vnc = await kiosk.request("vnc", 10, start=True)
+        assert vnc["running"] and vnc["ready"] and vnc["error"] is None, vnc
         pid = vnc["pid"]
         await exec_output(backend, kiosk.id, ["kill", "-KILL", str(pid)])
 
@@ -357,3 +359,43 @@ async def test_when_x11vnc_dies_the_kiosk_keeps_working_says_so_and_can_restart_
 async def _vnc_down(kiosk: KioskChannel) -> dict[str, object] | None:
     status = await kiosk.request("vnc", 10)
     return None if status["running"] else status
+
+
+async def test_x11vnc_runs_only_once_a_viewer_comes_one_for_two_at_once_and_again_after_it_died(
+    backend: DockerBackend,
+) -> None:
+    """A kiosk nobody watches runs no x11vnc (issue 23 item 7: its memory). Two viewers
+    arriving at the same moment get one server (its start is under a lock), both see the
+    screen; after it is killed, the next viewer's relay starts another."""
+    async with running_kiosk(backend, 640, 480, url=data_url(PAGE)) as (kiosk, started):
+        assert started["vnc"]["running"] is False and started["vnc"]["error"] is None
+        assert await program_processes(backend, kiosk.id, "x11vnc") == 0
+
+        async def view(sizes: list[tuple[int, int]]) -> None:
+            stream = await open_vnc(backend, kiosk.id)
+            try:
+                viewer = RfbViewer(stream.send, lambda: _received(stream))
+                with anyio.fail_after(30):
+                    await viewer.handshake()
+                sizes.append((viewer.width, viewer.height))
+            finally:
+                await stream.close()
+
+        sizes: list[tuple[int, int]] = []
+        async with anyio.create_task_group() as both:
+            both.start_soon(view, sizes)
+            both.start_soon(view, sizes)
+        assert sizes == [(640, 480), (640, 480)]
+        assert await program_processes(backend, kiosk.id, "x11vnc") == 1
+        status = await kiosk.request("vnc", 10)
+        assert status["running"] and status["ready"] and status["pid"], status
+
+        await exec_output(backend, kiosk.id, ["kill", "-KILL", str(status["pid"])])
+        await wait_until(lambda: _vnc_down(kiosk), 10)
+        await view(sizes)
+        assert sizes[-1] == (640, 480)
+        assert await program_processes(backend, kiosk.id, "x11vnc") == 1
+
+
+async def _received(stream: ExecStream) -> bytes:
+    return await stream.receive() or b""

@@ -12,7 +12,8 @@ messages terminated by NUL). Input goes through XTest (python-xlib);
 screenshots are Xlib get_image + Pillow. Every X action is flushed and the op
 returns at once: callers read effects back by polling, never by sleeping.
 x11vnc serves the display on a unix socket for the operators' live view;
-`vnc_relay.py`, run by the gateway through `docker exec`, connects to it.
+`vnc_relay.py`, run by the gateway through `docker exec`, connects to it (and starts
+it first when none runs: a kiosk nobody watches runs no x11vnc).
 
 Only Python 3.11's standard library plus Debian's python3-xlib, python3-pil
 and (for the AT-SPI password source) python3-gi / gir1.2-atspi-2.0.

@@ -21,12 +21,12 @@ from .atspi import Atspi
 from .browser import LOAD_TIMEOUT_S, Browser
 from .cdp import CDP_TIMEOUT_S
 from .chromium import trust_ca
-from .common import PROBE_BUDGET_S, READ_BUDGET_S, OpError, log, within
+from .common import DISPLAY, PROBE_BUDGET_S, READ_BUDGET_S, OpError, log, within
 from .screen import Screen
 from .serve import serve
 from .vnc import READY_TIMEOUT_S, Vnc
 from .xinput import XInput
-from .xserver import DISPLAY, start_dbus, start_xvfb
+from .xserver import start_dbus, start_xvfb
 
 START_DEADLINE_S = 30.0
 
@@ -60,7 +60,7 @@ class Kiosk:
     # ---------------------------------------------------------------- start
 
     def op_start(self, req: dict[str, Any]) -> dict[str, Any]:
-        """`stage`: "display" (Xvfb, x11vnc, D-Bus, the CA), then "browser" (Chromium), so
+        """`stage`: "display" (Xvfb, D-Bus, the CA), then "browser" (Chromium), so
         the caller can report each; absent: both in one op."""
         stage = req.get("stage")
         if self.started or (stage == "display" and self._display_env is not None):
@@ -107,8 +107,6 @@ class Kiosk:
         )
         self.screen = Screen(self.d, width, height, verbose=self.verbose)
         self.input = XInput(self.d, width, height)
-        # x11vnc comes up while D-Bus and Chromium start; checked (not required) below
-        self.vnc.start(DISPLAY)
         bus = start_dbus(self.procs, verbose=self.verbose, deadline=deadline)
         if ca_pem:
             trust_ca(home, ca_pem, self.tmp)
@@ -143,8 +141,7 @@ class Kiosk:
         if url:
             nav = self.browser.navigate(str(url), max(1.0, deadline - time.monotonic()))
             out["url"], out["error_text"] = nav["url"], nav["error_text"]
-        self.vnc.wait_ready(min(deadline, time.monotonic() + READY_TIMEOUT_S))
-        out["vnc"] = self.vnc.status()
+        out["vnc"] = self.vnc.status()  # not started: the first viewer's `vnc` op starts it
         out["ms"] = round((time.monotonic() - t0) * 1000, 1)
         return out
 
@@ -297,11 +294,11 @@ class Kiosk:
     # ---------------------------------------------------------------- live view
 
     def op_vnc(self, req: dict[str, Any]) -> dict[str, Any]:
-        """x11vnc's state; `restart: true` starts it again when it is not running."""
+        """x11vnc's state; `start: true` (or `restart`) starts it when none runs. A viewer's
+        relay starts it too (vnc.py): the kiosk starts none itself."""
         self._require()
-        if req.get("restart") and not self.vnc.status()["running"]:
-            self.vnc.start(DISPLAY)
-            self.vnc.wait_ready(time.monotonic() + READY_TIMEOUT_S)
+        if (req.get("start") or req.get("restart")) and not self.vnc.status()["running"]:
+            self.vnc.start(DISPLAY, time.monotonic() + READY_TIMEOUT_S)
         return self.vnc.status()
 
     # ---------------------------------------------------------------- browser

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+DISPLAY = ":99"  # the X display the kiosk and the desktop rig draw on (xserver.py starts it)
 PROBE_STEP_S = 1.5  # bound on each probe sub-step
 # Each probe in all, and a target or focus read, well inside the gateway's deadlines for
 # the op (orchestrator.surfaces: a screenshot's 5 s holds two probes, the grab and the PNG;

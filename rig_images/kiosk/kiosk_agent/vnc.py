@@ -6,20 +6,29 @@ carry the RFB bytes), so nothing is published and no host path is mounted.
 
 x11vnc is optional to the kiosk: if it does not start or dies, every other op still works,
 and the `start` answer and the `vnc` op say what happened.
+
+The kiosk starts it on demand: the relay (`vnc_relay.py`) starts it when nothing answers
+on the socket, so a kiosk nobody watches runs none (~6 MiB less each) and one that died is
+started again by the next viewer; the desktop rig starts it with its display. Whoever
+starts it (the relay, the agent's `vnc` op) does so in `ensure_server`, under one lock
+file, so two viewers arriving at once start one server.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from .common import log
 
 SOCKET_PATH = "/tmp/corral-vnc.sock"
+LOCK_PATH = "/tmp/corral-vnc.lock"  # held while a server is being started
 READY_TIMEOUT_S = 5.0
 
 # Each flag is a decision (docs/kiosk-internals.md, "Live view"):
@@ -56,78 +65,124 @@ def argv(display: str, path: str = SOCKET_PATH) -> list[str]:
     return ["x11vnc", "-display", display, "-unixsock", path, *FLAGS]
 
 
+def connectable(path: str) -> bool:
+    """Whether something accepts connections on the unix socket `path`."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(0.2)
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+@dataclass
+class Started:
+    """What `ensure_server` did: `proc` is the x11vnc it started (None: one already
+    answered, or none could be started); `error` says why there is none."""
+
+    proc: subprocess.Popen[bytes] | None = None
+    error: str | None = None
+
+
+def ensure_server(
+    display: str, path: str, deadline: float | None, *, verbose: bool = False
+) -> Started:
+    """x11vnc answering on `path`: the one there, or one started now and waited for until
+    `deadline` (monotonic; None: not waited for). Under LOCK_PATH, so a second caller waits
+    for the first's server instead of replacing its socket."""
+    if connectable(path):
+        return Started()
+    with open(LOCK_PATH, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if connectable(path):  # started by the caller that held the lock before us
+            return Started()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a stale socket from an x11vnc that died
+        try:
+            proc = subprocess.Popen(
+                argv(display, path),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=None if verbose else subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return Started(error=f"x11vnc could not be started: {exc}")
+        return Started(proc, None if deadline is None else _wait_for(proc, path, deadline))
+
+
+def _wait_for(proc: subprocess.Popen[bytes], path: str, deadline: float) -> str | None:
+    """Poll until the socket accepts a connection (None), the process exits or the
+    deadline passes (why not)."""
+    while not connectable(path):
+        if proc.poll() is not None:
+            return f"x11vnc exited with status {proc.returncode}"
+        if time.monotonic() > deadline:
+            return "x11vnc did not open its socket in time"
+        time.sleep(0.01)
+    return None
+
+
+def server_pid(path: str) -> int | None:
+    """The pid of the x11vnc serving `path` in this container, whoever started it."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                args = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if args and os.path.basename(args[0]) == b"x11vnc" and path.encode() in args:
+            return int(entry)
+    return None
+
+
 class Vnc:
-    """The x11vnc process: started with the display, watched, never fatal to the kiosk."""
+    """x11vnc as an agent sees it, whoever started it (the agent, or a viewer's relay);
+    never fatal to the kiosk."""
 
     def __init__(self, *, verbose: bool = False, path: str = SOCKET_PATH) -> None:
         self.verbose = verbose
         self.path = path
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | None = None  # one this agent started
         self.error: str | None = None
-        self._ready = False
 
-    def start(self, display: str) -> None:
-        """Launch x11vnc (it comes up while the rest of the kiosk starts; `wait_ready`
-        checks it). A failure to launch is recorded, not raised."""
-        self.stop()
-        self.error = None
-        self._ready = False
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)  # a stale socket from an earlier x11vnc
-        try:
-            self.proc = subprocess.Popen(
-                argv(display, self.path),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=None if self.verbose else subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            self.error = f"x11vnc could not be started: {exc}"
+    def start(self, display: str, deadline: float | None) -> None:
+        """Make x11vnc answer (`ensure_server`), waiting for it until `deadline`; None:
+        do not wait (it comes up while the caller starts the rest; `wait_ready` checks
+        it). A failure is recorded, not raised."""
+        started = ensure_server(display, self.path, deadline, verbose=self.verbose)
+        if started.proc is not None:
+            self.proc = started.proc  # ours to reap
+        self.error = started.error
+        if self.error:
             log(self.error)
 
     def wait_ready(self, deadline: float) -> None:
-        """Poll until the socket accepts a connection, the process exits or the deadline."""
-        while self.proc is not None and not self._ready:
-            if self.proc.poll() is not None:
-                self.error = f"x11vnc exited with status {self.proc.returncode}"
+        """Wait for the x11vnc this agent started to open its socket (see `start`)."""
+        if self.proc is not None and self.error is None:
+            self.error = _wait_for(self.proc, self.path, deadline)
+            if self.error:
                 log(self.error)
-                return
-            if self._connectable():
-                self._ready = True
-                return
-            if time.monotonic() > deadline:
-                self.error = "x11vnc did not open its socket in time"
-                log(self.error)
-                return
-            time.sleep(0.01)
-
-    def _connectable(self) -> bool:
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.settimeout(0.2)
-            probe.connect(self.path)
-        except OSError:
-            return False
-        finally:
-            probe.close()
-        return True
 
     def status(self) -> dict[str, Any]:
-        """Whether x11vnc runs and serves its socket; its memory; what went wrong."""
+        """Whether an x11vnc runs and serves the socket; its memory; what went wrong (None
+        when none was ever started: no fault, the first viewer starts it)."""
+        pid = server_pid(self.path)
+        error = None if pid is not None else self.error
         proc = self.proc
-        running = proc is not None and proc.poll() is None
-        error = self.error
-        if proc is not None and not running:
+        if pid is None and proc is not None and proc.poll() is not None:
             error = f"x11vnc exited with status {proc.returncode}"
-        elif proc is None and error is None:
-            error = "x11vnc is not started"
         return {
-            "running": running,
-            "ready": running and self._ready,
+            "running": pid is not None,
+            "ready": pid is not None and connectable(self.path),
             "socket": self.path,
-            "pid": proc.pid if running and proc is not None else None,
-            "rss_kib": _rss_kib(proc.pid) if running and proc is not None else None,
+            "pid": pid,
+            "rss_kib": _rss_kib(pid) if pid is not None else None,
             "error": error,
         }
 

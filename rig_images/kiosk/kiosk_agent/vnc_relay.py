@@ -6,8 +6,10 @@ are involved. It ends, closing both sides, as soon as either side closes: the vi
 (stdin at its end) or x11vnc hung up.
 
 Standard library only; run as a file: `python3 /opt/corral/kiosk_agent/vnc_relay.py [SOCKET]`.
-One thread per direction, so neither side can stall the other. Bytes only: nothing is
-logged, parsed or kept.
+When nothing answers on the socket it first starts x11vnc (`vnc.ensure_server`, on the
+agents' display, with the flags every x11vnc here gets): the kiosk starts none until a
+viewer comes. One thread per direction, so neither side can stall the other. Bytes only:
+nothing is logged, parsed or kept.
 """
 
 from __future__ import annotations
@@ -17,9 +19,17 @@ import os
 import socket
 import sys
 import threading
+import time
+
+# Run as a file: its package is importable from the folder above (vnc and common import
+# the standard library only; xserver, which imports Xlib, is not imported).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from kiosk_agent.common import DISPLAY
+from kiosk_agent.vnc import ensure_server
 
 DEFAULT_SOCKET = "/tmp/corral-vnc.sock"
 CHUNK = 64 * 1024
+START_S = 5.0  # for x11vnc to open its socket when this relay starts it
 
 
 def _stdin_to_socket(sock: socket.socket, done: threading.Event) -> None:
@@ -52,6 +62,10 @@ def _socket_to_stdout(sock: socket.socket, done: threading.Event) -> None:
 
 def main(argv: list[str]) -> int:
     path = argv[1] if len(argv) > 1 else DEFAULT_SOCKET
+    started = ensure_server(DISPLAY, path, time.monotonic() + START_S)
+    if started.error:
+        print(f"vnc_relay: {started.error}", file=sys.stderr, flush=True)
+        return 1
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)

@@ -12,9 +12,7 @@ from typing import Any
 
 from Xlib import display as xdisplay
 
-from .common import OpError
-
-DISPLAY = ":99"
+from .common import DISPLAY, OpError
 
 
 def start_xvfb(
