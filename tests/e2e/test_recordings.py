@@ -256,6 +256,9 @@ async def console_page(base: str, token: str) -> AsyncIterator[Any]:
             await page.goto(f"{base}/console/login")
             await page.fill("#token", token)
             await page.click("#login")
+            # The login's redirect has set the session cookie: a page opened before it came
+            # gets 401 from its state API and its script goes back to the login page.
+            await page.wait_for_url(f"{base}/console/")
             yield page
         finally:
             await chromium.close()
