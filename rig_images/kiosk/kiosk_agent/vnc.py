@@ -172,11 +172,15 @@ class Vnc:
     def status(self) -> dict[str, Any]:
         """Whether an x11vnc runs and serves the socket; its memory; what went wrong (None
         when none was ever started: no fault, the first viewer starts it)."""
-        pid = server_pid(self.path)
-        error = None if pid is not None else self.error
-        proc = self.proc
-        if pid is None and proc is not None and proc.poll() is not None:
-            error = f"x11vnc exited with status {proc.returncode}"
+        own = self.proc
+        code = own.poll() if own is not None else None
+        if own is not None and code is None:
+            pid: int | None = own.pid  # ours and not reaped: running (or dying: asked again)
+        else:
+            pid = server_pid(self.path)  # one a viewer's relay started, if any
+        error = None
+        if pid is None:
+            error = f"x11vnc exited with status {code}" if code is not None else self.error
         return {
             "running": pid is not None,
             "ready": pid is not None and connectable(self.path),
