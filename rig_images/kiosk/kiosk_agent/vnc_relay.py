@@ -25,11 +25,9 @@ import time
 # the standard library only; xserver, which imports Xlib, is not imported).
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from kiosk_agent.common import DISPLAY
-from kiosk_agent.vnc import ensure_server
+from kiosk_agent.vnc import READY_TIMEOUT_S, SOCKET_PATH, ensure_server
 
-DEFAULT_SOCKET = "/tmp/corral-vnc.sock"
 CHUNK = 64 * 1024
-START_S = 5.0  # for x11vnc to open its socket when this relay starts it
 
 
 def _stdin_to_socket(sock: socket.socket, done: threading.Event) -> None:
@@ -61,8 +59,8 @@ def _socket_to_stdout(sock: socket.socket, done: threading.Event) -> None:
 
 
 def main(argv: list[str]) -> int:
-    path = argv[1] if len(argv) > 1 else DEFAULT_SOCKET
-    started = ensure_server(DISPLAY, path, time.monotonic() + START_S)
+    path = argv[1] if len(argv) > 1 else SOCKET_PATH
+    started = ensure_server(DISPLAY, path, time.monotonic() + READY_TIMEOUT_S)
     if started.error:
         print(f"vnc_relay: {started.error}", file=sys.stderr, flush=True)
         return 1
