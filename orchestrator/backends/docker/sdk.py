@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import anyio
 import docker
 import docker.errors
+import docker.transport.unixconn
 import requests.exceptions
 
 from orchestrator.errors import (
@@ -44,6 +45,24 @@ def engine_url(docker_host: str | None, environ: Mapping[str, str]) -> str:
     """The engine: `docker_host` (config.toml), else DOCKER_HOST as the CLI read it, else
     the local socket. Nothing here reads the process's environment."""
     return docker_host or environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+
+
+def _connect_or_close(self: docker.transport.unixconn.UnixHTTPConnection) -> None:
+    """The SDK's unix connect, closing its socket when the connect fails. The SDK (7.2)
+    leaves it open for the garbage collector: each call made while the engine is down
+    held one descriptor until a collection (a ResourceWarning then, in whichever test
+    ran). Upstream's fix, docker/docker-py#3356, is not merged; drop this once it is."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(self.timeout)
+        sock.connect(self.unix_socket)
+    except BaseException:
+        sock.close()
+        raise
+    self.sock = sock
+
+
+docker.transport.unixconn.UnixHTTPConnection.connect = _connect_or_close  # type: ignore[method-assign]
 
 
 def connect(url: str) -> docker.DockerClient:
@@ -96,11 +115,8 @@ def classify_connection_error(exc: BaseException, url: str) -> SandboxUnavailabl
 
 
 def probe_unix_socket(url: str) -> None:
-    """Connect to a unix engine socket ourselves and close it.
-
-    The SDK leaks its socket when a unix connect fails, so a dead engine is
-    detected here first; a TCP engine is left to the SDK.
-    """
+    """Connect to a unix engine socket ourselves and close it: a dead engine is named
+    (`classify_connection_error`) before any SDK call; a TCP engine is left to the SDK."""
     if not url.startswith("unix://"):
         return
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
