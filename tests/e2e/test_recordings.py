@@ -25,6 +25,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 from PIL import Image
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 
 from orchestrator.audit import AuditLog
@@ -259,6 +260,7 @@ async def console_page(base: str, token: str) -> AsyncIterator[Any]:
             # The login's redirect has set the session cookie: a page opened before it came
             # gets 401 from its state API and its script goes back to the login page.
             await page.wait_for_url(f"{base}/console/")
+            await module_ran(page)
             yield page
         finally:
             await chromium.close()
@@ -270,6 +272,25 @@ PLAYER = "document.getElementById('player')"
 async def holds(page: Any, expression: str) -> bool:
     # Polled from here: the console's CSP forbids the eval wait_for_function uses.
     return bool(await page.evaluate(expression))
+
+
+async def module_ran(page: Any) -> None:
+    """Wait until the page's module ran. A console page whose module has not started 4 s
+    after it loaded reloads itself (boot.js: Chromium cuts in-flight loads with
+    ERR_NETWORK_CHANGED whenever any test's container makes a network, and a loaded
+    machine can be that slow); a poll that lands in that reload finds no page, so it is
+    read as "not yet". Once the module ran, nothing reloads the page: every later poll may
+    rely on the page it reads (run e-1 polled one that went away under it)."""
+
+    async def ran() -> bool:
+        try:
+            return await holds(page, "window.corralStarted === true")
+        except PlaywrightError as exc:
+            if "Execution context was destroyed" in str(exc):
+                return False
+            raise
+
+    await wait_until(ran, limit=30)
 
 
 async def seeks_to_the_entry_clicked(page: Any, time_of: str) -> None:
@@ -286,8 +307,9 @@ async def plays_in_the_console(base: str, token: str, meta: RecordingMeta) -> No
     """The past sessions page lists it; its player plays, seeks where a timeline entry is
     clicked, and marks the entry of the moment."""
     async with console_page(base, token) as page:
-        await page.click("#past")
+        await page.click("#past")  # a page of server-rendered rows: no script to wait for
         await page.click(f'tr[data-recording="{meta.id}"] a')
+        await module_ran(page)
         await page.locator("#timeline li").first.wait_for()
         await wait_until(lambda: holds(page, f"{PLAYER}.readyState >= 1"))
         await page.evaluate(f"{PLAYER}.play()")
@@ -309,6 +331,7 @@ async def test_a_live_sessions_page_plays_its_recording_so_far(
         token = await anyio.to_thread.run_sync(add_operator, home, OPERATOR)
         async with console_page(base, token) as page:
             await page.goto(f"{base}/console/sessions/{AGENT}")
+            await module_ran(page)
             state = page.locator("#recording-state")
             await wait_until(lambda: holds(page, "document.getElementById('recording-state')"
                                            ".textContent.startsWith('recording ')"))  # fmt: skip
