@@ -7,8 +7,9 @@ no process spawned per action. One request at a time per channel; every
 request has a deadline, and a channel that missed one is broken (the session
 is then ended). An agent's channel has a heartbeat too: while a request waits, a ping goes
 every half second, which the agent answers from a thread of its own even while an op runs
-(rig_images/kiosk/kiosk_agent/serve.py); no sign of life for `SILENCE_S` means the agent
-hung, and the channel is broken then, not at the request's deadline. The heartbeat is
+(rig_images/kiosk/kiosk_agent/serve.py); a ping left `SILENCE_S` with no byte after it
+means the agent hung (sandboxes.liveness), and the channel is broken then, not at the
+request's deadline. The heartbeat is
 armed once the agent has answered a first request: until then it may still be starting
 (on a host starting 40 kiosks at once that took seconds: a measured false alarm).
 """
@@ -22,17 +23,14 @@ from typing import Any
 import anyio
 
 from orchestrator.errors import CorralError, KioskError
+from sandboxes.liveness import FIRST_PING_S, HEARTBEAT_S, SILENCE_S, Liveness
 from sandboxes.ports import AttachedContainer, ContainerBackend, ContainerSpec
 
 SECCOMP_FILE = Path(__file__).resolve().parents[2] / "rig_images" / "kiosk" / "seccomp.json"
 # The largest answer line the kiosk may send (a 1920x1200 PNG in base64 is well under 16
 # MiB). More without a line end is a flood: the channel breaks and the session ends.
 MAX_LINE_BYTES = 32 * 1024 * 1024
-HEARTBEAT_S = 0.5  # while a request waits, a ping this often
 EXIT_READ_S = 2.0  # how long a closed channel waits for the engine to say how it ended
-SILENCE_S = 2.5  # no byte at all for this long: the agent hung. A loaded machine's
-# scheduling gaps are far under it; under the 3 s of a target read, so a hung agent is
-# named as hung; a hung agent is seen within 3 s of the call whatever its deadline.
 
 
 class ChannelFlood(Exception):
@@ -58,7 +56,7 @@ class KioskChannel:
     ) -> None:
         self.name = name
         self._heartbeat = heartbeat
-        self._seen = 0.0  # when the last byte came in (anyio clock)
+        self._life = Liveness()  # the agent's signs of life while an answer is awaited
         self._answered = False  # the agent answered a request: it runs its main loop
         self._container = container
         self._max_line = max_line_bytes
@@ -130,7 +128,7 @@ class KioskChannel:
         return ""
 
     async def _answer_to(self, ident: int) -> dict[str, Any]:
-        self._seen = anyio.current_time()
+        self._life = Liveness()
         if not (self._heartbeat and self._answered):  # armed once the agent has answered:
             return await self._read_until(ident)  # before, it may still be starting up
         # (an interpreter's start on a loaded host takes seconds; the deadline covers it)
@@ -150,13 +148,17 @@ class KioskChannel:
         return answer
 
     async def _beat(self, reading: anyio.CancelScope) -> None:
-        """Ping while the answer is awaited; cancel the read once the agent is silent."""
+        """Ping while the answer is awaited (first after FIRST_PING_S: a quick op sends
+        none, then every HEARTBEAT_S); cancel the read once a ping has waited SILENCE_S
+        with no byte after it (sandboxes.liveness: a stall of our own is not silence)."""
+        await anyio.sleep(FIRST_PING_S)
         while True:
-            await anyio.sleep(HEARTBEAT_S)
-            silent = anyio.current_time() - self._seen >= SILENCE_S
+            now = anyio.current_time()
+            silent = self._life.silent(now)
             if not silent:
                 self._next_id += 1
                 ping = json.dumps({"id": self._next_id, "op": "ping"}).encode() + b"\n"
+                self._life.asked(now)
                 with anyio.move_on_after(SILENCE_S) as sending:  # a stdin nobody reads
                     try:
                         await self._container.send(ping)
@@ -166,6 +168,7 @@ class KioskChannel:
             if silent:
                 reading.cancel()
                 return
+            await anyio.sleep(HEARTBEAT_S)
 
     async def _read_until(self, ident: int) -> dict[str, Any]:
         while True:
@@ -187,7 +190,7 @@ class KioskChannel:
             data = await self._container.receive()
             if data is None:
                 raise OSError("end of stream")
-            self._seen = anyio.current_time()  # any byte is a sign of life
+            self._life.heard()  # any byte is a sign of life
             self._buffer += data
         line = bytes(self._buffer[:end])
         del self._buffer[: end + 1]

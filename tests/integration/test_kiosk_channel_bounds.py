@@ -15,6 +15,7 @@ from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.errors import KioskError
 from sandboxes.isolation import locked_down
+from sandboxes.liveness import SILENCE_S
 from tests.images import DEFAULT_SANDBOX_IMAGE
 
 pytestmark = pytest.mark.anyio
@@ -144,5 +145,43 @@ async def test_a_busy_agent_that_answers_its_pings_keeps_its_channel(
             answer = await channel.request("navigate", 60, url="about:blank")
         assert answer["pings"] == 8 and channel.broken is None
     finally:
+        await channel.close()
+    assert gone(docker_client, container_id)
+
+
+async def test_a_gateway_stalled_longer_than_the_silence_does_not_take_its_agent_for_hung(
+    backend: DockerBackend, docker_client: docker.DockerClient
+) -> None:
+    """Series run f-2: the gateway's side stalled (a loaded host) right after it read a
+    pong; no ping went out while it stalled, so the busy agent had nothing to answer. The
+    stall is injected as it happens: the event loop blocked, after the first pong was
+    read, for longer than the silence that breaks a channel (a fault, not a wait). The
+    agent owed no answer for that time: the request gets its answer after its pings."""
+    script = BUSY_AGENT.replace("WANT", "3")
+    channel = await channel_running(backend, f"exec python3 -c '{script}'")
+    container_id = channel.id
+    attached = channel._container
+    receive = attached.receive
+    pongs = 0
+
+    async def stalling_receive() -> bytes | None:
+        nonlocal pongs
+        if pongs == 1:  # the first pong was read (and counted as a sign of life): stall
+            pongs += 1
+            time.sleep(SILENCE_S + 1)  # the loop is blocked: this is the fault injected
+        data = await receive()
+        if data and b'"pong"' in data and pongs == 0:
+            pongs = 1
+        return data
+
+    try:
+        await channel.request("start", 30)
+        attached.receive = stalling_receive  # type: ignore[method-assign]
+        with anyio.fail_after(30):
+            answer = await channel.request("navigate", 60, url="about:blank")
+        assert pongs == 2, "the stall was never injected"
+        assert answer["pings"] == 3 and channel.broken is None
+    finally:
+        attached.receive = receive  # type: ignore[method-assign]
         await channel.close()
     assert gone(docker_client, container_id)

@@ -11,8 +11,9 @@ on any network; the first connection is the only one ever accepted.
 
 A heartbeat, as the kiosk's channel has (`orchestrator.backends.channel`): while the bridge serves,
 it sends the browser its own `Browser.getVersion` every `HEARTBEAT_S` (ids from
-`PING_BASE`, far above Playwright's; the answers are not passed on), and no byte at all
-from the rig for `SILENCE_S` means the browser or its relay hung: the bridge closes with
+`PING_BASE`, far above Playwright's; the answers are not passed on), and a ping left
+`SILENCE_S` with no byte from the rig after it (sandboxes.liveness) means the browser or
+its relay hung: the bridge closes with
 that reason, Playwright's calls in flight fail at once, and the rig is ended saying why.
 """
 
@@ -30,8 +31,8 @@ import anyio
 from websockets.asyncio.server import Server, ServerConnection, unix_serve
 from websockets.exceptions import ConnectionClosed
 
-from orchestrator.backends.channel import HEARTBEAT_S, SILENCE_S
 from orchestrator.errors import RigError
+from sandboxes.liveness import HEARTBEAT_S, SILENCE_S, Liveness
 from sandboxes.ports import AttachedContainer
 
 logger = logging.getLogger("corral.rigs")
@@ -76,7 +77,7 @@ class CdpBridge:
         self._served = False
         self.closed_reason: str | None = None
         self._sending = anyio.Lock()  # one CDP message at a time on the pipe
-        self._seen = 0.0  # when the rig last sent a byte
+        self._life = Liveness()  # the rig's signs of life
 
     @property
     def url(self) -> str:
@@ -97,7 +98,6 @@ class CdpBridge:
             await ws.close(code=1008, reason="this rig's CDP channel is taken")
             return
         self._served = True
-        self._seen = anyio.current_time()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._down, ws, tg.cancel_scope)
             tg.start_soon(self._beat, tg.cancel_scope)
@@ -129,22 +129,25 @@ class CdpBridge:
             if chunk is None:
                 self.closed_reason = "the rig's CDP pipe closed"
                 break
-            self._seen = anyio.current_time()
+            self._life.heard()
             buffer += chunk
         serving.cancel()
         await ws.close()
 
     async def _beat(self, serving: anyio.CancelScope) -> None:
-        """Ping the browser; end the bridge once the rig has been silent for SILENCE_S."""
+        """Ping the browser; end the bridge once a ping has waited SILENCE_S with no byte
+        from the rig after it."""
         sent = 0
         while True:
             await anyio.sleep(HEARTBEAT_S)
-            if anyio.current_time() - self._seen >= SILENCE_S:
+            now = anyio.current_time()
+            if self._life.silent(now):
                 self.closed_reason = HUNG
                 serving.cancel()
                 return
             sent += 1
             ping = {"id": PING_BASE + sent, "method": "Browser.getVersion"}
+            self._life.asked(now)
             try:
                 with anyio.move_on_after(SILENCE_S):  # a pipe nobody reads: silence decides
                     await self._send(json.dumps(ping).encode() + b"\0")
