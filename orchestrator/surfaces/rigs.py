@@ -161,7 +161,7 @@ class RigManager(SurfaceManager):
         except ParamError as exc:
             return answer(text_block(f"Invalid arguments for {tool}: {exc}"), is_error=True)
         except CorralError as exc:
-            ended = await self._end_if_broken(agent, conversation)
+            ended = await self._end_if_broken(agent, conversation, SURFACES.get(tool))
             return answer(text_block(f"{exc}{ended}"), is_error=True)
 
     async def _drive(
@@ -300,7 +300,11 @@ class RigManager(SurfaceManager):
             "rig_ended", key[0], {"rig": rig.id, "why": why, "actions": rig.clock.used, **failed}
         )
 
-    async def _end_if_broken(self, agent: str, conversation: str) -> str:
+    async def _end_if_broken(self, agent: str, conversation: str, surface: str | None) -> str:
+        """After a failed call: end the conversation's rig whose channel broke, and say so
+        in this answer. A rig of the call's `surface` that the expiry loop ended while the
+        call was failing (it ends broken rigs too) is said here as well, not left for the
+        next call to tell (series run g-3)."""
         for key, rig in list(self.rigs.items()):
             if key[0] == agent and key[2] == conversation and rig.broken is not None:
                 why = rig.failure("its channel")
@@ -308,6 +312,9 @@ class RigManager(SurfaceManager):
                 self.ended.pop(key, None)  # said in this answer
                 tool = TOOL_OF[key[1]]
                 return f" Your rig {rig.id} ended: {why}; the next {tool} call starts a new one."
+        key = (agent, surface or "", conversation)
+        if surface is not None and key not in self.rigs and key in self.ended:
+            return f" {self.ended.pop(key)}; the next {TOOL_OF[surface]} call starts a new one."
         return ""
 
     async def expire(self) -> list[RigKey]:

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import adbutils
 import anyio
@@ -573,3 +574,35 @@ async def test_another_local_user_cannot_reach_corral_s_adb_server(
         assert fake.device.commands.count(["getprop", "ro.product.model"]) == 1
     finally:
         await server.close()
+
+
+async def test_a_rig_the_expiry_loop_ended_under_a_failing_call_is_said_in_that_call(
+    corral_home: CorralHome, fake: FakeAdbd
+) -> None:
+    """Series run g-3: a rig's surface broke under a call, and the gateway's 1 s expiry
+    loop ended the rig before the call's own answer was made; the answer said only that
+    the surface stopped answering. The loop is run in that window here (after the device
+    was lost mid-call, before the error reaches the answer): the answer says the rig ended
+    and why, once."""
+    rigs = manager_for(corral_home, f"127.0.0.1:{fake.port}", Clock())
+    try:
+        first = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
+        assert not first.is_error, first
+        (rig,) = rigs.rigs.values()
+        run = rig.run
+
+        async def run_then_expire(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await run(*args, **kwargs)
+            finally:
+                assert await rigs.expire() == [("alice", "android", "")]
+
+        rig.run = run_then_expire  # type: ignore[method-assign]
+        fake.drop_on = "screencap"
+        failed = await rigs.handle("alice", "mobile_use", {"verb": "screenshot"})
+        text = failed.content[0].text
+        assert failed.is_error and f"Your android rig {rig.id} ended: its channel" in text, text
+        assert "the next mobile_use call starts a new one" in text, text
+        assert ("alice", "android", "") not in rigs.ended  # said once, here
+    finally:
+        await rigs.close_all()
