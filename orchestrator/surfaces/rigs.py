@@ -312,10 +312,11 @@ class RigManager(SurfaceManager):
                 self.ended.pop(key, None)  # said in this answer
                 tool = TOOL_OF[key[1]]
                 return f" Your rig {rig.id} ended: {why}; the next {tool} call starts a new one."
-        key = (agent, surface or "", conversation)
-        if surface is not None and key not in self.rigs and key in self.ended:
-            return f" {self.ended.pop(key)}; the next {TOOL_OF[surface]} call starts a new one."
-        return ""
+        # `_keep` pops an end once a new rig runs: one still held here is unsaid.
+        said = None if surface is None else self.ended.pop((agent, surface, conversation), None)
+        if surface is None or said is None:
+            return ""
+        return f" {said}; the next {TOOL_OF[surface]} call starts a new one."
 
     async def expire(self) -> list[RigKey]:
         """End every rig past its lifetime or idle timeout, whose conversation ended, or

@@ -76,7 +76,7 @@ class PrivateEngine:
 
     def answers(self) -> bool:
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:  # the SDK leaks its socket when a unix connect fails: look first
+        try:  # look first: no SDK client (and its retries) for an engine not yet listening
             probe.connect(str(self.root / "docker.sock"))
         except OSError:
             return False
