@@ -62,29 +62,40 @@ def _when(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts).strftime("%H:%M:%S") if ts else "-"
 
 
-def session_rows(sessions: list[dict[str, Any]]) -> str:
-    rows = []
-    for s in sessions:
-        agent = escape(s["agent"])
-        rows.append(
-            f'<tr data-agent="{agent}" data-session="{escape(s["session"])}">'
-            f'<td><a href="/console/sessions/{agent}">{agent}</a></td>'
-            f"<td>{escape(s['kind'])}</td><td>{_when(s['started_at'])}</td>"
-            f'<td class="actions">{s["actions_used"]} / {s["actions_left"]}</td>'
-            f'<td class="state">{escape(s["state"])}</td></tr>'
-        )
-    return "".join(rows) or '<tr class="empty"><td colspan="5">No running sessions.</td></tr>'
+def _table(table_id: str, heads: tuple[str, ...], rows: list[str], empty: str) -> str:
+    """A list page's table: its heads, its rows, or one row saying it is empty."""
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    body = "".join(rows) or f'<tr class="empty"><td colspan="{len(heads)}">{empty}</td></tr>'
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+SESSION_HEADS = ("agent", "kind", "started", "actions used / left", "state")
+
+
+def session_row(s: dict[str, Any]) -> str:
+    agent = escape(s["agent"])
+    return (
+        f'<tr data-agent="{agent}" data-session="{escape(s["session"])}">'
+        f'<td><a href="/console/sessions/{agent}">{agent}</a></td>'
+        f"<td>{escape(s['kind'])}</td><td>{_when(s['started_at'])}</td>"
+        f'<td class="actions">{s["actions_used"]} / {s["actions_left"]}</td>'
+        f'<td class="state">{escape(s["state"])}</td></tr>'
+    )
+
+
+def _list_page(
+    operator: str, csrf: str, title: str, table: str, *, after: str = "", script: str = ""
+) -> str:
+    body = f"{_header(operator, csrf)}<main><h1>{title}</h1>{table}{after}</main>"
+    return _shell(title, body, csrf=csrf, script=script)
 
 
 def sessions_page(operator: str, csrf: str, sessions: list[dict[str, Any]]) -> str:
-    body = (
-        _header(operator, csrf)
-        + '<main><h1>Sessions</h1><table id="sessions"><thead><tr><th>agent</th><th>kind</th>'
-        "<th>started</th><th>actions used / left</th><th>state</th></tr></thead>"
-        f"<tbody>{session_rows(sessions)}</tbody></table>"
-        '<h2>Pending approvals</h2><div id="approvals" class="approvals"></div></main>'
+    table = _table(
+        "sessions", SESSION_HEADS, [session_row(s) for s in sessions], "No running sessions."
     )
-    return _shell("Sessions", body, csrf=csrf, script="sessions.js")
+    approvals = '<h2>Pending approvals</h2><div id="approvals" class="approvals"></div>'
+    return _list_page(operator, csrf, "Sessions", table, after=approvals, script="sessions.js")
 
 
 def session_page(operator: str, csrf: str, agent: str) -> str:
@@ -118,31 +129,37 @@ def _length(seconds: float) -> str:
     return f"{whole // 60}:{whole % 60:02d}"
 
 
-def recording_rows(found: list[dict[str, Any]]) -> str:
-    rows = []
-    for m in found:
-        rid = escape(m["id"])
-        ended = "recording" if m["ended_at"] is None else (m["ended_by"] or "ended")
-        started = datetime.datetime.fromtimestamp(m["started_at"]).strftime("%Y-%m-%d %H:%M:%S")
-        rows.append(
-            f'<tr data-recording="{rid}"><td><a href="/console/recordings/{rid}">{rid}</a></td>'
-            f"<td>{escape(m['agent'])}</td><td>{escape(m['surface'])}</td>"
-            f"<td>{started}</td><td>{_length(m['length_seconds'])}</td>"
-            f"<td>{m['actions']}</td><td>{m['approvals']}</td><td>{m['takeovers']}</td>"
-            f"<td>{escape(ended[:80])}</td></tr>"
-        )
-    return "".join(rows) or '<tr class="empty"><td colspan="9">No recordings.</td></tr>'
+RECORDING_HEADS = (
+    "recording",
+    "agent",
+    "surface",
+    "started",
+    "length",
+    "actions",
+    "approvals",
+    "take overs",
+    "ended",
+)
+
+
+def recording_row(m: dict[str, Any]) -> str:
+    rid = escape(m["id"])
+    ended = "recording" if m["ended_at"] is None else (m["ended_by"] or "ended")
+    started = datetime.datetime.fromtimestamp(m["started_at"]).strftime("%Y-%m-%d %H:%M:%S")
+    cells = (escape(m["agent"]), escape(m["surface"]), started, _length(m["length_seconds"]))
+    counts = (m["actions"], m["approvals"], m["takeovers"], escape(ended[:80]))
+    return (
+        f'<tr data-recording="{rid}"><td><a href="/console/recordings/{rid}">{rid}</a></td>'
+        + "".join(f"<td>{c}</td>" for c in (*cells, *counts))
+        + "</tr>"
+    )
 
 
 def recordings_page(operator: str, csrf: str, found: list[dict[str, Any]]) -> str:
-    body = (
-        _header(operator, csrf)
-        + '<main><h1>Past sessions</h1><table id="recordings"><thead><tr><th>recording</th>'
-        "<th>agent</th><th>surface</th><th>started</th><th>length</th><th>actions</th>"
-        "<th>approvals</th><th>take overs</th><th>ended</th></tr></thead>"
-        f"<tbody>{recording_rows(found)}</tbody></table></main>"
+    table = _table(
+        "recordings", RECORDING_HEADS, [recording_row(m) for m in found], "No recordings."
     )
-    return _shell("Past sessions", body, csrf=csrf)
+    return _list_page(operator, csrf, "Past sessions", table)
 
 
 def recording_page(operator: str, csrf: str, meta: dict[str, Any]) -> str:
