@@ -18,14 +18,27 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
 import anyio
 
+T = TypeVar("T")
+
 READ_BYTES = 64 * 1024
+
+
+async def _unblocked(fd: int, op: Callable[[], T], ready: Callable[[int], Awaitable[None]]) -> T:
+    """`op` on non-blocking `fd`, waiting on the loop (`ready`) while it would block."""
+    while True:
+        try:
+            return op()
+        except (BlockingIOError, InterruptedError):
+            await ready(fd)
 
 
 def _pipe_or_socket(fd: int) -> bool:
@@ -64,15 +77,10 @@ class LineReader:
         return line.decode("utf-8", errors="replace")
 
     async def _fill(self) -> None:
-        while True:
-            try:
-                data = os.read(self.fd, READ_BYTES)
-            except (BlockingIOError, InterruptedError):
-                await anyio.wait_readable(self.fd)
-                continue
-            self._ended = not data
-            self._buffer += data
-            return
+        read = functools.partial(os.read, self.fd, READ_BYTES)
+        data = await _unblocked(self.fd, read, anyio.wait_readable)
+        self._ended = not data
+        self._buffer += data
 
 
 class Writer:
@@ -85,11 +93,8 @@ class Writer:
     async def write(self, text: str) -> None:
         view = memoryview(text.encode("utf-8"))
         while view:
-            try:
-                written = os.write(self.fd, view)
-            except (BlockingIOError, InterruptedError):
-                await anyio.wait_writable(self.fd)
-                continue
+            write = functools.partial(os.write, self.fd, view)
+            written = await _unblocked(self.fd, write, anyio.wait_writable)
             view = view[written:]
 
     async def flush(self) -> None:
