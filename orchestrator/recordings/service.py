@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -21,12 +22,29 @@ from anyio.abc import TaskGroup
 from orchestrator.audit import AuditLog
 from orchestrator.config import RecordingConfig
 from orchestrator.errors import CorralError
-from orchestrator.recordings.recorder import Capture, Recorder
+from orchestrator.recordings.recorder import Frame, Recorder
 from orchestrator.recordings.store import RecordingMeta, RecordingStore
 from sandboxes.recording import Kept, over_bound
 
 logger = logging.getLogger("corral.recording")
 ENCODER_THREADS = 2
+
+
+class Recorded(Protocol):
+    """What a recording is begun from: a surface that has started
+    (`orchestrator.surfaces.base.Surface`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def seat(self) -> str: ...
+    @property
+    def conversation(self) -> str: ...
+    async def frame(self) -> Frame: ...
 
 
 @dataclass
@@ -73,25 +91,18 @@ class Recordings:
         except OSError as exc:
             logger.warning("recordings: %s could not be tidied (%s)", self.store.root, exc)
 
-    def begin(
-        self,
-        *,
-        surface_id: str,
-        agent: str,
-        kind: str,
-        seat: str,
-        conversation: str,
-        capture: Capture,
-    ) -> Recorder | None:
-        """Start recording a surface that has just started (None: not recorded)."""
+    def begin(self, surface: Recorded) -> Recorder | None:
+        """Start recording a surface that has just started, its screen taken by its
+        `frame` (None: not recorded)."""
         if not self.config.enabled or self._tg is None:
             return None
+        surface_id, agent = surface.id, surface.agent
         meta = RecordingMeta(
             id=surface_id,
             agent=agent,
-            surface=kind,
-            seat=seat,
-            conversation=conversation,
+            surface=surface.kind,
+            seat=surface.seat,
+            conversation=surface.conversation,
             started_at=time.time(),
         )
         try:
@@ -102,7 +113,7 @@ class Recordings:
         recorder = Recorder(
             self.store,
             meta,
-            capture,
+            surface.frame,
             self.config.fps,
             on_stopped=lambda why: self._stopped(agent, surface_id, why),
             on_grown=self._over,
@@ -111,7 +122,7 @@ class Recordings:
         live = _Live(recorder, anyio.CancelScope(), anyio.Event())
         self.live[surface_id] = live
         self._tg.start_soon(self._run, live)
-        self._audit("recording_started", agent, {"session": surface_id, "surface": kind})
+        self._audit("recording_started", agent, {"session": surface_id, "surface": surface.kind})
         return recorder
 
     async def _run(self, live: _Live) -> None:

@@ -68,14 +68,7 @@ class SurfaceManager:
         """Start recording a surface that has just started, from its first frame."""
         if self.recordings is None:
             return
-        surface.recorder = self.recordings.begin(
-            surface_id=surface.id,
-            agent=surface.agent,
-            kind=surface.kind,
-            seat=surface.seat,
-            conversation=surface.conversation,
-            capture=surface.frame,
-        )
+        surface.recorder = self.recordings.begin(surface)
         if surface.recorder is not None:
             surface.recorder.poke()
 
