@@ -73,14 +73,6 @@ class Surface:
     recorder: Recorder | None = None
 
     @property
-    def used(self) -> int:
-        return self.clock.used
-
-    @property
-    def max_actions(self) -> int:
-        return self.clock.max_actions
-
-    @property
     def seat(self) -> str:
         """The seat's one name (orchestrator.surfaces.registry): a kiosk session is its
         agent's only one, so its agent; a rig `AGENT.KIND` (agent names have no dot), or,

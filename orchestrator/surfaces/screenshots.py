@@ -116,4 +116,4 @@ async def _masked(session: ChannelSurface, shot: dict[str, Any]) -> tuple[bytes,
 def _shot(
     session: ChannelSurface, png: bytes, plan: MaskPlan, status: str, *, failed: bool
 ) -> Shot:
-    return Shot(png, plan, failed, status, session.used, session.max_actions)
+    return Shot(png, plan, failed, status, session.clock.used, session.clock.max_actions)

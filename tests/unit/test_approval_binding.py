@@ -205,7 +205,7 @@ async def test_a_target_that_changed_while_pending_is_refused_and_audited(
     assert refused[-1]["details"]["why"] == TARGET_CHANGED
     assert refused[-1]["details"]["approved"] != refused[-1]["details"]["now"]
     assert manager.sessions["alice"].waiting is None
-    assert manager.sessions["alice"].used == 0  # a refused action is not counted
+    assert manager.sessions["alice"].clock.used == 0  # a refused action is not counted
 
 
 async def test_the_same_click_again_needs_a_new_approval(

@@ -181,7 +181,7 @@ async def test_a_surface_that_dies_is_answered_at_once_never_held_for_an_operato
     # Already dead: not even read.
     with pytest.raises(SurfaceGone):
         await pipeline.run(surface, action("tap"), driver, NO_EVENTS)
-    assert driver.reads == 1 and surface.used == 0
+    assert driver.reads == 1 and surface.clock.used == 0
 
 
 class DiesWhileActing(FakeDriver):

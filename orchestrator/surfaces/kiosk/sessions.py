@@ -241,7 +241,7 @@ class SessionManager(SurfaceManager):
         )
         text = (
             f"Session {session.id} started ({session.width}x{session.height}). "
-            f"Limits: {session.max_actions} actions (click, type, key, scroll, navigate), "
+            f"Limits: {session.clock.max_actions} actions (click, type, key, scroll, navigate), "
             f"{session.clock.idle_timeout} s idle timeout, "
             f"{session.clock.max_lifetime} s lifetime. "
             f"computer_navigate may open: {sites}. {sandbox_note} "
@@ -252,7 +252,7 @@ class SessionManager(SurfaceManager):
         return answer(
             text_block(text),
             session_id=session.id,
-            max_actions=session.max_actions,
+            max_actions=session.clock.max_actions,
             idle_timeout_seconds=session.clock.idle_timeout,
             max_lifetime_seconds=session.clock.max_lifetime,
             navigable_sites=list(session.pinned),
@@ -291,7 +291,7 @@ class SessionManager(SurfaceManager):
         self.audit.record(
             "computer_session_ended",
             agent,
-            {"session": session.id, "why": why, "actions": session.used, **failed},
+            {"session": session.id, "why": why, "actions": session.clock.used, **failed},
         )
 
     async def close_all(self, why: str = "the gateway stopped") -> None:
