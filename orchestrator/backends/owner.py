@@ -25,6 +25,10 @@ LABEL_OWNER_PID = "corral.owner.pid"
 LABEL_OWNER_START = "corral.owner.start"
 LABEL_OWNER_BOOT = "corral.owner.boot"
 LABEL_OWNER_HOST = "corral.owner.host"
+# The owner's watchdog (Docker): while it runs, what its dead owner left is its to remove
+# and audit (in the owner's own audit), not any other reaper's.
+LABEL_WATCHDOG_PID = "corral.watchdog.pid"
+LABEL_WATCHDOG_START = "corral.watchdog.start"
 
 
 def read_boot_id() -> str:
@@ -105,3 +109,34 @@ def owner_is_alive(
         return False
     actual = start_time_of(pid)
     return actual is not None and actual == start
+
+
+def watchdog_labels(pid: int, start_time: int | None) -> dict[str, str]:
+    """The labels naming the owner watchdog that will remove a container (pid and start
+    time, as the owner is named)."""
+    return {LABEL_WATCHDOG_PID: str(pid), LABEL_WATCHDOG_START: str(start_time or 0)}
+
+
+def reapable(
+    labels: Mapping[str, str],
+    *,
+    host: str,
+    boot_id: str,
+    start_time_of: Callable[[int], int | None],
+) -> bool:
+    """Whether a reaper may remove a container (pure): its owner is gone
+    (`owner_is_alive` is False) and no watchdog of that owner still runs. A running
+    watchdog removes what its owner left and audits it in its owner's audit; another
+    reaper (another corral home's gateway on the same engine) would audit it in its own.
+    A container without watchdog labels (Kubernetes, or made before they existed) goes
+    by its owner alone."""
+    if owner_is_alive(labels, host=host, boot_id=boot_id, start_time_of=start_time_of) is not False:
+        return False
+    if labels.get(LABEL_OWNER_BOOT) != boot_id:
+        return True  # rebooted since: no watchdog of that boot runs
+    try:
+        pid = int(labels[LABEL_WATCHDOG_PID])
+        start = int(labels[LABEL_WATCHDOG_START])
+    except (KeyError, ValueError):
+        return True
+    return start_time_of(pid) != start

@@ -1,10 +1,12 @@
 """Removing orphans: containers whose owning corral process is gone.
 
-The decision is `owner_is_alive` (pure); this module only lists, removes and audits.
-A container of a live owner, or of another host, is never touched. Each container (a pod
-on Kubernetes) removed is audited as `container_reaped` with its kind and session, as the
-Docker owner watchdog audits what it removes: a clean owner leaves none, so each line is
-work a dead owner left. The objects that only go with a pod (its ConfigMap, its
+The decision is `reapable` (pure); this module only lists, removes and audits. A
+container of a live owner, or of another host, is never touched; nor one whose owner's
+watchdog still runs (Docker): that watchdog removes it and audits it in its owner's
+audit, where another corral home's reaper would audit it in its own. Each container (a
+pod on Kubernetes) removed is audited as `container_reaped` with its kind and session, as
+the Docker owner watchdog audits what it removes: a clean owner leaves none, so each line
+is work a dead owner left. The objects that only go with a pod (its ConfigMap, its
 NetworkPolicies) are removed with it and not audited apart.
 """
 
@@ -18,9 +20,9 @@ from orchestrator.backends.owner import (
     LABEL_KIND,
     LABEL_OWNER_PID,
     LABEL_SESSION,
-    owner_is_alive,
     read_boot_id,
     read_start_time,
+    reapable,
 )
 from sandboxes.ports import AuditSink, ContainerBackend
 
@@ -42,15 +44,13 @@ def record_reaped(audit: AuditSink, labels: Mapping[str, str]) -> None:
 
 
 async def reap_orphans(backend: ContainerBackend, audit: AuditSink | None = None) -> list[str]:
-    """Remove every corral container whose owner is dead; return their names. With
-    `audit`, each container removed is audited (`container_reaped`)."""
+    """Remove every corral container whose owner is dead and whose owner's watchdog is
+    gone too; return their names. With `audit`, each container removed is audited
+    (`container_reaped`)."""
     host, boot_id = socket.gethostname(), read_boot_id()
     removed = []
     for container in await backend.list_managed({}):
-        alive = owner_is_alive(
-            container.labels, host=host, boot_id=boot_id, start_time_of=read_start_time
-        )
-        if alive is False:
+        if reapable(container.labels, host=host, boot_id=boot_id, start_time_of=read_start_time):
             await backend.remove(container.id)
             removed.append(container.name)
             if audit is not None and container.runs:

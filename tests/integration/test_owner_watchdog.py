@@ -7,7 +7,10 @@ behind `HeldCreates`, which only holds the owner's second create until the test 
 (an engine slow to answer, as under load). Without the in-flight announcements the late
 container outlived its owner, with no process left to remove it. The owner's containers carry
 another host's label, so the orphan reapers of gateways that other tests start beside this
-one never remove them first."""
+one never remove them first.
+
+And while a dead owner's watchdog runs, another reaper on the engine (another corral home's
+gateway) leaves its containers to it, so each is audited in its owner's own audit."""
 
 from __future__ import annotations
 
@@ -23,7 +26,9 @@ import docker
 import pytest
 
 from orchestrator.audit import AuditLog
-from orchestrator.backends.owner import LABEL_INSTANCE
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.owner import LABEL_INSTANCE, Owner
+from orchestrator.backends.reaper import reap_orphans
 from tests.helpers import wait_until
 from tests.integration.held_creates import HeldCreates
 
@@ -37,12 +42,14 @@ from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.owner import Owner
 from sandboxes.script_policy import build_script_spec
 
-url, image, audit, workspace, pause = sys.argv[1:6]
+url, image, audit, workspace, pause, host = sys.argv[1:7]
 
 async def main():
-    # Another host's label: the orphan reapers of the gateways other tests start leave
-    # its containers alone (not theirs to judge); only its own watchdog removes them.
-    owner = dataclasses.replace(Owner.current(), host="watchdog-test-host")
+    # Another host's label (unless `host` is "this"): the orphan reapers of the gateways
+    # other tests start leave its containers alone (not theirs to judge).
+    owner = Owner.current()
+    if host != "this":
+        owner = dataclasses.replace(owner, host=host)
     backend = DockerBackend(owner, url, Path(audit))
     await backend.ensure_watchdog()
 
@@ -66,8 +73,10 @@ anyio.run(main)
 def owner_of(tmp_path: Path, sandbox_image: str) -> Iterator[Any]:
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(url: str, audit: Path, pause: bool = False) -> subprocess.Popen[bytes]:
-        args = [url, sandbox_image, str(audit), str(tmp_path), "pause" if pause else "go"]
+    def start(
+        url: str, audit: Path, pause: bool = False, host: str = "watchdog-test-host"
+    ) -> subprocess.Popen[bytes]:
+        args = [url, sandbox_image, str(audit), str(tmp_path), "pause" if pause else "go", host]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(
             [sys.executable, "-c", OWNER, *args],
@@ -93,8 +102,8 @@ def reaped(audit: Path) -> list[str]:
     return [e["details"]["session"] for e in events if e["event"] == "container_reaped"]
 
 
-def watchdog_of(instance: str) -> bool:
-    """Whether the watchdog of `instance` still runs (read from /proc)."""
+def watchdog_pid(instance: str) -> int | None:
+    """The pid of the watchdog of `instance`, while it runs (read from /proc)."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
@@ -102,8 +111,13 @@ def watchdog_of(instance: str) -> bool:
             except OSError:
                 continue
             if b"orchestrator.backends.docker.watchdog" in argv and instance.encode() in argv:
-                return True
-    return False
+                return int(entry.name)
+    return None
+
+
+def watchdog_of(instance: str) -> bool:
+    """Whether the watchdog of `instance` still runs."""
+    return watchdog_pid(instance) is not None
 
 
 async def test_a_create_in_flight_when_its_owner_dies_is_removed_once_it_lands(
@@ -151,3 +165,39 @@ async def test_a_watchdog_with_no_create_in_flight_sweeps_and_ends_at_once(
         assert reaped(audit) == ["first"]
         mine = {"label": [f"{LABEL_INSTANCE}={instance}"]}
         assert not docker_client.containers.list(all=True, filters=mine)
+
+
+async def test_a_dead_owners_container_is_left_to_its_running_watchdog_by_other_reapers(
+    tmp_path: Path, docker_client: docker.DockerClient, owner_of: Any
+) -> None:
+    """Another corral home's reaper on the same engine (a gateway starting, `corral
+    doctor`) leaves what a dead owner left while the owner's watchdog runs: the watchdog
+    removes it and audits it in the owner's own audit, where the other reaper would have
+    audited it in its own (the owner's audit then missing it). The watchdog is held
+    with SIGSTOP to keep that window open while the other reaper runs; let go, it sweeps.
+    Fails without the watchdog's labels on the container (the reaper takes it: checked)."""
+    audit, other = tmp_path / "audit.jsonl", tmp_path / "other-home-audit.jsonl"
+    with HeldCreates(tmp_path / "engine.sock", let_through=1) as engine:
+        owner = owner_of(engine.url, audit, pause=True, host="this")
+        instance = owner.stdout.readline().decode().strip()
+        watchdog = watchdog_pid(instance)
+        assert watchdog is not None
+        mine = {"label": [f"{LABEL_INSTANCE}={instance}"]}
+        os.kill(watchdog, signal.SIGSTOP)
+        try:
+            owner.send_signal(signal.SIGKILL)
+            owner.wait()
+            (left,) = docker_client.containers.list(all=True, filters=mine)
+            backend = DockerBackend(Owner.current(), engine.url)
+            try:
+                removed = await reap_orphans(backend, AuditLog(other))
+            finally:
+                await backend.close()
+            assert left.name not in removed
+            assert docker_client.containers.list(all=True, filters=mine)
+        finally:
+            os.kill(watchdog, signal.SIGCONT)
+        await wait_until(lambda: reaped(audit) == ["first"])
+        assert not docker_client.containers.list(all=True, filters=mine)
+        assert reaped(other) == []
+        await wait_until(lambda: not watchdog_of(instance))

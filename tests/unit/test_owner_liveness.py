@@ -21,10 +21,14 @@ from orchestrator.backends.owner import (
     LABEL_OWNER_PID,
     LABEL_OWNER_START,
     LABEL_SESSION,
+    LABEL_WATCHDOG_PID,
+    LABEL_WATCHDOG_START,
     Owner,
     owner_is_alive,
     read_boot_id,
     read_start_time,
+    reapable,
+    watchdog_labels,
 )
 
 pytestmark = pytest.mark.unit
@@ -211,3 +215,61 @@ def test_a_zombie_process_counts_as_dead() -> None:
         assert start_time(child.pid) is None
     finally:
         child.wait()
+
+
+# ------------------------------------------------------------------ reapable
+WATCHDOG_PID = 5151
+WATCHDOG_START = 987700
+
+
+def running(**procs: int) -> StartTimeOf:
+    """A /proc reader in which the named processes run (owner=START, watchdog=...)."""
+    table = {PID if name == "owner" else WATCHDOG_PID: start for name, start in procs.items()}
+    return table.get
+
+
+def reapable_here(found: dict[str, str], start_time_of: StartTimeOf) -> bool:
+    return reapable(found, host=HOST, boot_id=BOOT, start_time_of=start_time_of)
+
+
+WATCHED = watchdog_labels(WATCHDOG_PID, WATCHDOG_START)
+
+
+def test_a_dead_owners_container_is_left_to_its_watchdog_while_that_runs() -> None:
+    # The owner is gone; its watchdog is sweeping: it removes and audits this container.
+    assert not reapable_here(labels(**WATCHED), running(watchdog=WATCHDOG_START))
+
+
+def test_a_dead_owners_container_is_reaped_once_its_watchdog_is_gone_too() -> None:
+    assert reapable_here(labels(**WATCHED), running())
+    # a process reusing the watchdog's pid is not the watchdog
+    assert reapable_here(labels(**WATCHED), running(watchdog=WATCHDOG_START + 1))
+
+
+def test_a_live_owners_container_is_never_reapable_whatever_its_watchdog() -> None:
+    assert not reapable_here(labels(**WATCHED), running(owner=START))
+    assert not reapable_here(labels(**WATCHED), running(owner=START, watchdog=WATCHDOG_START))
+
+
+def test_without_watchdog_labels_the_owner_alone_decides() -> None:
+    # Kubernetes pods, and containers made before the labels existed.
+    assert reapable_here(labels(), running())
+    assert not reapable_here(labels(), running(owner=START))
+    assert reapable_here(labels(**{LABEL_WATCHDOG_PID: "x", LABEL_WATCHDOG_START: "1"}), running())
+
+
+def test_after_a_reboot_no_watchdog_holds_a_container_back() -> None:
+    # the same pid and start time in the new boot are another process
+    rebooted = labels(**WATCHED, **{LABEL_OWNER_BOOT: "boot-old"})
+    assert reapable_here(rebooted, running(watchdog=WATCHDOG_START))
+
+
+def test_another_hosts_container_is_never_reapable() -> None:
+    elsewhere = labels(**WATCHED, **{LABEL_OWNER_HOST: "box-2"})
+    assert not reapable_here(elsewhere, running())
+
+
+def test_the_watchdog_labels_name_a_running_watchdog_as_the_owner_labels_do() -> None:
+    me = os.getpid()
+    found = watchdog_labels(me, read_start_time(me))
+    assert found == {LABEL_WATCHDOG_PID: str(me), LABEL_WATCHDOG_START: str(read_start_time(me))}

@@ -42,7 +42,13 @@ from orchestrator.backends.docker.in_flight import (
     answered,
     new_token,
 )
-from orchestrator.backends.owner import LABEL_INSTANCE, LABEL_MANAGED, Owner
+from orchestrator.backends.owner import (
+    LABEL_INSTANCE,
+    LABEL_MANAGED,
+    Owner,
+    read_start_time,
+    watchdog_labels,
+)
 from orchestrator.backends.reaper import record_reaped
 
 
@@ -52,6 +58,7 @@ class OwnerWatchdog:
         self._url = url
         self._audit = [] if audit_file is None else ["--audit", str(audit_file)]
         self._proc: subprocess.Popen[bytes] | None = None
+        self._labels: dict[str, str] = {}  # the running watchdog's, on each container
         self._lock = threading.Lock()
 
     def ensure_started(self) -> None:
@@ -75,17 +82,19 @@ class OwnerWatchdog:
                 start_new_session=True,
                 close_fds=True,
             )
+            self._labels = watchdog_labels(self._proc.pid, read_start_time(self._proc.pid))
 
     @contextlib.contextmanager
     def creating(self) -> Iterator[dict[str, str]]:
-        """Around one blocking create request: yields the label it must carry, and tells
-        the watchdog the create is in flight until the engine answered it (created, or
-        refused with an API error). A request that timed out or lost its connection stays
-        announced: the engine may still create it."""
+        """Around one blocking create request: yields the labels it must carry (its token,
+        and the watchdog that will remove it: `owner.reapable`), and tells the watchdog
+        the create is in flight until the engine answered it (created, or refused with an
+        API error). A request that timed out or lost its connection stays announced: the
+        engine may still create it."""
         token = new_token()
         self._tell(announced(token))
         try:
-            yield {LABEL_CREATE: token}
+            yield {LABEL_CREATE: token, **self._labels}
         except docker.errors.APIError:
             self._tell(answered(token))
             raise
