@@ -146,11 +146,20 @@ def recording_row(m: dict[str, Any]) -> str:
     rid = escape(m["id"])
     ended = "recording" if m["ended_at"] is None else (m["ended_by"] or "ended")
     started = datetime.datetime.fromtimestamp(m["started_at"]).strftime("%Y-%m-%d %H:%M:%S")
-    cells = (escape(m["agent"]), escape(m["surface"]), started, _length(m["length_seconds"]))
-    counts = (m["actions"], m["approvals"], m["takeovers"], escape(ended[:80]))
+    cells = (
+        escape(m["agent"]),
+        escape(m["surface"]),
+        started,
+        _length(m["length_seconds"]),
+        m["actions"],
+        m["approvals"],
+        m["takeovers"],
+        escape(ended[:80]),
+    )
+    link = f'<a href="/console/recordings/{rid}">{rid}</a>'
     return (
-        f'<tr data-recording="{rid}"><td><a href="/console/recordings/{rid}">{rid}</a></td>'
-        + "".join(f"<td>{c}</td>" for c in (*cells, *counts))
+        f'<tr data-recording="{rid}"><td>{link}</td>'
+        + "".join(f"<td>{c}</td>" for c in cells)
         + "</tr>"
     )
 

@@ -222,10 +222,11 @@ WATCHDOG_PID = 5151
 WATCHDOG_START = 987700
 
 
-def running(**procs: int) -> StartTimeOf:
-    """A /proc reader in which the named processes run (owner=START, watchdog=...)."""
-    table = {PID if name == "owner" else WATCHDOG_PID: start for name, start in procs.items()}
-    return table.get
+def running(owner: int | None = None, watchdog: int | None = None) -> StartTimeOf:
+    """A /proc reader in which the owner (pid 4242) and the watchdog (pid 5151) run when
+    given their start times."""
+    table = {PID: owner, WATCHDOG_PID: watchdog}
+    return lambda pid: table.get(pid)
 
 
 def reapable_here(found: dict[str, str], start_time_of: StartTimeOf) -> bool:
