@@ -33,6 +33,7 @@ from typing import Generic, Protocol, TypeVar
 
 import anyio
 
+from orchestrator.backends.admission import boot_slot
 from orchestrator.backends.channel import KioskChannel, load_seccomp
 from orchestrator.errors import CorralError
 from orchestrator.pools.ready import ReadyPool, running
@@ -173,6 +174,10 @@ class WarmPool(ReadyPool[Warm[B]]):
             self._tg.start_soon(_remove_later, network)
 
     async def _create(self) -> Warm[B]:
+        async with boot_slot():  # a member boots as a surface does: in turn with them
+            return await self._booted()
+
+    async def _booted(self) -> Warm[B]:
         settings = self.settings
         image_id = await self.backend.image_id(settings.image)
         network = await self.backend.prepare_network(

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 from playwright.async_api import Playwright, async_playwright
 
+from orchestrator.backends.admission import boot_slot
 from orchestrator.config import ComputerUseConfig
 from orchestrator.pools.warm import WarmPool, pool_spec
 from orchestrator.surfaces.browser.rig import BrowserRig
@@ -65,11 +66,12 @@ class RigStarts:
                 host, pooled, agent, cfg, events, clock=self.clock, release=pool.release
             )
             return browser, True
-        if surface == "desktop":
-            return await start_desktop(host, rig_id, agent, cfg, events, self.clock()), False
-        browser = await start_browser(
-            host, rig_id, agent, cfg, events, playwright=self.driver, clock=self.clock
-        )
+        async with boot_slot(events, f"{surface} rig"):
+            if surface == "desktop":
+                return await start_desktop(host, rig_id, agent, cfg, events, self.clock()), False
+            browser = await start_browser(
+                host, rig_id, agent, cfg, events, playwright=self.driver, clock=self.clock
+            )
         return browser, False
 
     def start_on(self, surface: str) -> Callable[[PreparedNetwork], Awaitable[Any]]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 
+from orchestrator.backends.admission import capture_slot
 from orchestrator.errors import KioskError
 from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, image_answer
@@ -49,6 +50,14 @@ class Shot:
 
 
 async def masked_screenshot(session: ChannelSurface, status: str) -> Shot:
+    """The masked screenshot, its capture and masking in one of the host's capture slots
+    (`orchestrator.backends.admission`: the deadline counts the kiosk's work, not the
+    queue of other sessions' screenshots)."""
+    async with capture_slot():
+        return await _taken(session, status)
+
+
+async def _taken(session: ChannelSurface, status: str) -> Shot:
     try:
         shot = await session.channel.request("screenshot", SCREENSHOT_DEADLINE)
     except KioskError as exc:

@@ -13,6 +13,7 @@ their values.
 from __future__ import annotations
 
 import base64
+import json
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -22,6 +23,7 @@ from PIL.Image import Image
 from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page
 from playwright.async_api import Error as PlaywrightError
 
+from orchestrator.backends.admission import capture_slot
 from orchestrator.errors import RigError, SessionRefused
 from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
@@ -254,7 +256,7 @@ class BrowserRig(Surface):
                 "Page.createIsolatedWorld",
                 {"frameId": tree["frameTree"]["frame"]["id"], "worldName": "corral-clipboard"},
             )
-            argument = "" if text is None else _js_string(text)
+            argument = "" if text is None else json.dumps(text)
             result = await session.send(
                 "Runtime.evaluate",
                 {
@@ -329,6 +331,10 @@ class BrowserRig(Surface):
         and what was masked; black, saying why, when a check failed. The image is decoded
         (off the event loop) while the second probe runs when the first found a field."""
         size = (self.width, self.height)
+        async with capture_slot():  # one of the host's (orchestrator.backends.admission)
+            return await self._masked(page, size)
+
+    async def _masked(self, page: Page, size: tuple[int, int]) -> tuple[bytes, MaskPlan]:
         try:
             before = (await page_secrets(self.sessions, page, values=False)).rects
             png = await self._capture(page)
@@ -362,12 +368,6 @@ def _masked(png: bytes, image: Image | None, plan: MaskPlan, size: tuple[int, in
 
 def _named(verb: Any) -> str:
     return f"ref {verb.ref}" if verb.ref is not None else f"{verb.role} {verb.name!r}"
-
-
-def _js_string(text: str) -> str:
-    import json
-
-    return json.dumps(text)
 
 
 def _png_size(png: bytes) -> tuple[int, int] | None:

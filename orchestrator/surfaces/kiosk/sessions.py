@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from orchestrator.agents.view import agent_and_view
+from orchestrator.backends.admission import boot_slot
 from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import CorralError, KioskError, ParamError, SessionRefused
 from orchestrator.people.approvals import ApprovalQueue
@@ -184,7 +185,8 @@ class SessionManager(SurfaceManager):
         if pooled is not None:
             kiosk = await recipe.warm(agent, params, cfg, events, pooled)
         else:
-            kiosk = await recipe.cold(agent, params, cfg, events)
+            async with boot_slot(events, "kiosk"):
+                kiosk = await recipe.cold(agent, params, cfg, events)
         return await self._ready(agent, params, cfg, events, kiosk, started)
 
     async def _ready(
