@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 from _common import (
     BenchError,
     NamedTimings,
@@ -72,6 +71,7 @@ from mcp import Client
 from rich.console import Console
 
 from mcp_front.forwarder import forward, gateway_client
+from mcp_front.gateway_http import GatewayHttp
 from orchestrator.backends.owner import read_start_time as owner_start_time
 from orchestrator.home import CorralHome, Environment
 
@@ -177,7 +177,7 @@ async def raw_stdio(home: CorralHome, agent: str) -> AsyncIterator[RawStdio]:
                 process.kill()
 
 
-def signed_click(home: CorralHome, url: str, agent: str, client: httpx.AsyncClient) -> Timed:
+def signed_click(home: CorralHome, url: str, agent: str, client: GatewayHttp) -> Timed:
     async def click() -> float:
         started = time.perf_counter()
         result = await forward(home, url, agent, "computer_click", click_arguments(), client=client)

@@ -20,10 +20,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-import httpx
 import mcp_types as types
 from pydantic import ValidationError
 
+from mcp_front.gateway_http import (
+    GatewayHttp,
+    GatewayHttpError,
+    GatewayTimeout,
+    GatewayUnreachable,
+    Reply,
+)
 from orchestrator.errors import KeyFileError
 from orchestrator.gateway.signing import load_or_create_key, new_nonce, sign
 from orchestrator.gateway.wire import (
@@ -70,14 +76,14 @@ def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
 
-def _refusal_reason(response: httpx.Response) -> str:
+def _refusal_reason(status: int, content: bytes) -> str:
     try:
-        data = response.json()
+        data = json.loads(content)
     except ValueError:
-        return f"HTTP {response.status_code}"
+        return f"HTTP {status}"
     if isinstance(data, dict) and isinstance(data.get("error"), str):
         return str(data["error"])
-    return f"HTTP {response.status_code}"
+    return f"HTTP {status}"
 
 
 def to_result(answer: ComputerUseAnswer) -> types.CallToolResult:
@@ -92,18 +98,10 @@ def to_result(answer: ComputerUseAnswer) -> types.CallToolResult:
     )
 
 
-def gateway_client(
-    transport: httpx.AsyncBaseTransport | None = None,
-    timeout_seconds: float = TIMEOUT_SECONDS,
-) -> httpx.AsyncClient:
-    """An HTTP client for the loopback gateway: plain HTTP (no CA bundle to load), and never
-    through an HTTP(S)_PROXY."""
-    return httpx.AsyncClient(
-        transport=transport,
-        timeout=httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS),
-        trust_env=False,
-        verify=False,  # no TLS on this hop: it is loopback HTTP, authenticated by HMAC
-    )
+def gateway_client() -> GatewayHttp:
+    """The front's client for the loopback gateway (`mcp_front.gateway_http`: plain
+    HTTP/1.1, connections kept between calls; no proxy from the environment is used)."""
+    return GatewayHttp(CONNECT_TIMEOUT_SECONDS)
 
 
 async def forward(
@@ -113,18 +111,17 @@ async def forward(
     tool: str,
     arguments: dict[str, Any],
     *,
-    transport: httpx.AsyncBaseTransport | None = None,
     timeout_seconds: float = TIMEOUT_SECONDS,
-    client: httpx.AsyncClient | None = None,
+    client: GatewayHttp | None = None,
     events: CallEvents = NO_EVENTS,
     conversation: str = "",
 ) -> types.CallToolResult:
     """Sign and send one computer_* call to the gateway; its answer as a CallToolResult.
     The call's progress and log events go to `events` while it runs.
 
-    Pass a long-lived `client` (see `gateway_client`): making one per call costs ~15 ms
-    (httpx loads its CA bundle), which is most of a click's round trip. `timeout_seconds`
-    bounds the wait for each piece of the answer (the gateway's next event or result)."""
+    Pass a long-lived `client` (see `gateway_client`): its connection is kept for the next
+    call (a new one per call costs a TCP connect). `timeout_seconds` bounds the wait for
+    each piece of the answer (the gateway's next event or result)."""
     call = {"agent": agent, "tool": tool, "arguments": arguments, "stream": True}
     if conversation:
         call["conversation"] = conversation
@@ -135,20 +132,19 @@ async def forward(
         return _error(f"corral cannot sign the request to the gateway: {exc}")
     headers["Accept"] = f"{EVENTS_MEDIA_TYPE}, application/json"
     url = gateway_url.rstrip("/") + COMPUTER_USE_PATH
-    limits = httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS)
     try:
         if client is not None:
-            return await _exchange(client, url, body, headers, limits, tool, events)
-        async with gateway_client(transport, timeout_seconds) as own:
-            return await _exchange(own, url, body, headers, limits, tool, events)
-    except httpx.ConnectError:
+            return await _exchange(client, url, body, headers, timeout_seconds, tool, events)
+        async with gateway_client() as own:
+            return await _exchange(own, url, body, headers, timeout_seconds, tool, events)
+    except GatewayUnreachable:
         return _error(not_running_message(gateway_url))
-    except httpx.TimeoutException:
+    except GatewayTimeout:
         return _error(
             f"corral gateway at {gateway_url} did not answer {tool} within {timeout_seconds:g} s"
         )
-    except httpx.HTTPError as exc:
-        return _error(f"corral gateway at {gateway_url} failed: {type(exc).__name__}: {exc}")
+    except GatewayHttpError as exc:
+        return _error(f"corral gateway at {gateway_url} failed: {exc}")
 
 
 def _signed(home: CorralHome, agent: str, path: str, body: bytes) -> dict[str, str]:
@@ -168,7 +164,7 @@ async def lease_conversations(
     agent: str,
     live: list[str],
     ended: list[str],
-    client: httpx.AsyncClient,
+    client: GatewayHttp,
 ) -> bool:
     """Tell the gateway which of the agent's conversations this front still serves and
     which ended (orchestrator.surfaces.conversations); whether it took it. Never raises:
@@ -177,51 +173,48 @@ async def lease_conversations(
     try:
         headers = _signed(home, agent, CONVERSATIONS_PATH, body)
         url = gateway_url.rstrip("/") + CONVERSATIONS_PATH
-        response = await client.post(url, content=body, headers=headers, timeout=LEASE_TIMEOUT)
-    except (KeyFileError, ValueError, httpx.HTTPError):
+        async with client.post(url, body, headers, LEASE_TIMEOUT) as reply:
+            await reply.read()
+    except (KeyFileError, ValueError, GatewayHttpError):
         return False
-    return response.status_code == 200
+    return reply.status == 200
 
 
 async def _exchange(
-    client: httpx.AsyncClient,
+    client: GatewayHttp,
     url: str,
     body: bytes,
     headers: dict[str, str],
-    limits: httpx.Timeout,
+    piece_s: float,
     tool: str,
     events: CallEvents,
 ) -> types.CallToolResult:
-    request = client.build_request("POST", url, content=body, headers=headers, timeout=limits)
-    response = await client.send(request, stream=True)
-    try:
-        streamed = response.headers.get("content-type", "").startswith(EVENTS_MEDIA_TYPE)
-        if streamed and response.status_code == 200:
-            return await _read_events(response, tool, events)
-        await response.aread()
-    finally:
-        await response.aclose()
-    if response.status_code in (401, 403):
-        return _error(f"corral gateway refused the request: {_refusal_reason(response)}")
-    if response.status_code != 200:
+    async with client.post(url, body, headers, piece_s) as reply:
+        streamed = reply.headers.get("content-type", "").startswith(EVENTS_MEDIA_TYPE)
+        if streamed and reply.status == 200:
+            return await _read_events(reply, tool, events)
+        content = await reply.read()
+    if reply.status in (401, 403):
         return _error(
-            f"corral gateway could not run {tool} (HTTP {response.status_code}): "
-            f"{_refusal_reason(response)}"
+            f"corral gateway refused the request: {_refusal_reason(reply.status, content)}"
+        )
+    if reply.status != 200:
+        return _error(
+            f"corral gateway could not run {tool} (HTTP {reply.status}): "
+            f"{_refusal_reason(reply.status, content)}"
         )
     try:
-        answer = ComputerUseAnswer.model_validate_json(response.content)
+        answer = ComputerUseAnswer.model_validate_json(content)
     except ValidationError:
         return _error(UNREADABLE)
     return to_result(answer)
 
 
-async def _read_events(
-    response: httpx.Response, tool: str, events: CallEvents
-) -> types.CallToolResult:
+async def _read_events(reply: Reply, tool: str, events: CallEvents) -> types.CallToolResult:
     """Hand each progress/log line to `events`; the result line is the answer."""
     buffer = bytearray()
     scanned = 0  # bytes of the buffer already searched for a line end (a result is MBs)
-    chunks = response.aiter_bytes()
+    chunks = reply.chunks()
     async for chunk in chunks:
         buffer += chunk
         while (end := buffer.find(b"\n", scanned)) >= 0:

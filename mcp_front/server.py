@@ -21,7 +21,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import httpx
 import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -37,6 +36,7 @@ from mcp_front.families.recording import SCHEME as RECORDING_SCHEME
 from mcp_front.families.recording import read_recording, recording_get, recording_list
 from mcp_front.families.script import run_execute_program
 from mcp_front.forwarder import LEASE_TIMEOUT, forward, gateway_client, lease_conversations
+from mcp_front.gateway_http import GatewayHttp
 from mcp_front.links import KEEP_SECONDS, ImageLinks, linked, read_result
 from mcp_front.reporting import LogLevels, McpCallEvents, session_key
 from mcp_front.tool_log import ToolCallLog
@@ -95,7 +95,7 @@ class CorralMCP:
         # so an edit made before the watch's own first read is still notified.
         self._known: frozenset[str] | None = None
         self._runtime: Runtime | None = None
-        self._http: httpx.AsyncClient | None = None  # one client for every forwarded call
+        self._http: GatewayHttp | None = None  # one client for every forwarded call
         self.levels = LogLevels()
         self.links = ImageLinks()  # large images, served to the conversation that made them
         self.conversations = FrontConversations()  # each MCP session's, for its rigs
@@ -148,7 +148,7 @@ class CorralMCP:
                 await self._notify_list_changed()
             await anyio.sleep(WATCH_INTERVAL_SECONDS)
 
-    async def _keep_conversations(self, http: httpx.AsyncClient) -> None:
+    async def _keep_conversations(self, http: GatewayHttp) -> None:
         """Tell the gateway every second which conversations are live and which ended (an
         HTTP session deleted or expired): their rigs end with them."""
         while True:
@@ -167,7 +167,7 @@ class CorralMCP:
         instances = getattr(manager, "_server_instances", None)
         return set(self.conversations.sessions() if instances is None else instances)
 
-    async def _lease(self, http: httpx.AsyncClient, live: list[str], ended: list[str]) -> None:
+    async def _lease(self, http: GatewayHttp, live: list[str], ended: list[str]) -> None:
         try:
             gateway = CONFIGS.get(self.home.config_file).gateway
         except ConfigError:

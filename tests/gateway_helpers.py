@@ -4,15 +4,19 @@ the Docker bridge's address)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import httpx
+import uvicorn
+from starlette.types import ASGIApp
 
 from orchestrator.audit import AuditLog
 from orchestrator.gateway.app import serve_gateway
@@ -108,3 +112,41 @@ def signed_headers(key: bytes, body: bytes, *, now: float | None = None) -> dict
     )
     headers["Content-Type"] = "application/json"
     return headers
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn that says when it listens, and leaves the test process's signals alone."""
+
+    def __init__(self, config: uvicorn.Config, ready: anyio.Event) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self._ready.set()
+
+
+@asynccontextmanager
+async def serving_asgi(app: ASGIApp) -> AsyncIterator[str]:
+    """`app` served over real HTTP on a loopback port of its own; its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    ready = anyio.Event()
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", http="httptools")
+    server = _Uvicorn(config, ready)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve, [sock])
+        with anyio.fail_after(15):
+            await ready.wait()
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            tg.cancel_scope.cancel()
+    sock.close()

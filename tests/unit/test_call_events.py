@@ -13,6 +13,7 @@ import anyio
 import httpx
 import mcp_types as types
 import pytest
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_front.event_store import BoundedEventStore, approximate_size
 from mcp_front.forwarder import forward
@@ -25,7 +26,15 @@ from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 from sandboxes.events import LOG_LEVELS, OutputTail, at_least
 from tests.fakes import FakeClock, InMemoryBackend, fake_egress
-from tests.gateway_helpers import CALL, Gateway, Recorder, encode, running_gateway, signed_headers
+from tests.gateway_helpers import (
+    CALL,
+    Gateway,
+    Recorder,
+    encode,
+    running_gateway,
+    serving_asgi,
+    signed_headers,
+)
 from tests.unit.test_session_rules import write_agent
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
@@ -357,19 +366,27 @@ async def test_the_event_store_forgets_its_oldest_events_past_its_bounds() -> No
     assert approximate_size(_note("z" * 2_000)) >= 2_000
 
 
-def _streaming_gateway(*lines: bytes, chunk: int = 1000) -> httpx.MockTransport:
-    """A gateway stand-in that answers with these NDJSON lines, cut into small chunks."""
+def _streaming_gateway(*lines: bytes, chunk: int = 1000) -> ASGIApp:
+    """A gateway stand-in that answers with these NDJSON lines, cut into small chunks (a
+    chunked HTTP answer, each piece written on its own)."""
     body = b"".join(line + b"\n" for line in lines)
 
-    async def chunks() -> AsyncIterator[bytes]:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        request = b""
+        while True:
+            message = await receive()
+            request += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        assert json.loads(request)["stream"] is True
+        headers = [(b"content-type", EVENTS_MEDIA_TYPE.encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         for start in range(0, len(body), chunk):
-            yield body[start : start + chunk]
+            piece = body[start : start + chunk]
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        assert json.loads(request.content)["stream"] is True
-        return httpx.Response(200, headers={"content-type": EVENTS_MEDIA_TYPE}, content=chunks())
-
-    return httpx.MockTransport(answer)
+    return app
 
 
 async def test_a_result_line_in_many_chunks_is_read_whole(corral_home: CorralHome) -> None:
@@ -383,15 +400,8 @@ async def test_a_result_line_in_many_chunks_is_read_whole(corral_home: CorralHom
     heard = Heard()
     progress = b'{"kind":"progress","phase":"p","message":"m"}'
 
-    answer = await forward(
-        corral_home,
-        "http://gateway",
-        "alice",
-        "computer_screenshot",
-        {},
-        transport=_streaming_gateway(progress, result),
-        events=heard,
-    )
+    async with serving_asgi(_streaming_gateway(progress, result)) as url:
+        answer = await forward(corral_home, url, "alice", "computer_screenshot", {}, events=heard)
 
     assert answer.is_error is False
     assert isinstance(answer.content[0], types.ImageContent)
@@ -410,14 +420,8 @@ async def test_a_result_line_in_many_chunks_is_read_whole(corral_home: CorralHom
 async def test_a_stream_without_a_readable_result_is_a_clear_tool_error(
     corral_home: CorralHome, lines: tuple[bytes, ...], says: str
 ) -> None:
-    answer = await forward(
-        corral_home,
-        "http://gateway",
-        "alice",
-        "computer_click",
-        {},
-        transport=_streaming_gateway(*lines),
-    )
+    async with serving_asgi(_streaming_gateway(*lines)) as url:
+        answer = await forward(corral_home, url, "alice", "computer_click", {})
 
     assert answer.is_error is True
     assert isinstance(answer.content[0], types.TextContent)

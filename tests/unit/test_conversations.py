@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from mcp_front.conversations import FrontConversations
-from mcp_front.forwarder import lease_conversations
+from mcp_front.forwarder import gateway_client, lease_conversations
 from mcp_front.reporting import STDIO
 from orchestrator.gateway.app import create_app
 from orchestrator.gateway.conversations_api import with_conversations
@@ -24,7 +24,7 @@ from orchestrator.gateway.wire import ComputerUseRequest, ConversationLease
 from orchestrator.home import CorralHome
 from orchestrator.surfaces.conversations import LEASE_SECONDS, Conversations
 from tests.fakes import FakeClock
-from tests.gateway_helpers import Recorder
+from tests.gateway_helpers import Recorder, serving_asgi
 
 pytestmark = pytest.mark.unit
 
@@ -106,17 +106,17 @@ async def test_the_lease_route_takes_the_agents_own_signed_word(corral_home: Cor
         corral_home, Recorder(), extra_routes=with_conversations(lambda signed: [], talks)
     )
     load_or_create_key(corral_home, "alice")
-    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 123))
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
-        taken = await lease_conversations(corral_home, "http://gateway", "alice", [A], [], client)
+    async with serving_asgi(app) as url, gateway_client() as front:
+        taken = await lease_conversations(corral_home, url, "alice", [A], [], front)
         assert taken and talks.gone("alice", A) is None
 
         # unsigned, or signed by nobody's key: refused, nothing taken
         body = json.dumps({"agent": "alice", "live": [], "ended": [A]}).encode()
-        forged = await client.post("/api/internal/conversations", content=body)
+        async with httpx.AsyncClient(base_url=url, trust_env=False) as client:
+            forged = await client.post("/api/internal/conversations", content=body)
         assert forged.status_code == 401 and talks.gone("alice", A) is None
 
-        ended = await lease_conversations(corral_home, "http://gateway", "alice", [], [A], client)
+        ended = await lease_conversations(corral_home, url, "alice", [], [A], front)
         assert ended and talks.gone("alice", A) == "its conversation ended"
 
 

@@ -469,16 +469,14 @@ async def test_the_forwarder_keeps_one_connection_for_call_after_call(gateway: G
     call reuses it (a connection per call cost a TCP connect, issue 23 item 9); the
     progress lines before a result change nothing."""
     gateway.handler.progress = [("working", "on it")]
-    transport = httpx.AsyncHTTPTransport()
-    async with gateway_client(transport) as client:
+    async with gateway_client() as client:
         for _ in range(3):
             result = await forward(
                 gateway.home, gateway.url, "alice", "computer_screenshot", {}, client=client
             )
             assert result.is_error is False
-        pool = transport._pool  # httpx keeps its httpcore pool here
-        assert len(pool.connections) == 1
-        assert pool.connections[0].is_idle()
+        assert client.opened == 1
+        assert client.idle(gateway.url) == 1
     assert len(gateway.handler.calls) == 3
 
 

@@ -1,0 +1,208 @@
+"""The front's HTTP/1.1 client for its hop to the gateway: h11 (the protocol state machine
+httpcore itself runs on) over loopback connections kept from one call to the next.
+
+Why not httpx here (it was used; it is still the client everywhere else): this hop is
+plain HTTP/1.1 to our own gateway on loopback, with no TLS, proxy, redirect, cookie or auth
+flow, and httpx's client with httpcore's pool cost about 0.4 ms a round trip for those
+(0.62 against 0.23 ms with h11 alone, against one uvicorn, this machine): a sixth of a kiosk
+click through MCP (issue 23 item 9, docs/benchmarks.md).
+
+A connection goes back to the idle list only once its answer was read to the end and h11
+says both sides are ready for the next cycle; one cancelled or failed half-way is closed.
+An idle connection the gateway has closed meanwhile (its keep-alive timeout, a restart)
+is readable at rest, and is dropped before it is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import urllib.parse
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+import h11
+
+RECEIVE_BYTES = 256 * 1024
+KEEP_IDLE = 8  # idle connections kept per gateway address
+Address = tuple[str, int]
+
+
+class GatewayHttpError(Exception):
+    """The exchange with the gateway failed (closed, not HTTP, ...)."""
+
+
+class GatewayUnreachable(GatewayHttpError):
+    """No connection could be made (refused, or not within the connect timeout)."""
+
+
+class GatewayTimeout(GatewayHttpError):
+    """A piece of the answer (or the request's sending) took longer than its timeout."""
+
+
+def address_of(url: str) -> Address:
+    """(host, port) of an http:// URL (the gateway's base URL)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise GatewayHttpError(f"not a plain http:// address: {url!r}")
+    return parts.hostname, parts.port or 80
+
+
+@dataclass(eq=False)
+class _Connection:
+    stream: anyio.abc.SocketStream
+    protocol: h11.Connection = field(default_factory=lambda: h11.Connection(h11.CLIENT))
+
+    async def send(self, event: h11.Event | list[h11.Event], piece_s: float) -> None:
+        data = b"".join(
+            self.protocol.send(e) or b"" for e in (event if isinstance(event, list) else [event])
+        )
+        with _mapped(piece_s, "sending the request"):
+            await self.stream.send(data)
+
+    async def next_event(self, piece_s: float) -> h11.Event:
+        while True:
+            try:
+                event = self.protocol.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise GatewayHttpError(f"the gateway's answer could not be read: {exc}") from exc
+            if isinstance(event, h11.Event):
+                return event
+            if event is h11.PAUSED:  # a client's connection pauses only once its cycle ends
+                raise GatewayHttpError("the gateway sent more than one answer")
+            with _mapped(piece_s, "the answer"):
+                try:
+                    data = await self.stream.receive(RECEIVE_BYTES)
+                except anyio.EndOfStream:
+                    data = b""
+            self.protocol.receive_data(data)
+
+    def reusable(self) -> bool:
+        """Both sides done with this cycle: start the next one."""
+        if self.protocol.our_state is h11.DONE and self.protocol.their_state is h11.DONE:
+            self.protocol.start_next_cycle()
+            return True
+        return False
+
+    def closed_at_rest(self) -> bool:
+        """An idle connection that is readable was closed by the gateway (or holds bytes
+        nobody asked for): not to be used."""
+        raw = self.stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        try:
+            readable, _, _ = select.select([raw], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await self.stream.aclose()
+
+
+@contextlib.contextmanager
+def _mapped(timeout: float, what: str) -> Iterator[None]:
+    try:
+        with anyio.fail_after(timeout):
+            yield
+    except TimeoutError as exc:
+        raise GatewayTimeout(f"{what} took longer than {timeout:g} s") from exc
+    except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+        raise GatewayHttpError(f"the connection failed during {what}: {exc!r:.200}") from exc
+
+
+@dataclass(eq=False)
+class Reply:
+    """An answer's status and headers (names lower-cased); its body read as it comes."""
+
+    status: int
+    headers: dict[str, str]
+    _connection: _Connection
+    _timeout: float
+    ended: bool = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's pieces as they arrive, each within the timeout."""
+        while not self.ended:
+            event = await self._connection.next_event(self._timeout)
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                self.ended = True
+            elif isinstance(event, h11.ConnectionClosed):
+                raise GatewayHttpError("the gateway closed the connection mid-answer")
+
+    async def read(self) -> bytes:
+        return b"".join([chunk async for chunk in self.chunks()])
+
+
+class GatewayHttp:
+    """POSTs to the gateway over kept connections (one per call in flight)."""
+
+    def __init__(self, connect_timeout: float) -> None:
+        self.connect_timeout = connect_timeout
+        self.opened = 0  # connections made (for the tests and the benchmarks)
+        self._idle: dict[Address, list[_Connection]] = {}
+
+    def idle(self, url: str) -> int:
+        return len(self._idle.get(address_of(url), []))
+
+    @contextlib.asynccontextmanager
+    async def post(
+        self, url: str, body: bytes, headers: dict[str, str], piece_s: float
+    ) -> AsyncIterator[Reply]:
+        """POST `body` to `url`; the reply, its body to be read inside the block. Each piece
+        (the request's sending, the head, each part of the body) within `piece_s`."""
+        parts = urllib.parse.urlsplit(url)
+        address = address_of(url)
+        connection = await self._connection(address)
+        kept = False
+        try:
+            head = [("Host", parts.netloc), ("Content-Length", str(len(body)))]
+            request = h11.Request(
+                method="POST", target=parts.path or "/", headers=[*head, *headers.items()]
+            )
+            await connection.send([request, h11.Data(data=body), h11.EndOfMessage()], piece_s)
+            event = await connection.next_event(piece_s)
+            if not isinstance(event, h11.Response):
+                raise GatewayHttpError(f"the gateway answered no HTTP response ({event!r:.100})")
+            said = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
+            reply = Reply(event.status_code, said, connection, piece_s)
+            yield reply
+            kept = reply.ended and connection.reusable()
+        finally:
+            if kept and len(self._idle.setdefault(address, [])) < KEEP_IDLE:
+                self._idle[address].append(connection)
+            else:
+                await connection.close()
+
+    async def _connection(self, address: Address) -> _Connection:
+        idle = self._idle.get(address, [])
+        while idle:
+            connection = idle.pop()
+            if not connection.closed_at_rest():
+                return connection
+            await connection.close()
+        try:
+            with anyio.fail_after(self.connect_timeout):
+                stream = await anyio.connect_tcp(*address)
+        except (OSError, TimeoutError) as exc:
+            raise GatewayUnreachable(f"no connection to {address[0]}:{address[1]}") from exc
+        self.opened += 1
+        return _Connection(stream)
+
+    async def aclose(self) -> None:
+        for connections in self._idle.values():
+            for connection in connections:
+                await connection.close()
+        self._idle.clear()
+
+    async def __aenter__(self) -> GatewayHttp:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+
+__all__ = ["GatewayHttp", "GatewayHttpError", "GatewayTimeout", "GatewayUnreachable", "Reply"]

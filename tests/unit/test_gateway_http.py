@@ -1,0 +1,122 @@
+"""The front's HTTP/1.1 client for the gateway (mcp_front/gateway_http.py) against real
+sockets on loopback: a server written here byte by byte, so each test decides exactly
+what the "gateway" says and when it closes. (Against the real gateway app:
+tests/unit/test_gateway_channel.py and test_call_events.py.)"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+import anyio.abc
+import pytest
+
+from mcp_front.gateway_http import GatewayHttp, GatewayTimeout, GatewayUnreachable
+
+pytestmark = pytest.mark.anyio
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+Handle = Callable[[anyio.abc.SocketStream, int], Awaitable[None]]
+
+
+async def _request(stream: anyio.abc.SocketStream) -> bytes:
+    """One whole request (its head and the Content-Length body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += await stream.receive()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    length = next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length"))
+    while len(body) < length:
+        body += await stream.receive()
+    return head
+
+
+@asynccontextmanager
+async def server(handle: Handle) -> AsyncIterator[str]:
+    """A loopback TCP server calling `handle(stream, n)` for its n-th connection."""
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    count = 0
+
+    async def serve(stream: anyio.abc.SocketStream) -> None:
+        nonlocal count
+        count += 1
+        async with stream:
+            await handle(stream, count)
+
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, serve)
+        yield f"http://127.0.0.1:{port}/api/x"
+        tg.cancel_scope.cancel()
+
+
+async def test_a_connection_is_kept_and_used_again_for_the_next_call() -> None:
+    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
+        for _ in range(3):
+            await _request(stream)
+            await stream.send(OK)
+        await anyio.sleep_forever()
+
+    async with server(handle) as url, GatewayHttp(5) as client:
+        for _ in range(3):
+            async with client.post(url, b"{}", {}, 5) as reply:
+                assert (reply.status, await reply.read()) == (200, b"ok")
+        assert client.opened == 1 and client.idle(url) == 1
+
+
+async def test_an_idle_connection_the_gateway_closed_is_not_used_again() -> None:
+    closed = anyio.Event()
+
+    async def handle(stream: anyio.abc.SocketStream, n: int) -> None:
+        await _request(stream)
+        await stream.send(OK)
+        if n == 1:  # the gateway restarts, or its keep-alive timeout passes
+            await stream.aclose()
+            closed.set()
+            return
+        await anyio.sleep_forever()
+
+    async with server(handle) as url, GatewayHttp(5) as client:
+        async with client.post(url, b"{}", {}, 5) as reply:
+            await reply.read()
+        await closed.wait()
+        async with client.post(url, b"{}", {}, 5) as reply:
+            assert (reply.status, await reply.read()) == (200, b"ok")
+        assert client.opened == 2
+
+
+async def test_an_answer_left_unread_closes_its_connection() -> None:
+    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
+        await _request(stream)
+        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf")
+        await anyio.sleep_forever()
+
+    async with server(handle) as url, GatewayHttp(5) as client:
+        async with client.post(url, b"{}", {}, 5) as reply:
+            assert reply.status == 200  # the body is not read
+        assert client.idle(url) == 0
+
+
+async def test_a_gateway_that_does_not_answer_is_a_timeout_and_nothing_is_kept() -> None:
+    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
+        await _request(stream)
+        await anyio.sleep_forever()
+
+    async with server(handle) as url, GatewayHttp(5) as client:
+        with pytest.raises(GatewayTimeout, match=r"longer than 0\.2 s"):
+            async with client.post(url, b"{}", {}, 0.2):
+                pass
+        assert client.idle(url) == 0
+
+
+async def test_nothing_listening_is_unreachable() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: connections are refused
+        async with GatewayHttp(5) as client:
+            with pytest.raises(GatewayUnreachable):
+                async with client.post(f"http://127.0.0.1:{port}/x", b"{}", {}, 5):
+                    pass
