@@ -6,7 +6,6 @@ missed it: the kiosk was taken for hung and the session ended)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -16,7 +15,7 @@ from orchestrator.backends.admission import admission
 from orchestrator.config import ComputerUseConfig, CorralConfig
 from orchestrator.gateway.service import egress_factory
 from orchestrator.home import CorralHome
-from orchestrator.runtime import Runtime, open_runtime
+from orchestrator.runtime import Runtime
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 from orchestrator.surfaces.screenshots import SCREENSHOT_DEADLINE
 from sandboxes.params import SessionStartParams
@@ -24,14 +23,7 @@ from sandboxes.params import SessionStartParams
 pytestmark = pytest.mark.anyio
 
 AGENT = "admitted"
-
-
-@pytest.fixture
-async def runtime(corral_home: CorralHome) -> AsyncIterator[Runtime]:
-    async with open_runtime(corral_home) as rt:
-        yield rt
-    left = await rt.backend.list_managed({"corral.instance": rt.owner.instance_id})
-    assert not left, f"containers left behind: {[c.name for c in left]}"
+# `runtime`: tests/integration/conftest.py (no script pool: only this test's containers)
 
 
 class Progress:
