@@ -9,14 +9,16 @@ click through MCP (issue 23 item 9, docs/benchmarks.md).
 
 A connection goes back to the idle list only once its answer was read to the end and h11
 says both sides are ready for the next cycle; one cancelled or failed half-way is closed.
-An idle connection the gateway has closed meanwhile (its keep-alive timeout, a restart)
-is readable at rest, and is dropped before it is used.
+An idle connection is used again only within `IDLE_REUSE_S` (under the gateway's 5 s
+keep-alive timeout, so a request never races the gateway closing it); one the gateway has
+closed meanwhile (a restart) is readable at rest, and is dropped before it is used.
 """
 
 from __future__ import annotations
 
 import contextlib
 import select
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +29,9 @@ import h11
 
 RECEIVE_BYTES = 256 * 1024
 KEEP_IDLE = 8  # idle connections kept per gateway address
+# An idle connection is used again only this long: the gateway's uvicorn closes one idle
+# for 5 s (its keep-alive timeout), and a request sent as it closes would be lost.
+IDLE_REUSE_S = 4.0
 Address = tuple[str, int]
 
 
@@ -54,6 +59,7 @@ def address_of(url: str) -> Address:
 class _Connection:
     stream: anyio.abc.SocketStream
     protocol: h11.Connection = field(default_factory=lambda: h11.Connection(h11.CLIENT))
+    idle_since: float = 0.0
 
     async def send(self, event: h11.Event | list[h11.Event], piece_s: float) -> None:
         data = b"".join(
@@ -140,8 +146,9 @@ class Reply:
 class GatewayHttp:
     """POSTs to the gateway over kept connections (one per call in flight)."""
 
-    def __init__(self, connect_timeout: float) -> None:
+    def __init__(self, connect_timeout: float, idle_reuse_s: float = IDLE_REUSE_S) -> None:
         self.connect_timeout = connect_timeout
+        self.idle_reuse_s = idle_reuse_s
         self.opened = 0  # connections made (for the tests and the benchmarks)
         self._idle: dict[Address, list[_Connection]] = {}
 
@@ -173,6 +180,7 @@ class GatewayHttp:
             kept = reply.ended and connection.reusable()
         finally:
             if kept and len(self._idle.setdefault(address, [])) < KEEP_IDLE:
+                connection.idle_since = time.monotonic()
                 self._idle[address].append(connection)
             else:
                 await connection.close()
@@ -181,7 +189,8 @@ class GatewayHttp:
         idle = self._idle.get(address, [])
         while idle:
             connection = idle.pop()
-            if not connection.closed_at_rest():
+            fresh = time.monotonic() - connection.idle_since <= self.idle_reuse_s
+            if fresh and not connection.closed_at_rest():
                 return connection
             await connection.close()
         try:

@@ -88,6 +88,19 @@ async def test_an_idle_connection_the_gateway_closed_is_not_used_again() -> None
         assert client.opened == 2
 
 
+async def test_a_connection_idle_longer_than_its_reuse_bound_is_not_used_again() -> None:
+    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
+        await _request(stream)
+        await stream.send(OK)
+        await anyio.sleep_forever()
+
+    async with server(handle) as url, GatewayHttp(5, idle_reuse_s=0) as client:
+        for _ in range(2):  # any time idle is too long: each call on a new connection
+            async with client.post(url, b"{}", {}, 5) as reply:
+                assert (reply.status, await reply.read()) == (200, b"ok")
+        assert client.opened == 2
+
+
 async def test_an_answer_left_unread_closes_its_connection() -> None:
     async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
         await _request(stream)
