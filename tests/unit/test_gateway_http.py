@@ -133,3 +133,22 @@ async def test_nothing_listening_is_unreachable() -> None:
             with pytest.raises(GatewayUnreachable):
                 async with client.post(f"http://127.0.0.1:{port}/x", b"{}", {}, 5):
                     pass
+
+
+async def test_a_proxy_in_the_environment_is_never_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hop is loopback to our own gateway: HTTP(S)_PROXY / ALL_PROXY (here a port with
+    nothing behind it) must not take the signed call elsewhere."""
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+
+    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
+        await _request(stream)
+        await stream.send(OK)
+        await anyio.sleep_forever()
+
+    async with (
+        server(handle) as url,
+        GatewayHttp(5) as client,
+        client.post(url, b"{}", {}, 5) as reply,
+    ):
+        assert (reply.status, await reply.read()) == (200, b"ok")
