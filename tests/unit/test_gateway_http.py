@@ -34,6 +34,13 @@ async def _request(stream: anyio.abc.SocketStream) -> bytes:
     return head
 
 
+async def answer_once(stream: anyio.abc.SocketStream, _: int) -> None:
+    """One request answered OK; the connection then stays open, never read again."""
+    await _request(stream)
+    await stream.send(OK)
+    await anyio.sleep_forever()
+
+
 @asynccontextmanager
 async def server(handle: Handle) -> AsyncIterator[str]:
     """A loopback TCP server calling `handle(stream, n)` for its n-th connection."""
@@ -89,12 +96,7 @@ async def test_an_idle_connection_the_gateway_closed_is_not_used_again() -> None
 
 
 async def test_a_connection_idle_longer_than_its_reuse_bound_is_not_used_again() -> None:
-    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
-        await _request(stream)
-        await stream.send(OK)
-        await anyio.sleep_forever()
-
-    async with server(handle) as url, GatewayHttp(5, idle_reuse_s=0) as client:
+    async with server(answer_once) as url, GatewayHttp(5, idle_reuse_s=0) as client:
         for _ in range(2):  # any time idle is too long: each call on a new connection
             async with client.post(url, b"{}", {}, 5) as reply:
                 assert (reply.status, await reply.read()) == (200, b"ok")
@@ -141,13 +143,8 @@ async def test_a_proxy_in_the_environment_is_never_used(monkeypatch: pytest.Monk
     for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.setenv(name, "http://127.0.0.1:9")
 
-    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
-        await _request(stream)
-        await stream.send(OK)
-        await anyio.sleep_forever()
-
     async with (
-        server(handle) as url,
+        server(answer_once) as url,
         GatewayHttp(5) as client,
         client.post(url, b"{}", {}, 5) as reply,
     ):
