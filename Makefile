@@ -86,6 +86,9 @@ bench: setup
 	$(BIN)/python bench/mobile.py --write docs/benchmarks.md
 	$(BIN)/python bench/kiosk_pool.py --write docs/benchmarks.md
 	$(BIN)/python bench/scale.py --write docs/benchmarks.md
+	$(BIN)/python bench/soak.py --write docs/benchmarks.md
+	$(BIN)/python bench/layers.py --write docs/benchmarks.md
+	$(BIN)/python bench/spans.py --write docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) $(VENV1) .cache .mypy_cache .ruff_cache .pytest_cache
