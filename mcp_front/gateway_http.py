@@ -49,9 +49,12 @@ class GatewayTimeout(GatewayHttpError):
 
 def address_of(url: str) -> Address:
     """(host, port) of an http:// URL (the gateway's base URL)."""
-    parts = urllib.parse.urlsplit(url)
+    return _address(urllib.parse.urlsplit(url))
+
+
+def _address(parts: urllib.parse.SplitResult) -> Address:
     if parts.scheme != "http" or not parts.hostname:
-        raise GatewayHttpError(f"not a plain http:// address: {url!r}")
+        raise GatewayHttpError(f"not a plain http:// address: {parts.geturl()!r}")
     return parts.hostname, parts.port or 80
 
 
@@ -125,13 +128,13 @@ class Reply:
     status: int
     headers: dict[str, str]
     _connection: _Connection
-    _timeout: float
+    _piece_s: float
     ended: bool = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body's pieces as they arrive, each within the timeout."""
         while not self.ended:
-            event = await self._connection.next_event(self._timeout)
+            event = await self._connection.next_event(self._piece_s)
             if isinstance(event, h11.Data):
                 yield bytes(event.data)
             elif isinstance(event, h11.EndOfMessage):
@@ -162,7 +165,7 @@ class GatewayHttp:
         """POST `body` to `url`; the reply, its body to be read inside the block. Each piece
         (the request's sending, the head, each part of the body) within `piece_s`."""
         parts = urllib.parse.urlsplit(url)
-        address = address_of(url)
+        address = _address(parts)
         connection = await self._connection(address)
         kept = False
         try:

@@ -134,19 +134,18 @@ class _Uvicorn(uvicorn.Server):
 @asynccontextmanager
 async def serving_asgi(app: ASGIApp) -> AsyncIterator[str]:
     """`app` served over real HTTP on a loopback port of its own; its base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
     ready = anyio.Event()
     config = uvicorn.Config(app, log_level="warning", lifespan="off", http="httptools")
     server = _Uvicorn(config, ready)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, [sock])
-        with anyio.fail_after(15):
-            await ready.wait()
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-            tg.cancel_scope.cancel()
-    sock.close()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            with anyio.fail_after(15):
+                await ready.wait()
+            try:
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                server.should_exit = True
+                tg.cancel_scope.cancel()

@@ -36,6 +36,7 @@ def slots_for(cores: int) -> int:
 
 
 def host_cores() -> int:
+    """The cores this process may run on (its affinity, as the scripts' slots count them)."""
     return len(os.sched_getaffinity(0))
 
 

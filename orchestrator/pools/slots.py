@@ -24,6 +24,7 @@ from pathlib import Path
 
 import anyio
 
+from orchestrator.backends.admission import host_cores
 from orchestrator.errors import SandboxBusy
 
 POLL_SECONDS = 0.05
@@ -48,7 +49,7 @@ def host_memory_bytes() -> int:
 
 
 def host_default_max_concurrent() -> int:
-    return default_max_concurrent(host_memory_bytes(), len(os.sched_getaffinity(0)))
+    return default_max_concurrent(host_memory_bytes(), host_cores())
 
 
 class ScriptSlots:
