@@ -43,6 +43,8 @@
     │                                                  done, the surface is ended
     ├── RigError                   orchestrator.errors a rig did not start or answer as it
     │   │                                              should (its page, its channel)
+    │   ├── CdpCallFailed          orchestrator.errors a CDP call of the gateway's own (the
+    │   │                                              browser rig's bridge) got an error
     │   ├── DeviceError            orchestrator.errors a phone or simulator failed a call
     │   │                                              (ADB/WDA errors translated; `lost`:
     │   │                                              the device is gone, the lease ends)
@@ -230,6 +232,11 @@ class SurfaceGone(CorralError):
 
 class RigError(CorralError):
     """A rig (browser_use, computer_use) could not start, or an action on it failed."""
+
+
+class CdpCallFailed(RigError):
+    """A CDP call the browser rig's bridge sent itself (`orchestrator.surfaces.browser.cdp`)
+    was answered with an error, or its session or the bridge ended first."""
 
 
 class DeviceError(RigError):

@@ -12,8 +12,10 @@ from typing import Any
 import anyio
 import pytest
 
+from orchestrator.errors import CdpCallFailed
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime
+from orchestrator.surfaces.browser.direct import GONE, DirectSessions
 from orchestrator.surfaces.browser.secrets import PageSessions, page_secrets
 from orchestrator.surfaces.rigs import RigManager
 from tests.helpers import wait_until
@@ -113,7 +115,7 @@ async def test_a_kept_walk_answers_as_a_fresh_walk_after_every_kind_of_change(
         walks = kept.fresh_walks
         await page.evaluate(f"async () => {{ {change} }}")
         got = await page_secrets(rig.sessions, page, values=True)
-        fresh = PageSessions(rig.context, probing=rig.sessions.probing)
+        fresh = PageSessions(DirectSessions(rig.bridge, rig.context), probing=rig.sessions.probing)
         try:
             want = await page_secrets(fresh, page, values=True)
         finally:
@@ -150,3 +152,32 @@ async def test_a_busy_page_is_let_go_so_its_changes_do_not_stream_to_the_gateway
 
     got = await page_secrets(rig.sessions, page, values=True)
     assert sorted(got.values) == ["busy-1234", "busy-1234-css"]
+
+
+async def test_the_gateways_own_session_on_a_closed_page_fails_its_call_in_flight_at_once(
+    rigs: RigManager,
+) -> None:
+    """The probe's and the screenshots' CDP calls go on sessions of the gateway's own on
+    the rig's bridge (browser/direct.py), not through Playwright: a call waiting when its
+    page closes fails then, saying so (Chromium tells the gateway's browser session),
+    and Playwright's own work on the rig goes on."""
+    assert not (await call(rigs, "tabs")).is_error
+    rig = rigs.rigs[("ann", "browser", "")]
+    page = await rig.context.new_page()
+    session = await rig.sessions.direct.attach(page)
+    never = {"expression": "new Promise(() => {})", "awaitPromise": True}
+    failed: list[str] = []
+
+    async def waiting() -> None:
+        try:
+            await session.send("Runtime.evaluate", never)
+        except CdpCallFailed as exc:
+            failed.append(str(exc))
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(waiting)
+            await anyio.wait_all_tasks_blocked()
+            await page.close()
+    assert failed == [f"Runtime.evaluate: {GONE}"]
+    assert not (await call(rigs, "extract", mode="text")).is_error

@@ -15,6 +15,14 @@ it sends the browser its own `Browser.getVersion` every `HEARTBEAT_S` (ids from
 `SILENCE_S` with no byte from the rig after it (sandboxes.liveness) means the browser or
 its relay hung: the bridge closes with
 that reason, Playwright's calls in flight fail at once, and the rig is ended saying why.
+
+Calls of the gateway's own (`call`: the secret-field probe's, the screenshots', on the
+sessions of `browser/direct.py`) go on the same pipe with ids from `OWN_BASE`, between
+Playwright's and the heartbeat's; their answers, and the events of the sessions they
+opened (`listen`), are kept from Playwright. So a probe's call crosses the attach stream
+only, not Playwright's driver and its WebSocket as well. Chromium writes a message's `id`
+first and a flat session's `sessionId` last, so both are told apart without parsing the
+rest (a screenshot of Playwright's is megabytes).
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +41,7 @@ import anyio
 from websockets.asyncio.server import Server, ServerConnection, unix_serve
 from websockets.exceptions import ConnectionClosed
 
-from orchestrator.errors import RigError
+from orchestrator.errors import CdpCallFailed, RigError
 from sandboxes.liveness import HEARTBEAT_S, SILENCE_S, Liveness
 from sandboxes.ports import AttachedContainer
 
@@ -40,8 +50,35 @@ logger = logging.getLogger("corral.rigs")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a full-page screenshot in base64 fits
 MAX_READY_LINE = 64 * 1024
 PING_BASE = 2_000_000_000  # the heartbeat's CDP ids; Playwright's count up from 1
-PONG = b'{"id":' + str(PING_BASE)[:5].encode()  # how its answers begin (id first)
+OWN_BASE = 1_000_000_000  # the gateway's own calls' ids
+ID_FIRST = b'{"id":'  # how an answer begins
 HUNG = f"the browser stopped answering: no sign of life for {SILENCE_S} s"
+Listener = Callable[[str, dict[str, Any]], None]  # an event's method and params
+
+
+@dataclass(eq=False)
+class _Waiting:
+    """One own call in flight: its session, and its answer (or why it has none) once in."""
+
+    session: str | None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    answer: dict[str, Any] | None = None
+    failed: str | None = None
+
+    def settle(self, answer: dict[str, Any] | None, failed: str | None = None) -> None:
+        self.answer, self.failed = answer, failed
+        self.done.set()
+
+
+def answer_id(message: bytes) -> int | None:
+    """The id of an answer (Chromium writes it first); None for an event."""
+    if not message.startswith(ID_FIRST):
+        return None
+    end = message.find(b",", len(ID_FIRST), len(ID_FIRST) + 20)
+    try:
+        return int(message[len(ID_FIRST) : end]) if end > 0 else None
+    except ValueError:
+        return None
 
 
 async def handshake(
@@ -78,6 +115,10 @@ class CdpBridge:
         self.closed_reason: str | None = None
         self._sending = anyio.Lock()  # one CDP message at a time on the pipe
         self._life = Liveness()  # the rig's signs of life
+        self._relaying = False  # the rig's messages are read (Playwright is connected)
+        self._next_id = OWN_BASE
+        self._waiting: dict[int, _Waiting] = {}
+        self._listeners: dict[bytes, tuple[str, Listener]] = {}  # by `"sessionId":"…"}`
 
     @property
     def url(self) -> str:
@@ -98,16 +139,20 @@ class CdpBridge:
             await ws.close(code=1008, reason="this rig's CDP channel is taken")
             return
         self._served = True
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._down, ws, tg.cancel_scope)
-            tg.start_soon(self._beat, tg.cancel_scope)
-            try:
-                async for message in ws:
-                    data = message.encode() if isinstance(message, str) else message
-                    await self._send(data + b"\0")
-            except (ConnectionClosed, OSError) as exc:
-                logger.info("CDP bridge ended: %s", exc)
-            tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._down, ws, tg.cancel_scope)
+                tg.start_soon(self._beat, tg.cancel_scope)
+                try:
+                    async for message in ws:
+                        data = message.encode() if isinstance(message, str) else message
+                        await self._send(data + b"\0")
+                except (ConnectionClosed, OSError) as exc:
+                    logger.info("CDP bridge ended: %s", exc)
+                tg.cancel_scope.cancel()
+        finally:
+            self._relaying = False
+            self._end_calls(self.closed_reason or "Playwright's CDP connection closed")
 
     async def _send(self, data: bytes) -> None:
         async with self._sending:
@@ -117,10 +162,11 @@ class CdpBridge:
         """The rig's CDP messages to Playwright, but the heartbeat's answers."""
         buffer = self._pending
         self._pending = b""
+        self._relaying = True
         while True:
             while b"\0" in buffer:
                 message, _, buffer = buffer.partition(b"\0")
-                if not message.startswith(PONG):
+                if not self._own(message):
                     await ws.send(message.decode("utf-8", errors="replace"))
             if len(buffer) > MAX_MESSAGE_BYTES:
                 self.closed_reason = "the rig sent a CDP message that is too long"
@@ -131,9 +177,70 @@ class CdpBridge:
                 break
             self._life.heard()
             buffer += chunk
+        self._end_calls(self.closed_reason)
         serving.cancel()
         await ws.close()
 
+    # ------------------------------------------------------------------ own calls
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None
+    ) -> dict[str, Any]:
+        """Send a CDP call of the gateway's own (on a flat `session`, or the browser's) and
+        return its result; `CdpCallFailed` with Chromium's error, or when the session or
+        the bridge ends first. Cancelled, its answer is dropped when it comes."""
+        if self.closed_reason is not None or not self._relaying:
+            raise CdpCallFailed(self.closed_reason or "the rig's CDP channel is not open")
+        self._next_id += 1
+        call_id, waiting = self._next_id, _Waiting(session)
+        message: dict[str, Any] = {"id": call_id, "method": method, "params": params or {}}
+        if session is not None:
+            message["sessionId"] = session
+        self._waiting[call_id] = waiting
+        try:
+            await self._send(json.dumps(message).encode() + b"\0")
+            await waiting.done.wait()
+        finally:
+            self._waiting.pop(call_id, None)
+        if waiting.answer is None or "error" in waiting.answer:
+            error = (waiting.answer or {}).get("error", {})
+            why = str(error.get("message", waiting.failed or "no answer"))
+            raise CdpCallFailed(f"{method}: {why}"[:300])
+        result: dict[str, Any] = waiting.answer.get("result", {})
+        return result
+
+    def listen(self, session: str, listener: Listener) -> None:
+        """Hand the events of `session` (one this gateway opened) to `listener`."""
+        self._listeners[f'"sessionId":"{session}"}}'.encode()] = (session, listener)
+
+    def ended(self, session: str, why: str) -> None:
+        """`session` is gone: no more of its events; its calls in flight fail."""
+        self._listeners = {k: v for k, v in self._listeners.items() if v[0] != session}
+        self._end_calls(why, session)
+
+    def _end_calls(self, why: str | None, session: str | None = None) -> None:
+        for waiting in list(self._waiting.values()):
+            if session is None or waiting.session == session:
+                waiting.settle(None, why or "the rig's CDP channel closed")
+
+    def _own(self, message: bytes) -> bool:
+        """Whether `message` is the gateway's own (an answer or an event of a session of
+        its own, handed on here, or the heartbeat's answer): then not Playwright's."""
+        number = answer_id(message)
+        if number is not None:
+            if OWN_BASE <= number < PING_BASE and (waiting := self._waiting.get(number)):
+                waiting.settle(json.loads(message))
+            return number >= OWN_BASE
+        for tail, (_, listener) in self._listeners.items():
+            if message.endswith(tail):
+                event = json.loads(message)
+                try:
+                    listener(str(event.get("method", "")), event.get("params") or {})
+                except Exception:  # a listener's fault must not end the channel
+                    logger.exception("a CDP event listener failed")
+                return True
+        return False
+
+    # ------------------------------------------------------------------ heartbeat
     async def _beat(self, serving: anyio.CancelScope) -> None:
         """Ping the browser; end the bridge once a ping has waited SILENCE_S with no byte
         from the rig after it."""

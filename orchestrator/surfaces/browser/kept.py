@@ -8,7 +8,8 @@ without one: the style of the walked fields, their boxes and their values, after
 checking that the root is still the same document.
 
 Why this is as safe as walking afresh: the renderer sends a session's events before its
-answer to any later call, and Playwright hands them to us in that order, so once the
+answer to any later call, and the bridge hands them on in that order (each event's
+handler runs before the next message is read, `cdp.CdpBridge._own`), so once the
 last answer of a probe is in, every change made before it has been counted. A probe
 that used a kept walk and saw the count move is thrown away and done again from a fresh
 walk; a fresh walk is kept only if nothing came while it ran. A kept walk that goes
@@ -26,10 +27,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 import anyio
-from playwright.async_api import CDPSession
-from playwright.async_api import Error as PlaywrightError
 
+from orchestrator.errors import CdpCallFailed
 from orchestrator.surfaces.browser.at_once import both
+from orchestrator.surfaces.browser.direct import DirectSession
 from sandboxes import kept_walk as kw
 from sandboxes import secret_fields as sf
 
@@ -39,13 +40,12 @@ R = TypeVar("R")
 Use = Callable[[tuple[sf.Field, ...]], Awaitable[R]]  # what a read does with the fields
 
 
-def sender(session: CDPSession) -> Callable[[sf.Call], Awaitable[dict[str, Any]]]:
+def sender(session: DirectSession) -> Callable[[sf.Call], Awaitable[dict[str, Any]]]:
     async def send(call: sf.Call) -> dict[str, Any]:
         try:
-            answer: dict[str, Any] = await session.send(call.method, call.params)
-        except PlaywrightError as exc:
-            raise sf.CallFailed((exc.message or str(exc)).splitlines()[0][:200]) from exc
-        return answer
+            return await session.send(call.method, call.params)
+        except CdpCallFailed as exc:
+            raise sf.CallFailed(str(exc).splitlines()[0][:200]) from exc
 
     return send
 
@@ -64,7 +64,7 @@ class KeptSession:
     """One probe session and the walk it keeps (see the module's docstring). Probes on
     it take turns on `lock` (its page's)."""
 
-    session: CDPSession
+    session: DirectSession
     lock: anyio.Lock
     walk: sf.Walk | None = None
     handles: sf.Handles = field(default_factory=sf.Handles)
@@ -108,8 +108,8 @@ class KeptSession:
         async def send(method: str, params: dict[str, Any] | None = None) -> None:
             try:
                 await self.session.send(method, params)
-            except PlaywrightError as exc:
-                if NOT_ENABLED not in (exc.message or str(exc)):
+            except CdpCallFailed as exc:
+                if NOT_ENABLED not in str(exc):
                     failed.append(method)
 
         with anyio.CancelScope(shield=True):

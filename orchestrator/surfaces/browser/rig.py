@@ -30,6 +30,7 @@ from orchestrator.surfaces.answers import Answer, answer, image_answer, text_blo
 from orchestrator.surfaces.base import Surface, proxy_alive
 from orchestrator.surfaces.browser.at_once import both
 from orchestrator.surfaces.browser.cdp import CdpBridge
+from orchestrator.surfaces.browser.direct import DirectSessions
 from orchestrator.surfaces.browser.secrets import PageSessions, page_secrets
 from sandboxes import rig_params as r
 from sandboxes.fence import fence
@@ -84,7 +85,7 @@ class BrowserRig(Surface):
     sessions: PageSessions = field(init=False)  # one kept CDP session per page
 
     def __post_init__(self) -> None:
-        self.sessions = PageSessions(self.context)
+        self.sessions = PageSessions(DirectSessions(self.bridge, self.context))
 
     # ------------------------------------------------------------------ pages
     def watch(self, page: Page) -> None:

@@ -1,27 +1,27 @@
 """The browser rig's secret fields, found by the one probe (`sandboxes.secret_fields`,
-which the kiosk agent runs too) over Playwright CDP sessions: the page's own session
-(its documents, every shadow root, closed ones included, and the frames of its
-renderer) and one session per out-of-process frame (a frame of another site, in a
-renderer of its own). What is found is what a screenshot masks and what `extract`
-withholds. A probe that cannot finish raises `ProbeError`: the caller masks the whole
-image, or answers no text at all."""
+which the kiosk agent runs too) over CDP sessions of the gateway's own
+(`browser/direct.py`): the page's own session (its documents, every shadow root, closed
+ones included, and the frames of its renderer) and one session per out-of-process frame
+(a frame of another site, in a renderer of its own). What is found is what a screenshot
+masks and what `extract` withholds. A probe that cannot finish raises `ProbeError`: the
+caller masks the whole image, or answers no text at all."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
-from playwright.async_api import BrowserContext, CDPSession, Frame, Page
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Frame, Page
 
+from orchestrator.errors import CdpCallFailed
+from orchestrator.surfaces.browser.direct import DirectSession, DirectSessions
 from orchestrator.surfaces.browser.kept import Found, KeptSession, sender
 from sandboxes import secret_fields as sf
 
 SHARED_SESSION = "does not have a separate CDP session"  # Playwright: an in-renderer frame
-DETACH_S = 2.0  # how long dropping a kept session may wait for its detach
 Box = tuple[int, int, int, int]
 Up = Callable[[sf.Rect], sf.Rect | None]  # a session's rectangle in page pixels, or None
 
@@ -63,7 +63,7 @@ async def _read(kept: KeptSession, up: Up | None, values: bool) -> tuple[Found, 
     return await kept.read(use)
 
 
-async def _carrier(parent: CDPSession, parent_up: Up, session: CDPSession) -> Up:
+async def _carrier(parent: DirectSession, parent_up: Up, session: DirectSession) -> Up:
     """How an out-of-process frame's rectangles reach page pixels: through the content
     box of the element that shows it (in the parent session), scaled when that box is not
     the frame's size (a CSS transform) and clipped to it, then as the parent's go."""
@@ -95,14 +95,14 @@ class PageSessions:
     detaching one cost two round trips through the CDP channel per probe): the page's own
     and one per out-of-process frame. Probes take turns."""
 
-    context: BrowserContext
+    direct: DirectSessions
     open: dict[Page, KeptSession] = field(default_factory=dict)
     frames: dict[Page, dict[Frame, KeptSession]] = field(default_factory=dict)
     # One probe at a time: a probe's DOM state (node ids, the enabled domain) is the
     # session's, and the recorder's frames come while the agent's own calls run.
     probing: anyio.Lock = field(default_factory=anyio.Lock)
 
-    async def of(self, page: Page) -> CDPSession:
+    async def of(self, page: Page) -> DirectSession:
         return (await self.kept(page)).session
 
     async def kept(self, page: Page) -> KeptSession:
@@ -111,7 +111,7 @@ class PageSessions:
             self.frames.pop(closed, None)
         kept = self.open.get(page)
         if kept is None:
-            session = await self.context.new_cdp_session(page)
+            session = await self.direct.attach(page)
             kept = self.open[page] = KeptSession(session, self.probing)
         return kept
 
@@ -120,21 +120,11 @@ class PageSessions:
         kept = self.open.pop(page, None)
         await self.drop_frames(page)
         if kept is not None:
-            await _detach(kept.session)
+            await kept.session.detach()
 
     async def drop_frames(self, page: Page) -> None:
         for kept in self.frames.pop(page, {}).values():
-            await _detach(kept.session)
-
-
-async def _detach(session: CDPSession) -> None:
-    """Detached even when the probe was cancelled (bounded); one gone already is fine."""
-    with (
-        anyio.CancelScope(shield=True),
-        anyio.move_on_after(DETACH_S),
-        contextlib.suppress(PlaywrightError),
-    ):
-        await session.detach()
+            await kept.session.detach()
 
 
 async def page_secrets(
@@ -146,9 +136,9 @@ async def page_secrets(
     async with sessions.probing:
         try:
             return await _probe(sessions, page, values=values, rects=rects)
-        except PlaywrightError as exc:
+        except (PlaywrightError, CdpCallFailed) as exc:
             await sessions.drop(page)
-            raise sf.ProbeError((exc.message or str(exc)).splitlines()[0][:200]) from exc
+            raise sf.ProbeError(str(exc).splitlines()[0][:200]) from exc
         except (KeyError, TypeError, ValueError) as exc:  # not of the shape CDP documents
             await sessions.drop(page)
             raise sf.ProbeError(f"an unexpected CDP answer ({exc!r:.200})") from exc
@@ -165,7 +155,7 @@ async def _probe(sessions: PageSessions, page: Page, *, values: bool, rects: boo
     if kept is not None and all(f in children and not f.is_detached() for f in kept):
         try:
             held, parts = await _frames(page, main, kept, values=values, rects=rects)
-        except (PlaywrightError, sf.ProbeError):  # a kept frame's renderer is gone (the
+        except (CdpCallFailed, sf.ProbeError):  # a kept frame's renderer is gone (the
             held, parts = -1, []  # frame moved): sorted again below, and read once more
         if found.frames + held == len(page.frames):
             for part in parts:
@@ -173,14 +163,14 @@ async def _probe(sessions: PageSessions, page: Page, *, values: bool, rects: boo
             return out
     # The frames moved (one added, gone, or now in another renderer): sort them again.
     await sessions.drop_frames(page)
-    kept = sessions.frames[page] = await _sort_frames(sessions.context, sessions.probing, page)
+    kept = sessions.frames[page] = await _sort_frames(sessions.direct, sessions.probing, page)
     for part in (await _frames(page, main, kept, values=values, rects=rects))[1]:
         out.add(part)
     return out
 
 
 async def _sort_frames(
-    context: BrowserContext, lock: anyio.Lock, page: Page
+    direct: DirectSessions, lock: anyio.Lock, page: Page
 ) -> dict[Frame, KeptSession]:
     """A session of its own for each out-of-process frame of `page` (a frame in the page's
     renderer has none: its document is in the page's pierced walk)."""
@@ -188,7 +178,7 @@ async def _sort_frames(
     try:
         for frame in page.frames[1:]:
             try:
-                session = await context.new_cdp_session(frame)
+                session = await direct.attach(frame)
             except PlaywrightError as exc:
                 if SHARED_SESSION in (exc.message or str(exc)):
                     continue
@@ -196,7 +186,7 @@ async def _sort_frames(
             own[frame] = KeptSession(session, lock)
     except BaseException:
         for kept in own.values():
-            await _detach(kept.session)
+            await kept.session.detach()
         raise
     return own
 
@@ -206,7 +196,7 @@ async def _frames(
 ) -> tuple[int, list[PageSecrets]]:
     """Each out-of-process frame's secret fields (parents first, so each frame's boxes are
     carried through its parent's); how many frames their sessions hold."""
-    ups: dict[Frame, tuple[CDPSession, Up]] = {page.main_frame: (main.session, _unmoved)}
+    ups: dict[Frame, tuple[DirectSession, Up]] = {page.main_frame: (main.session, _unmoved)}
     held, parts = 0, list[PageSecrets]()
     for frame in sorted(kept, key=_depth):
         session = kept[frame].session
