@@ -9,7 +9,10 @@ unmasked image never leaves because a probe failed.
 
 from __future__ import annotations
 
+import functools
 import io
+import struct
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -187,12 +190,33 @@ def paint(image: Image.Image, plan: MaskPlan) -> bytes:
         draw = ImageDraw.Draw(masked)
         for x, y, w, h in plan.rects:
             draw.rectangle((x, y, x + w - 1, y + h - 1), fill=(0, 0, 0))
+    return encode_png(masked)
+
+
+def encode_png(image: Image.Image) -> bytes:
+    """`image` (RGB) as a PNG, quickly: every row unfiltered and zlib at level 1, half the
+    time of Pillow's encoder at its fastest (which chooses a filter for each row: about
+    11 ms against 5 for a 1280x800 page here) and as small for pages of text and flat
+    colour. A busy image (a photograph) compresses badly unfiltered: past a byte per 8
+    pixels, Pillow's encoding is made too and the smaller one kept."""
+    width, height = image.size
+    raw, stride = image.tobytes(), width * 3
+    rows = b"".join(b"\0" + raw[i * stride : (i + 1) * stride] for i in range(height))
+    head = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
+    png = PNG_SIGNATURE + _chunk(b"IHDR", head)
+    png += _chunk(b"IDAT", zlib.compress(rows, 1)) + _chunk(b"IEND", b"")
+    if len(png) * 8 <= width * height:
+        return png
     out = io.BytesIO()
-    masked.save(out, format="PNG", compress_level=1)
-    return out.getvalue()
+    image.save(out, format="PNG", compress_level=1)
+    return min(png, out.getvalue(), key=len)
 
 
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    crc = zlib.crc32(data, zlib.crc32(kind))
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+
+@functools.lru_cache(maxsize=8)
 def blank_png(width: int, height: int) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", (width, height), (0, 0, 0)).save(out, format="PNG", compress_level=1)
-    return out.getvalue()
+    return encode_png(Image.new("RGB", (width, height), (0, 0, 0)))

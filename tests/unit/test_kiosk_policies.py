@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from PIL import Image
+from PIL import Image, ImageDraw
 
-from sandboxes.masking import Probe, apply_mask, deny_matches, plan_mask
+from sandboxes.masking import Probe, apply_mask, deny_matches, encode_png, plan_mask
 from sandboxes.urls import check_url
 
 pytestmark = pytest.mark.unit
@@ -143,6 +144,30 @@ def test_a_full_mask_blacks_every_pixel() -> None:
 def test_rects_outside_the_screen_are_clipped_or_dropped() -> None:
     plan = plan_mask(_probe(password_rects=((90, 70, 50, 50), (500, 500, 5, 5))), [], (100, 80))
     assert plan.rects == ((88, 68, 12, 12),)
+
+
+@pytest.mark.parametrize("kind", ["flat", "text-like", "noise"])
+def test_the_fast_png_encoder_gives_back_every_pixel_and_is_never_larger_than_pillows(
+    kind: str,
+) -> None:
+    """Unfiltered rows suit pages; a busy image falls back to Pillow's filtered encoding
+    (the smaller is kept)."""
+    rng = random.Random(7)
+    if kind == "flat":
+        image = Image.new("RGB", (97, 61), (12, 240, 33))
+    elif kind == "text-like":
+        image = Image.new("RGB", (300, 120), (255, 255, 255))
+        ImageDraw.Draw(image).text((5, 5), "corral " * 20, fill=(0, 0, 0))
+    else:
+        image = Image.frombytes("RGB", (64, 48), rng.randbytes(64 * 48 * 3))
+    png = encode_png(image)
+    with Image.open(io.BytesIO(png)) as back:
+        assert back.mode == "RGB" and back.size == image.size
+        assert back.tobytes() == image.tobytes()
+    pillows = io.BytesIO()
+    image.save(pillows, format="PNG", compress_level=1)
+    if kind == "noise":
+        assert len(png) <= len(pillows.getvalue())
 
 
 @pytest.mark.parametrize(
