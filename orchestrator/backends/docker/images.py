@@ -144,11 +144,16 @@ def _stream_build(client: docker.DockerClient, **kwargs: Any) -> Iterator[str]:
 # a copy in it: a folder keeps its name, a file of another rig's folder lands at the top of
 # the context, and a module of corral's own packages (standard library only) keeps its
 # package path, so the image imports it as the gateway does (`from sandboxes.X import ...`,
-# /opt/corral on sys.path): the secret-field probe (kiosk, desktop) and the host-name rule
-# the proxy applies inside its trust boundary.
+# /opt/corral on sys.path): the secret-field probe and the screenshots' PNG encoder (kiosk,
+# desktop) and the host-name rule the proxy applies inside its trust boundary.
 SHARED_CONTEXT: dict[str, tuple[str, ...]] = {
-    "kiosk": ("/sandboxes/secret_fields.py",),
-    "desktop": ("kiosk/kiosk_agent", "kiosk/policy.json", "/sandboxes/secret_fields.py"),
+    "kiosk": ("/sandboxes/secret_fields.py", "/sandboxes/png.py"),
+    "desktop": (
+        "kiosk/kiosk_agent",
+        "kiosk/policy.json",
+        "/sandboxes/secret_fields.py",
+        "/sandboxes/png.py",
+    ),
     "browser": ("kiosk/policy.json",),
     "proxy": ("/sandboxes/hostnames.py",),
 }

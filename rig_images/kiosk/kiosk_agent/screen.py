@@ -11,6 +11,8 @@ from PIL import Image, ImageDraw
 from Xlib import X
 from Xlib import error as xerror
 
+from sandboxes.png import encode_rgb
+
 from .common import log
 
 
@@ -38,11 +40,17 @@ class Screen:
             draw = ImageDraw.Draw(img)
             for x, y, w, h in black:
                 draw.rectangle((x, y, x + w - 1, y + h - 1), fill=(0, 0, 0))
-        buf = io.BytesIO()
-        img.save(buf, "PNG", compress_level=1)
+        rgb = img if img.mode == "RGB" else img.convert("RGB")
+
+        def pillows() -> bytes:
+            buf = io.BytesIO()
+            rgb.save(buf, "PNG", compress_level=1)
+            return buf.getvalue()
+
+        png = encode_rgb(rgb.tobytes(), *rgb.size, fallback=pillows)  # sandboxes/png.py
         if self.verbose:
             log(f"png {1000 * (time.perf_counter() - t1):.1f} ms")
-        return buf.getvalue()
+        return png
 
     def _top_levels(self) -> Iterator[tuple[Any, Any]]:
         """(window, geometry) of each viewable, non-override-redirect top-level window

@@ -1,0 +1,41 @@
+"""The screenshots' PNG encoder (sandboxes/png.py; the gateway's masking and the kiosk and
+desktop agents use it): every pixel back as Pillow decodes it, whatever the height against
+its block of rows, and a clear error for pixels that are not the size said."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+from PIL import Image
+
+from sandboxes.png import ROWS_AT_ONCE, encode_rgb
+
+
+@pytest.mark.parametrize("height", [1, ROWS_AT_ONCE - 1, ROWS_AT_ONCE, 2 * ROWS_AT_ONCE + 3])
+def test_every_pixel_comes_back_whatever_the_height(height: int) -> None:
+    rng = random.Random(height)
+    width = 37
+    raw = bytes(rng.choice((0, 255, 17)) for _ in range(width * height * 3))
+    with Image.open(io.BytesIO(encode_rgb(raw, width, height))) as back:
+        back.load()  # a CRC or zlib fault raises here
+        assert (back.mode, back.size) == ("RGB", (width, height))
+        assert back.tobytes() == raw
+
+
+def test_a_busy_image_keeps_the_fallbacks_png_when_smaller_and_a_plain_one_never_asks() -> None:
+    noise = random.Random(3).randbytes(64 * 48 * 3)
+    smaller = b"a smaller encoding"
+    assert encode_rgb(noise, 64, 48, fallback=lambda: smaller) == smaller
+    flat = bytes(64 * 48 * 3)
+
+    def never() -> bytes:
+        raise AssertionError("a flat image needs no fallback")
+
+    assert encode_rgb(flat, 64, 48, fallback=never).startswith(b"\x89PNG")
+
+
+def test_pixels_that_are_not_the_size_said_are_refused() -> None:
+    with pytest.raises(ValueError, match="not 10x10 RGB pixels"):
+        encode_rgb(bytes(299), 10, 10)
