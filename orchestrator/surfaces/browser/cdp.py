@@ -159,7 +159,9 @@ class CdpBridge:
             await self._container.send(data)
 
     async def _down(self, ws: ServerConnection, serving: anyio.CancelScope) -> None:
-        """The rig's CDP messages to Playwright, but the heartbeat's answers."""
+        """The rig's CDP messages to Playwright, but the gateway's own (`_own`). A message
+        of a session the gateway attached before it listens is passed on: Playwright drops
+        a message of a session it does not know."""
         buffer = self._pending
         self._pending = b""
         self._relaying = True
