@@ -8,7 +8,7 @@ relay or browser ends the calls in flight)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -119,13 +119,24 @@ async def test_an_error_answer_fails_the_call_with_chromiums_words(
     wired: tuple[CdpBridge, Pipe, ClientConnection],
 ) -> None:
     bridge, pipe, _ = wired
+    error = {"code": -32000, "message": "DOM agent hasn't been enabled"}
+
+    async def answer(asked: dict[str, Any]) -> None:
+        await pipe.say({"id": asked["id"], "error": error})
+
+    failed = await _failed_when(bridge, pipe, "DOM.disable", answer)
+    assert failed == ["DOM.disable: DOM agent hasn't been enabled"]
+
+
+async def _failed_when(
+    bridge: CdpBridge, pipe: Pipe, method: str, then: Callable[[dict[str, Any]], Awaitable[None]]
+) -> list[str]:
+    """Why `bridge.call(method)` failed once the rig, having read it, did `then`."""
     failed: list[str] = []
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_failing, bridge, failed, "DOM.disable")
-        asked = await pipe.sent()
-        error = {"code": -32000, "message": "DOM agent hasn't been enabled"}
-        await pipe.say({"id": asked["id"], "error": error})
-    assert failed == ["DOM.disable: DOM agent hasn't been enabled"]
+        tg.start_soon(_failing, bridge, failed, method)
+        await then(await pipe.sent())
+    return failed
 
 
 async def _failing(
@@ -168,11 +179,11 @@ async def test_when_the_rigs_pipe_closes_calls_in_flight_fail_and_later_ones_at_
     wired: tuple[CdpBridge, Pipe, ClientConnection],
 ) -> None:
     bridge, pipe, _ = wired
-    failed: list[str] = []
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_failing, bridge, failed, "Page.captureScreenshot")
-        await pipe.sent()
+
+    async def end(_: dict[str, Any]) -> None:
         await pipe.from_rig[0].send(None)  # the end of the rig's stdout
+
+    failed = await _failed_when(bridge, pipe, "Page.captureScreenshot", end)
     assert failed == ["Page.captureScreenshot: the rig's CDP pipe closed"]
     with anyio.fail_after(5), pytest.raises(CdpCallFailed, match="pipe closed"):
         await bridge.call("Runtime.evaluate")
