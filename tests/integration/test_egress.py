@@ -667,6 +667,30 @@ async def test_a_reap_keeps_the_rule_of_a_bridge_another_engine_still_has(
     assert bridge not in await input_drop_bridges()
 
 
+async def test_two_removers_of_one_rule_at_once_both_succeed_and_it_is_gone() -> None:
+    """A session's end removes its bridge's INPUT rule while another process's reaper,
+    which saw the bridge already gone, removes the same rule: the loser's delete finds no
+    rule. That is the rule gone, as asked, not a failure of the session's cleanup (it
+    failed the session's end before, under load)."""
+    for _ in range(5):
+        bridge = f"crl{new_session_id()}"
+        await add_input_drop(bridge)
+        results: list[int | Exception] = []
+
+        async def remove(bridge: str = bridge, results: list[int | Exception] = results) -> None:
+            try:
+                results.append(await remove_input_drop(bridge))
+            except Exception as exc:  # the assertion below names it
+                results.append(exc)
+
+        async with anyio.create_task_group() as group:
+            for _ in range(3):
+                group.start_soon(remove)
+        assert not [r for r in results if isinstance(r, Exception)], results
+        assert sum(r for r in results if isinstance(r, int)) >= 1
+        assert bridge not in await input_drop_bridges()
+
+
 @dataclass
 class Orphans:
     owner: str  # the dead owner's instance id

@@ -72,7 +72,9 @@ async def add_input_drop(bridge: str) -> None:
 
 async def remove_input_drop(bridge: str) -> int:
     """Delete every copy of the INPUT drop rule for `bridge` (idempotent); return how
-    many rules were deleted."""
+    many rules this call deleted. Another remover may delete the same rule between our
+    check and our delete (a session's end and another process's reaper): a delete that
+    finds the rule gone is that, not a failure."""
     problems = []
     deleted = 0
     for tool in firewall_tools():
@@ -81,10 +83,11 @@ async def remove_input_drop(bridge: str) -> int:
             if code != 0:
                 break  # no (more) such rule
             code, err = await _run_tool(tool, "-D", *input_drop_rule(bridge))
-            if code != 0:
-                problems.append(f"{tool}: {err}")
+            if code == 0:
+                deleted += 1
+            elif (await _run_tool(tool, "-C", *input_drop_rule(bridge)))[0] == 0:
+                problems.append(f"{tool}: {err}")  # still there: a real failure
                 break
-            deleted += 1
     if problems:
         raise EgressError(f"could not remove the INPUT rule for {bridge}: {'; '.join(problems)}")
     return deleted
