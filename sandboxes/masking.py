@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageDraw
 
-from sandboxes.png import SIGNATURE, encode_rgb
+from sandboxes.png import SIGNATURE, encode_image
 from sandboxes.urlnorm import host_covers, normalise, normalise_host_text
 
 PAD = 2  # pixels around a password field, so its border and caret are covered too
@@ -151,12 +151,9 @@ def _clip(rect: Rect, width: int, height: int) -> Rect | None:
     return (left, top, right - left, bottom - top)
 
 
-PNG_SIGNATURE = SIGNATURE
-
-
 def png_size(png: bytes) -> tuple[int, int] | None:
     """Width and height from a PNG's IHDR chunk, or None if `png` does not start like one."""
-    if len(png) < 24 or not png.startswith(PNG_SIGNATURE) or png[12:16] != b"IHDR":
+    if len(png) < 24 or not png.startswith(SIGNATURE) or png[12:16] != b"IHDR":
         return None
     return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
@@ -193,15 +190,9 @@ def paint(image: Image.Image, plan: MaskPlan) -> bytes:
 
 
 def encode_png(image: Image.Image) -> bytes:
-    """`image` (RGB) as a PNG, quickly (`sandboxes.png`: rows unfiltered; a busy image
-    falls back to Pillow's filtered encoding when that is smaller)."""
-
-    def pillows() -> bytes:
-        out = io.BytesIO()
-        image.save(out, format="PNG", compress_level=1)
-        return out.getvalue()
-
-    return encode_rgb(image.tobytes(), *image.size, fallback=pillows)
+    """`image` as a PNG, quickly (`sandboxes.png`: rows unfiltered; a busy image falls
+    back to Pillow's filtered encoding when that is smaller)."""
+    return encode_image(image)
 
 
 @functools.lru_cache(maxsize=8)

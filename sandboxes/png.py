@@ -11,9 +11,11 @@ fallback encoder (Pillow's, filtered) is run too and the smaller PNG kept.
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 from collections.abc import Callable
+from typing import Any, Protocol
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 BUSY_BYTES_PER_PIXEL = 1 / 8
@@ -42,6 +44,36 @@ def encode_rgb(
     if fallback is None or len(png) <= width * height * BUSY_BYTES_PER_PIXEL:
         return png
     return min(png, fallback(), key=len)
+
+
+class Picture(Protocol):
+    """What this module needs of a Pillow image (it does not import Pillow: an agent's
+    image has it, this module travels without it)."""
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def size(self) -> tuple[int, int]: ...
+
+    def tobytes(self) -> bytes: ...
+
+    def convert(self, mode: str) -> Picture: ...
+
+    def save(self, fp: Any, format: str | None = None, **params: Any) -> None: ...
+
+
+def encode_image(image: Picture) -> bytes:
+    """A Pillow image as a PNG: `encode_rgb`, Pillow's own filtered encoding the fallback
+    for a busy image."""
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+
+    def pillows() -> bytes:
+        out = io.BytesIO()
+        rgb.save(out, format="PNG", compress_level=1)
+        return out.getvalue()
+
+    return encode_rgb(rgb.tobytes(), *rgb.size, fallback=pillows)
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:

@@ -22,8 +22,9 @@ from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.inputs import in_chunks
 from orchestrator.surfaces.phones import MobileRig, device_output, done
 from sandboxes import mobile_params as m
-from sandboxes.masking import PNG_SIGNATURE, Rect
+from sandboxes.masking import Rect
 from sandboxes.mobile_ui import UiTree, parse_android
+from sandboxes.png import SIGNATURE as PNG_SIGNATURE
 
 DUMP_PATH = "/sdcard/corral_window_dump.xml"
 PUSH_PATH = "/data/local/tmp/corral-install.apk"

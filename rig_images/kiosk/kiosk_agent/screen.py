@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -11,7 +10,7 @@ from PIL import Image, ImageDraw
 from Xlib import X
 from Xlib import error as xerror
 
-from sandboxes.png import encode_rgb
+from sandboxes.png import encode_image
 
 from .common import log
 
@@ -40,14 +39,7 @@ class Screen:
             draw = ImageDraw.Draw(img)
             for x, y, w, h in black:
                 draw.rectangle((x, y, x + w - 1, y + h - 1), fill=(0, 0, 0))
-        rgb = img if img.mode == "RGB" else img.convert("RGB")
-
-        def pillows() -> bytes:
-            buf = io.BytesIO()
-            rgb.save(buf, "PNG", compress_level=1)
-            return buf.getvalue()
-
-        png = encode_rgb(rgb.tobytes(), *rgb.size, fallback=pillows)  # sandboxes/png.py
+        png = encode_image(img)  # sandboxes/png.py, shared with the gateway
         if self.verbose:
             log(f"png {1000 * (time.perf_counter() - t1):.1f} ms")
         return png
