@@ -118,10 +118,14 @@ async def test_every_desktop_verb_through_mcp(
             raise AssertionError(f"the document copied as {seen!r}, not any of {expected!r}")
 
         await copy_all("hello rig")
-        await use(mcp, "clipboard_set", text="pasted")
-        await wait_until(lambda: clipboard_is("pasted"), limit=20)
-        await use(mcp, "key", key="ctrl+a")
-        await use(mcp, "key", key="ctrl+v")  # replaces "hello rig" with the clipboard's text
+
+        async def paste_over_all() -> None:
+            await use(mcp, "clipboard_set", text="pasted")
+            await wait_until(lambda: clipboard_is("pasted"), limit=20)
+            await use(mcp, "key", key="ctrl+a")
+            await use(mcp, "key", key="ctrl+v")  # replaces the document with the clipboard
+
+        await paste_over_all()
         # The paste lands when Mousepad has fetched the clipboard (asynchronously): before
         # End, it replaced the selection ("pasted!"); later, End had already cleared the
         # selection and it went in at the cursor, before or after the "!" (a loaded machine
@@ -131,7 +135,19 @@ async def test_every_desktop_verb_through_mcp(
         # overwrites the clipboard's "pasted"; it copied "hello rig" above).
         await use(mcp, "key", key="End")
         await use(mcp, "type", text="!")
-        await copy_all("pasted!", "hello rigpasted!", "hello rig!pasted", "pasted")
+        landed = ("pasted!", "hello rigpasted!", "hello rig!pasted", "pasted")
+        try:
+            await copy_all(*landed)
+        except AssertionError:
+            # Once in a CI run (of ~2000 tests, none failing around it) that ctrl+v did
+            # nothing: the clipboard read back "pasted" through xclip just before, and
+            # the document stayed "hello rig!". Mousepad's paste leaves quietly when
+            # GTK's fetch of the clipboard's text comes back empty (its source:
+            # mousepad_view_clipboard_paste returns on a NULL text), and that fetch is a
+            # conversation between two X clients the rig does not take part in. A
+            # person would paste again; so does the test, once, and then it must land.
+            await paste_over_all()
+            await copy_all("pasted")
 
         rows = ((await mcp.client.call_tool("rig_list", {})).structured_content or {})["rigs"]
         assert [(r["surface"], r["state"], r["screen"], r["controller"]) for r in rows] == [
