@@ -102,6 +102,7 @@ SCRIPT_TIMEOUT_S = 60  # execute_program's own timeout_seconds: far above the 5 
 RSS_INTERVAL_S = 1.0
 MAX_SCRIPT_CLIENTS = 256  # [container.sandbox] max_concurrent allows 1-256
 MAX_QUEUED = 1000  # [container.sandbox] max_queued allows 0-1000
+MAX_RATE = 1000  # actions a second across all agents (--rate)
 EXIT_INTERRUPTED = 130
 
 
@@ -252,10 +253,19 @@ def action(index: int) -> tuple[str, dict[str, Any]]:
     return KEY, {"key": "Tab"}
 
 
-async def act(client: Client, run: Run) -> None:
+async def act(client: Client, run: Run, slot: int) -> None:
+    """The agent's actions: back to back, with a pause after each, or (`--rate`) each at
+    its time on a schedule; agent `slot`'s schedule is offset by slot / rate so that the
+    agents' actions interleave rather than fall due at once."""
     record = run.record
-    for index in range(run.plan.actions):
+    plan = run.plan
+    interval = plan.agents / plan.rate if plan.rate else 0.0
+    began = time.perf_counter() + slot / plan.rate if plan.rate else 0.0
+    for index in range(plan.actions):
         tool, arguments = action(index)
+        if interval:
+            # the load model, not a synchronisation
+            await anyio.sleep(max(0.0, began + index * interval - time.perf_counter()))
         loaded = record.scripts_in_flight > 0
         result, elapsed_ms = await call(client, tool, arguments, record)
         if result is None:
@@ -270,7 +280,7 @@ async def act(client: Client, run: Run) -> None:
             await anyio.sleep(run.plan.think_ms / 1000)  # the load model, not a synchronisation
 
 
-async def run_agent(name: str, run: Run) -> None:
+async def run_agent(slot: int, name: str, run: Run) -> None:
     record = run.record
     arrived = False
     try:
@@ -290,7 +300,7 @@ async def run_agent(name: str, run: Run) -> None:
             await run.ready.done.wait()
             if started is None:
                 return
-            await act(client, run)
+            await act(client, run, slot)
             # Not reached on Ctrl-C (a cancellation): there, the gateway's SIGTERM ends it.
             stopped, _ = await call(client, "computer_session_stop", {}, record, STOP_TIMEOUT_S)
             if stopped is not None:
@@ -367,8 +377,8 @@ async def soak(
         outer.start_soon(sample, run)
         with contextlib.ExitStack() as profiling:
             async with anyio.create_task_group() as work:
-                for name in agent_names(plan.agents):
-                    work.start_soon(run_agent, name, run)
+                for slot, name in enumerate(agent_names(plan.agents)):
+                    work.start_soon(run_agent, slot, name, run)
                 for index, count in enumerate(shares(plan.scripts, plan.script_clients)):
                     if count:
                         work.start_soon(run_scripts, index, count, run)
@@ -416,6 +426,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ("--scripts", DEFAULT_SCRIPTS, "execute_program calls during the actions"),
         ("--script-clients", DEFAULT_SCRIPT_CLIENTS, "MCP servers the scripts are spread over"),
         ("--think-ms", 0, "each agent's pause between its actions, in ms (0: back to back)"),
+        ("--rate", 0, "actions a second across all agents, on a schedule (0: back to back)"),
     )
     for flag, default, text in counts:
         parser.add_argument(flag, type=int, default=default, help=f"{text} ({default})")
@@ -442,6 +453,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--trace-memory must be from 1 to 64 frames")
     if not 0 <= args.think_ms <= 60_000:
         parser.error("--think-ms must be from 0 to 60000")
+    if not 0 <= args.rate <= MAX_RATE:
+        parser.error(f"--rate must be from 0 to {MAX_RATE} actions a second")
+    if args.rate and args.think_ms:
+        parser.error("--rate and --think-ms are two paces: give one of them")
     if args.agents < 1 or args.actions < 1 or args.scripts < 0:
         parser.error("--agents and --actions must be at least 1, --scripts at least 0")
     if args.actions > MAX_ACTIONS:
@@ -458,6 +473,8 @@ def canonical_command(plan: Plan, write: str | None) -> str:
         argv += ["--script-clients", str(plan.script_clients)]
     if plan.think_ms:
         argv += ["--think-ms", str(plan.think_ms)]
+    if plan.rate:
+        argv += ["--rate", str(plan.rate)]
     if write is not None:
         argv += ["--write", write]
     return shlex.join(argv)
@@ -483,6 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.scripts,
         min(args.script_clients, args.scripts or 1),
         args.think_ms,
+        args.rate,
     )
     machine = describe_machine()
     record = Record()

@@ -63,11 +63,32 @@ class Plan:
     scripts: int
     script_clients: int
     think_ms: int = 0  # each agent's pause between its actions (0: back to back)
+    rate: int = 0  # actions a second across all agents, on a schedule (0: back to back)
 
     @property
     def section(self) -> str:
-        """Back to back is the stress run; paced runs get a section of their own."""
+        """Back to back is the stress run; paced and rate-held runs get sections of their
+        own."""
+        if self.rate:
+            return f"{SECTION}-rate"
         return SECTION if self.think_ms == 0 else f"{SECTION}-paced"
+
+    @property
+    def pace(self) -> str:
+        """How the agents' actions follow each other, in words (the section's title up to
+        its first comma)."""
+        if self.rate:
+            return (
+                f"the agents' actions held at {self.rate} a second in all, each agent on a "
+                f"schedule of one every {1000 * self.agents / self.rate:.0f} ms (an action "
+                "that comes due while the last is unanswered starts at its answer)"
+            )
+        if self.think_ms:
+            return (
+                f"each agent pausing {self.think_ms} ms between its actions, as a model "
+                "thinking between tool calls would"
+            )
+        return "each agent acting back to back, as fast as the machine answers (a stress run)"
 
 
 @dataclass
@@ -265,7 +286,13 @@ def title(plan: Plan) -> str:
     return (
         f"soak: {plan.agents} agents x {plan.actions} actions + {plan.scripts} scripts "
         f"over {plan.script_clients} clients, one gateway, "
-        + (f"{plan.think_ms} ms between an agent's actions" if plan.think_ms else "back to back")
+        + (
+            f"held at {plan.rate} actions/s"
+            if plan.rate
+            else f"{plan.think_ms} ms between an agent's actions"
+            if plan.think_ms
+            else "back to back"
+        )
     )
 
 
@@ -321,12 +348,7 @@ def markdown_section(
     problems = "".join(f"\n- {line}" for line in error_lines(record, leaks))
     outcome = "Every target was met." if all_passed(table_rows) else "**A target was missed.**"
     start, end = markers(plan.section)
-    pace = (
-        f"each agent pausing {plan.think_ms} ms between its actions, as a model thinking "
-        "between tool calls would"
-        if plan.think_ms
-        else "each agent acting back to back, as fast as the machine answers (a stress run)"
-    )
+    pace = plan.pace
     return f"""{start}
 ## soak: {plan.agents} kiosk sessions and {plan.scripts} scripts at once, {pace.split(",")[0]}
 
