@@ -140,7 +140,8 @@ def prepare_home(home: CorralHome, port: int, plan: Plan) -> None:
     queued = min(max(plan.scripts, 1), MAX_QUEUED)
     home.config_file.write_text(
         f"[gateway]\nport = {port}\n\n[container.sandbox]\n"
-        f"max_concurrent = {plan.script_clients}\nmax_queued = {queued}\n",
+        f"max_concurrent = {plan.script_clients}\nmax_queued = {queued}\n"
+        + ("" if plan.recording else "\n[recording]\nenabled = false\n"),
         encoding="utf-8",
     )
     config = load_config(home.config_file)
@@ -431,6 +432,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for flag, default, text in counts:
         parser.add_argument(flag, type=int, default=default, help=f"{text} ({default})")
     parser.add_argument(
+        "--no-recording",
+        action="store_true",
+        help="sessions without their recording ([recording] enabled = false), to see what "
+        "recording costs under the load",
+    )
+    parser.add_argument(
         "--write", metavar="PATH", help="write/replace the results section in this markdown file"
     )
     parser.add_argument(
@@ -475,6 +482,8 @@ def canonical_command(plan: Plan, write: str | None) -> str:
         argv += ["--think-ms", str(plan.think_ms)]
     if plan.rate:
         argv += ["--rate", str(plan.rate)]
+    if not plan.recording:
+        argv += ["--no-recording"]
     if write is not None:
         argv += ["--write", write]
     return shlex.join(argv)
@@ -501,6 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         min(args.script_clients, args.scripts or 1),
         args.think_ms,
         args.rate,
+        not args.no_recording,
     )
     machine = describe_machine()
     record = Record()

@@ -64,14 +64,14 @@ class Plan:
     script_clients: int
     think_ms: int = 0  # each agent's pause between its actions (0: back to back)
     rate: int = 0  # actions a second across all agents, on a schedule (0: back to back)
+    recording: bool = True  # the sessions recorded, as by default ([recording] enabled)
 
     @property
     def section(self) -> str:
         """Back to back is the stress run; paced and rate-held runs get sections of their
         own."""
-        if self.rate:
-            return f"{SECTION}-rate"
-        return SECTION if self.think_ms == 0 else f"{SECTION}-paced"
+        base = f"{SECTION}-rate" if self.rate else f"{SECTION}-paced" if self.think_ms else SECTION
+        return base if self.recording else f"{base}-unrecorded"
 
     @property
     def pace(self) -> str:
@@ -293,6 +293,7 @@ def title(plan: Plan) -> str:
             if plan.think_ms
             else "back to back"
         )
+        + ("" if plan.recording else ", sessions not recorded")
     )
 
 
@@ -349,10 +350,15 @@ def markdown_section(
     outcome = "Every target was met." if all_passed(table_rows) else "**A target was missed.**"
     start, end = markers(plan.section)
     pace = plan.pace
+    recorded = (
+        "each session recorded, as by default"
+        if plan.recording
+        else "off ([recording] enabled = false)"
+    )
     return f"""{start}
 ## soak: {plan.agents} kiosk sessions and {plan.scripts} scripts at once, {pace.split(",")[0]}
 
-Pace: {pace}.
+Pace: {pace}. Recording: {recorded}.
 
 Whether corral holds up when several agents use it at the same time: errors, containers or
 networks left behind, the gateway's memory, and the click round trip under that load.
