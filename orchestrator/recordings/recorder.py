@@ -23,8 +23,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,9 +86,6 @@ class Recorder:
         self._wake = anyio.Event()
         self._poked = clock()
         self._acted = 0.0  # when the AI last acted (clock)
-        self._acting = 0  # the AI's calls using the surface now (`acting`)
-        self._idle = anyio.Event()  # set while `_acting` is 0
-        self._idle.set()
         self._offered: Frame | None = None  # a frame taken already, used before capturing
         self._marks: list[Mark] = []
         self._last: bytes | None = None  # digest of the last frame written
@@ -119,24 +115,6 @@ class Recorder:
             self._offered = frame
         self._poked = self.clock()
         self._wake.set()
-
-    @contextmanager
-    def acting(self) -> Iterator[None]:
-        """An AI's call is using the surface (reading a target, giving an input): no frame
-        is taken until it is done, and then not before QUIET_SECONDS after it. A capture
-        meanwhile would take the surface's channel the call's next step needs: the quiet
-        time counted from the AI's last answer let one in whenever a call took longer than
-        QUIET_SECONDS (a target read, an approved action's second read, a busy machine)."""
-        self._acting += 1
-        if self._acting == 1:
-            self._idle = anyio.Event()
-        try:
-            yield
-        finally:
-            self._acting -= 1
-            self._acted = self.clock()
-            if self._acting == 0:
-                self._idle.set()
 
     def note(
         self, entry: dict[str, Any], frame: Frame | None = None, *, approval: bool = False
@@ -188,15 +166,12 @@ class Recorder:
             await anyio.sleep(max(0.0, began + 1 / self.fps - self.clock()))  # the pace
 
     async def _quiet(self) -> None:
-        """Before taking a frame itself: wait until no call of the AI's uses the surface
-        and it has not acted for QUIET_SECONDS. A capture takes the surface's channel for
-        tens of milliseconds, which an action arriving meanwhile would wait for: while the
-        AI acts back to back, the frames are the screenshots it takes (offered) and the
-        one taken once it pauses, with the marks of every action since."""
+        """Before taking a frame itself: wait until the AI has not acted for QUIET_SECONDS.
+        A capture takes the surface's channel for tens of milliseconds, which an action
+        arriving meanwhile would wait for: while the AI acts back to back, the frames are
+        the screenshots it takes (offered) and the one taken once it pauses, with the
+        marks of every action since."""
         while self._offered is None:
-            if self._acting:
-                await self._idle.wait()  # its end sets `_acted`: the quiet counts from it
-                continue
             wait = self._acted + QUIET_SECONDS - self.clock()
             if wait <= 0:
                 return

@@ -19,7 +19,7 @@ import av
 import pytest
 from PIL import Image
 
-from orchestrator.recordings.recorder import QUIET_SECONDS, Frame, Recorder
+from orchestrator.recordings.recorder import Frame, Recorder
 from orchestrator.recordings.store import (
     LIVE_VIDEO,
     META,
@@ -246,38 +246,3 @@ def test_a_recording_has_a_video_once_a_frame_is_written(tmp_path: Path) -> None
         video.close()
     store.finish_video("k8")
     assert store.has_video("k8") and (store.dir_of("k8") / VIDEO).is_file()
-
-
-async def test_the_recorder_takes_no_frame_while_an_ais_call_uses_the_surface(
-    tmp_path: Path,
-) -> None:
-    """Its quiet time long past by the clock, a poke during the call would have taken a
-    frame at once (the quiet counted from the AI's last answer); it waits for the call's
-    end, then QUIET_SECONDS more."""
-    store = RecordingStore(tmp_path)
-    store.create(meta("k9", time.time()))
-    now = [1000.0]
-    taken: list[bool] = []  # whether no call used the surface at each capture
-    captured = anyio.Event()
-
-    async def capture() -> Frame:
-        taken.append(recorder._acting == 0)
-        captured.set()
-        return Frame(png((0, 90, 0)))
-
-    recorder = Recorder(
-        store, meta("k9", time.time()), capture, 4, on_stopped=lambda _: None, clock=lambda: now[0]
-    )
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(recorder.run)
-        with recorder.acting():
-            recorder.poke(acted=True)
-            now[0] += 60  # long quiet by the clock, but the call still runs
-            await anyio.wait_all_tasks_blocked()
-            assert taken == []
-        now[0] += QUIET_SECONDS  # the call's end, then its quiet time
-        with anyio.fail_after(10):
-            await captured.wait()
-        tg.cancel_scope.cancel()
-    recorder.close_sync("stopped by the agent")
-    assert taken == [True]
