@@ -52,6 +52,9 @@ def gateway(host: str | None, port: str | None, rotate_key: bool) -> None:
     SIGTERM or Ctrl-C ends every session (its containers removed) before it exits.
     `corral mcp` finds the gateway through config.toml: when --port differs from
     [gateway] port, set it there too for MCP clients."""
+    from orchestrator.surfaces.heap import GATEWAY_ARENAS, limit_arenas
+
+    limit_arenas(GATEWAY_ARENAS)  # before any thread allocates
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     home = read_home()
     home.ensure()
