@@ -186,15 +186,9 @@ def paint(image: Image.Image, plan: MaskPlan) -> bytes:
         draw = ImageDraw.Draw(masked)
         for x, y, w, h in plan.rects:
             draw.rectangle((x, y, x + w - 1, y + h - 1), fill=(0, 0, 0))
-    return encode_png(masked)
-
-
-def encode_png(image: Image.Image) -> bytes:
-    """`image` as a PNG, quickly (`sandboxes.png`: rows unfiltered; a busy image falls
-    back to Pillow's filtered encoding when that is smaller)."""
-    return encode_image(image)
+    return encode_image(masked)  # sandboxes/png.py: quick, the agents' encoder too
 
 
 @functools.lru_cache(maxsize=8)
 def blank_png(width: int, height: int) -> bytes:
-    return encode_png(Image.new("RGB", (width, height), (0, 0, 0)))
+    return encode_image(Image.new("RGB", (width, height), (0, 0, 0)))

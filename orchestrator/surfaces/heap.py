@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 from collections.abc import Callable, Mapping
 
@@ -28,6 +29,7 @@ M_ARENA_MAX = -8
 GATEWAY_ARENAS = 2
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("c")
     if name is None:

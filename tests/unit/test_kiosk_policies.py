@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
-from sandboxes.masking import Probe, apply_mask, deny_matches, encode_png, plan_mask
+from sandboxes.masking import Probe, apply_mask, deny_matches, plan_mask
+from sandboxes.png import encode_image
 from sandboxes.urls import check_url
 
 pytestmark = pytest.mark.unit
@@ -160,7 +161,7 @@ def test_the_fast_png_encoder_gives_back_every_pixel_and_is_never_larger_than_pi
         ImageDraw.Draw(image).text((5, 5), "corral " * 20, fill=(0, 0, 0))
     else:
         image = Image.frombytes("RGB", (64, 48), rng.randbytes(64 * 48 * 3))
-    png = encode_png(image)
+    png = encode_image(image)
     with Image.open(io.BytesIO(png)) as back:
         assert back.mode == "RGB" and back.size == image.size
         assert back.tobytes() == image.tobytes()
