@@ -99,6 +99,28 @@ def test_frames_of_another_size_are_scaled_and_marks_drawn(tmp_path: Path) -> No
     assert r > 150 and g < 110 and b > 110, (r, g, b)  # the ring's magenta
 
 
+def test_frames_in_every_png_mode_keep_their_colours(tmp_path: Path) -> None:
+    """An RGB frame is encoded as decoded, any other mode (alpha, palette, grey) converted:
+    each comes out in its own colour, marks drawn on either kind."""
+    made = [
+        Image.new("RGB", (320, 200), (250, 20, 20)),
+        Image.new("RGBA", (320, 200), (20, 250, 20, 255)),
+        Image.new("RGB", (320, 200), (20, 20, 250)).convert("P"),
+        Image.new("L", (320, 200), 128),
+    ]
+    video = VideoFile(tmp_path / LIVE_VIDEO, (320, 200), 4)
+    for i, image in enumerate(made):
+        out = io.BytesIO()
+        image.save(out, format="PNG")
+        video.add(out.getvalue(), i * 500, (Mark("clicked", (40, 40)),) if i % 2 else ())
+    video.close()
+    colours = [image.getpixel((160, 100)) for _, image in frames_of(tmp_path / LIVE_VIDEO)]
+    expected = [(250, 20, 20), (20, 250, 20), (20, 20, 250), (128, 128, 128)]
+    assert len(colours) == len(expected)
+    for got, want in zip(colours, expected, strict=True):
+        assert all(abs(g - w) <= 24 for g, w in zip(got, want, strict=True)), (got, want)
+
+
 def meta(rid: str, started: float, **more: object) -> RecordingMeta:
     return RecordingMeta(
         id=rid, agent="ann", surface="kiosk", seat="ann", started_at=started, **more
