@@ -23,7 +23,8 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ logger = logging.getLogger("corral.recording")
 FOLLOW_SECONDS = 3.0  # how long a poke keeps frames coming while the screen changes
 QUIET_SECONDS = 0.25  # a capture waits until the AI has not acted for this long
 CAPTURE_DEADLINE = 8.0  # over the screenshot path's own deadlines (5 s): they end it first
+LAST_FRAME_DEADLINE = 2.0  # a surface's end waits at most this for its last frame
 GROWTH_CHECK_BYTES = 1 << 20  # ask `on_grown` about the bound after each MiB written
 # A recording stops while its disk has less free than this: the audit and the session
 # keep the room they need (nothing runs that cannot be audited), the recording does not.
@@ -86,6 +88,9 @@ class Recorder:
         self._wake = anyio.Event()
         self._poked = clock()
         self._acted = 0.0  # when the AI last acted (clock)
+        self._acting = 0  # the AI's calls using the surface now (`acting`)
+        self._idle = anyio.Event()  # set while `_acting` is 0
+        self._idle.set()
         self._offered: Frame | None = None  # a frame taken already, used before capturing
         self._marks: list[Mark] = []
         self._last: bytes | None = None  # digest of the last frame written
@@ -115,6 +120,24 @@ class Recorder:
             self._offered = frame
         self._poked = self.clock()
         self._wake.set()
+
+    @contextmanager
+    def acting(self) -> Iterator[None]:
+        """An AI's call is using the surface (reading a target, giving an input): no frame
+        is taken until it is done, and then not before QUIET_SECONDS after it. A capture
+        meanwhile would take the surface's channel the call's next step needs: the quiet
+        time counted from the AI's last answer let one in whenever a call took longer than
+        QUIET_SECONDS (a target read, an approved action's second read, a busy machine)."""
+        self._acting += 1
+        if self._acting == 1:
+            self._idle = anyio.Event()
+        try:
+            yield
+        finally:
+            self._acting -= 1
+            self._acted = self.clock()
+            if self._acting == 0:
+                self._idle.set()
 
     def note(
         self, entry: dict[str, Any], frame: Frame | None = None, *, approval: bool = False
@@ -166,12 +189,17 @@ class Recorder:
             await anyio.sleep(max(0.0, began + 1 / self.fps - self.clock()))  # the pace
 
     async def _quiet(self) -> None:
-        """Before taking a frame itself: wait until the AI has not acted for QUIET_SECONDS.
-        A capture takes the surface's channel for tens of milliseconds, which an action
-        arriving meanwhile would wait for: while the AI acts back to back, the frames are
-        the screenshots it takes (offered) and the one taken once it pauses, with the
-        marks of every action since."""
-        while self._offered is None:
+        """Before taking a frame itself: wait until no call of the AI's uses the surface
+        and it has not acted for QUIET_SECONDS. A capture takes the surface's channel for
+        tens of milliseconds, which an action arriving meanwhile would wait for: while the
+        AI acts back to back, the frames are the screenshots it takes (offered) and the
+        one taken once it pauses, with the marks of every action since. The first frame
+        does not wait: a recording begins with the surface as it started, however soon
+        and however long the AI acts on it."""
+        while self._offered is None and self._last is not None:
+            if self._acting:
+                await self._idle.wait()  # its end sets `_acted`: the quiet counts from it
+                continue
             wait = self._acted + QUIET_SECONDS - self.clock()
             if wait <= 0:
                 return
@@ -266,6 +294,17 @@ class Recorder:
         self.on_stopped(why)
 
     # ------------------------------------------------------------------ the end
+    async def last_frame(self) -> None:
+        """The surface is about to end (the task no longer runs): a frame of the surface
+        as it was left, when an action since the last frame waits for one (the AI's last
+        inputs came within QUIET_SECONDS of the end) or none was taken at all. Bounded: an
+        end never waits long on a surface that does not answer."""
+        if self.stopped or self.closed:
+            return
+        if self._marks or self._offered is not None or self._last is None:
+            with anyio.move_on_after(LAST_FRAME_DEADLINE):
+                await self._frame()
+
     def close_sync(self, ended_by: str) -> RecordingMeta:
         """Close the video and the timeline, write the meta with the end (blocking: run in
         a worker thread once the task is cancelled)."""

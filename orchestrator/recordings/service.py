@@ -134,8 +134,9 @@ class Recordings:
         finally:
             live.done.set()
 
-    async def end(self, recorder: Recorder | None, ended_by: str) -> None:
-        """The surface ended: stop its recorder, close its files, run retention."""
+    async def end(self, recorder: Recorder | None, ended_by: str, *, last: bool = False) -> None:
+        """The surface ends: stop its recorder, take its last frame (`last`: the surface
+        still answers; `Recorder.last_frame`), close its files, run retention."""
         if recorder is None:
             return
         live = self.live.pop(recorder.meta.id, None)
@@ -143,6 +144,8 @@ class Recordings:
             if live is not None:
                 live.scope.cancel()
                 await live.done.wait()  # no frame is being encoded once this returns
+            if last:
+                await recorder.last_frame()
             meta = await anyio.to_thread.run_sync(recorder.close_sync, ended_by)
             try:
                 size = self.store.size_of(meta.id)

@@ -73,9 +73,10 @@ class SurfaceManager:
             surface.recorder.poke()
 
     async def unrecord(self, surface: Surface, why: str) -> None:
-        """The surface ends: its recording ends first (no frame of a closing surface)."""
+        """The surface ends: its recording ends first, with a last frame of the surface as
+        it was left unless its channel failed (no frame of a closing surface)."""
         if self.recordings is not None:
-            await self.recordings.end(surface.recorder, why)
+            await self.recordings.end(surface.recorder, why, last=not surface.broken)
 
     async def removed(self, surface: Surface) -> dict[str, str]:
         """Close `surface` (its containers, network, proxy); what failed, for its end's

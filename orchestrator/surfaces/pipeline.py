@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -138,6 +139,12 @@ class Approver(Protocol):
     def record(self, session: Surface, tool: str, step: str, outcome: str) -> Any: ...
 
 
+def acting(surface: Surface) -> AbstractContextManager[None]:
+    """The AI's call using the surface, for its recorder (`Recorder.acting`): no frame is
+    captured meanwhile."""
+    return nullcontext() if surface.recorder is None else surface.recorder.acting()
+
+
 def bind(surface: Surface, action: Action, hold: Hold) -> Binding:
     """The exact action a hold asks an operator about: tool, parameters, surface, and the
     target the rule judged."""
@@ -172,17 +179,19 @@ class Pipeline:
         self.alive(surface)
         self.seat(surface, action, driver)
         self.pending(surface, action, driver)
-        await driver.rules(surface, action)
-        hold = await driver.hold(surface, action)
+        with acting(surface):  # the target's reads: no recording's frame meanwhile
+            await driver.rules(surface, action)
+            hold = await driver.hold(surface, action)
         self.alive(surface)  # a target that could not be read because the surface died
         approval = None
-        if hold is not None:
+        if hold is not None:  # the wait for an operator is no use of the surface
             approval = await self._approved(surface, action, driver, hold, events)
         try:
-            async with surface.lock:
-                if approval is not None:
-                    await self._still_bound(surface, action, driver, approval)
-                done = await self._act(surface, action, driver)
+            with acting(surface):
+                async with surface.lock:
+                    if approval is not None:
+                        await self._still_bound(surface, action, driver, approval)
+                    done = await self._act(surface, action, driver)
         finally:
             if approval is not None and surface.waiting is approval:
                 surface.waiting = None  # held until the approved action was judged again

@@ -17,9 +17,10 @@ from pathlib import Path
 import anyio
 import av
 import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from PIL import Image
 
-from orchestrator.recordings.recorder import Frame, Recorder
+from orchestrator.recordings.recorder import QUIET_SECONDS, Frame, Recorder
 from orchestrator.recordings.store import (
     LIVE_VIDEO,
     META,
@@ -268,3 +269,101 @@ def test_a_recording_has_a_video_once_a_frame_is_written(tmp_path: Path) -> None
         video.close()
     store.finish_video("k8")
     assert store.has_video("k8") and (store.dir_of("k8") / VIDEO).is_file()
+
+
+def acting_recorder(
+    store: RecordingStore, rid: str, now: list[float]
+) -> tuple[Recorder, MemoryObjectSendStream[bool], MemoryObjectReceiveStream[bool]]:
+    """A recorder on a clock the test moves; each capture says on `taken` whether no call
+    of the AI's used the surface when it was taken."""
+    send, taken = anyio.create_memory_object_stream[bool](16)
+
+    async def capture() -> Frame:
+        send.send_nowait(recorder._acting == 0)
+        return Frame(png((0, 90, 0)))
+
+    recorder = Recorder(
+        store, meta(rid, time.time()), capture, 4, on_stopped=lambda _: None, clock=lambda: now[0]
+    )
+    return recorder, send, taken
+
+
+async def test_the_recorders_first_frame_is_taken_though_the_ai_acts_from_the_start(
+    tmp_path: Path,
+) -> None:
+    """A recording begins with the surface as it started: its first capture waits for no
+    call (deferred, an AI acting back to back from the start could leave a recording with
+    no frame at all)."""
+    store = RecordingStore(tmp_path)
+    store.create(meta("k10", time.time()))
+    now = [1000.0]
+    recorder, send, taken = acting_recorder(store, "k10", now)
+    with send, taken:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(recorder.run)
+            with recorder.acting():
+                recorder.poke(acted=True)
+                with anyio.fail_after(10):
+                    assert await taken.receive() is False  # taken while the call runs
+            now[0] += QUIET_SECONDS  # then, once the call ended and it was quiet: still
+            with anyio.fail_after(10):
+                assert await taken.receive() is True
+            tg.cancel_scope.cancel()
+    assert recorder.close_sync("stopped by the agent").frames == 1
+
+
+async def test_the_recorder_takes_no_frame_while_an_ais_call_uses_the_surface(
+    tmp_path: Path,
+) -> None:
+    """Once the first frame is written: its quiet time long past by the clock, a poke
+    during the call would have taken a frame at once (the quiet counted from the AI's last
+    answer); it waits for the call's end, then QUIET_SECONDS more."""
+    store = RecordingStore(tmp_path)
+    store.create(meta("k9", time.time()))
+    now = [1000.0]
+    recorder, send, taken = acting_recorder(store, "k9", now)
+    with send, taken:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(recorder.run)
+            recorder.poke()  # the first frame, then the same screen again: still
+            with anyio.fail_after(10):
+                assert [await taken.receive(), await taken.receive()] == [True, True]
+            await anyio.wait_all_tasks_blocked()  # the recorder waits for its next poke
+            with recorder.acting():
+                recorder.poke(acted=True)
+                now[0] += 60  # long quiet by the clock, but the call still runs
+                await anyio.wait_all_tasks_blocked()
+                with pytest.raises(anyio.WouldBlock):
+                    taken.receive_nowait()
+            now[0] += QUIET_SECONDS  # the call's end, then its quiet time
+            with anyio.fail_after(10):
+                assert await taken.receive() is True
+            tg.cancel_scope.cancel()
+    recorder.close_sync("stopped by the agent")
+
+
+async def test_a_recording_ends_with_the_surface_as_the_ais_last_inputs_left_it(
+    tmp_path: Path,
+) -> None:
+    """Inputs within the quiet time of the surface's end have no frame yet: the end takes
+    one, with their marks; with nothing waiting it takes none."""
+    store = RecordingStore(tmp_path)
+    store.create(meta("k11", time.time()))
+    recorder, send, taken = acting_recorder(store, "k11", [1000.0])
+    with send, taken:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(recorder.run)
+            recorder.poke()  # the first frame, then the same screen again: still
+            with anyio.fail_after(10):
+                assert [await taken.receive(), await taken.receive()] == [True, True]
+            with recorder.acting():  # an input, just before the end: still in its quiet
+                recorder.poke(Mark("clicked", (40, 40)), acted=True)
+            tg.cancel_scope.cancel()  # the surface ends: the task is stopped first
+        await recorder.last_frame()
+        assert taken.receive_nowait() is True
+        await recorder.last_frame()  # nothing waits for a frame now
+        with pytest.raises(anyio.WouldBlock):
+            taken.receive_nowait()
+    assert recorder.close_sync("stopped by the agent").frames == 2
+    (_, first), (_, last) = frames_of(store.dir_of("k11") / VIDEO)
+    assert first.getpixel((40 + 13, 40)) != last.getpixel((40 + 13, 40))  # the click's ring
