@@ -8,7 +8,6 @@ bench/computer_use.py (the command) drives the paths; bench/computer_use_report.
 from __future__ import annotations
 
 import base64
-import struct
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from rich.console import Console
 from orchestrator.backends.channel import KioskChannel, load_seccomp
 from orchestrator.config import KioskConfig
 from sandboxes.isolation import kiosk_spec
+from sandboxes.masking import png_size as header_size
 from sandboxes.ports import ContainerBackend, ContainerSpec
 
 SECTION = "computer_use"
@@ -47,7 +47,6 @@ HEAVY_TARGET_MS = 100.0  # a screenshot of the heavy page, through MCP
 CALL_TIMEOUT_S = 120.0
 KIOSK_START_DEADLINE_S = 60.0
 KIOSK_ACTION_DEADLINE_S = 10.0
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # The reference screenshot: one fresh process per screenshot, the same grab and the same
 # PNG encoder settings as the kiosk agent (rig_images/kiosk/kiosk_agent/screen.py `encode_png`),
@@ -150,10 +149,10 @@ class Observations:
 
 def png_size(data: bytes, what: str) -> tuple[int, int]:
     """Width and height from a PNG's IHDR chunk; BenchError if `data` is not a PNG."""
-    if len(data) < 24 or not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
+    size = header_size(data)
+    if size is None:
         raise BenchError(f"{what}: not a PNG ({len(data)} bytes, starts {data[:16]!r})")
-    width, height = struct.unpack(">II", data[16:24])
-    return int(width), int(height)
+    return size
 
 
 def check_png(data: bytes, what: str) -> int:
