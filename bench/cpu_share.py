@@ -34,8 +34,9 @@ SOAK_DEFAULT = ["--agents", "10", "--actions", "300", "--scripts", "20"]
 
 
 def group_of(pid: str) -> str | None:
-    """What process `pid` is: a corral process by its command line, else its name and
-    whether it runs in a container."""
+    """What process `pid` is: a corral process by its command line, Chromium's by its
+    type (browser, renderer, gpu-process ...), else its name; and whether it runs in a
+    container."""
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         cgroup = Path(f"/proc/{pid}/cgroup").read_text()
@@ -49,6 +50,9 @@ def group_of(pid: str) -> str | None:
     if "soak.py" in command:
         return "the benchmark's client"
     name = stat[stat.index("(") + 1 : stat.rindex(")")]
+    if "chromium" in command:
+        kind = next((a[7:] for a in command.split() if a.startswith("--type=")), "browser")
+        name = f"chromium {kind}"
     return f"{name} (in a container)" if "docker" in cgroup else name
 
 
