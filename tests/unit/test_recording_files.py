@@ -6,12 +6,14 @@ capture is the screenshot path, tested end to end in tests/e2e/test_recordings.p
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import stat
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -49,6 +51,7 @@ def frames_of(path: Path) -> list[tuple[int, Image.Image]]:
 
 KILLED_WRITER = """
 import os, sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from orchestrator.recordings.video import VideoFile
 video = VideoFile(Path(sys.argv[1]), (320, 200), 4)
@@ -274,8 +277,9 @@ def test_a_recording_has_a_video_once_a_frame_is_written(tmp_path: Path) -> None
 def acting_recorder(
     store: RecordingStore, rid: str, now: list[float]
 ) -> tuple[Recorder, MemoryObjectSendStream[bool], MemoryObjectReceiveStream[bool]]:
-    """A recorder on a clock the test moves; each capture says on `taken` whether no call
-    of the AI's used the surface when it was taken."""
+    """A recorder of a new recording on a clock the test moves; each capture says on
+    `taken` whether no call of the AI's used the surface when it was taken."""
+    store.create(meta(rid, time.time()))
     send, taken = anyio.create_memory_object_stream[bool](16)
 
     async def capture() -> Frame:
@@ -288,6 +292,24 @@ def acting_recorder(
     return recorder, send, taken
 
 
+@contextlib.asynccontextmanager
+async def running(recorder: Recorder) -> AsyncIterator[None]:
+    """The recorder's task while the block runs, cancelled at its end (the surface's)."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorder.run)
+        yield
+        tg.cancel_scope.cancel()
+
+
+async def first_frame_written(recorder: Recorder, taken: MemoryObjectReceiveStream[bool]) -> None:
+    """Poke a running recorder with no call under way: its first frame, then the same
+    screen again (still): it waits for its next poke once this returns."""
+    recorder.poke()
+    with anyio.fail_after(10):
+        assert [await taken.receive(), await taken.receive()] == [True, True]
+    await anyio.wait_all_tasks_blocked()
+
+
 async def test_the_recorders_first_frame_is_taken_though_the_ai_acts_from_the_start(
     tmp_path: Path,
 ) -> None:
@@ -295,12 +317,10 @@ async def test_the_recorders_first_frame_is_taken_though_the_ai_acts_from_the_st
     call (deferred, an AI acting back to back from the start could leave a recording with
     no frame at all)."""
     store = RecordingStore(tmp_path)
-    store.create(meta("k10", time.time()))
     now = [1000.0]
     recorder, send, taken = acting_recorder(store, "k10", now)
     with send, taken:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(recorder.run)
+        async with running(recorder):
             with recorder.acting():
                 recorder.poke(acted=True)
                 with anyio.fail_after(10):
@@ -308,7 +328,6 @@ async def test_the_recorders_first_frame_is_taken_though_the_ai_acts_from_the_st
             now[0] += QUIET_SECONDS  # then, once the call ended and it was quiet: still
             with anyio.fail_after(10):
                 assert await taken.receive() is True
-            tg.cancel_scope.cancel()
     assert recorder.close_sync("stopped by the agent").frames == 1
 
 
@@ -319,16 +338,11 @@ async def test_the_recorder_takes_no_frame_while_an_ais_call_uses_the_surface(
     during the call would have taken a frame at once (the quiet counted from the AI's last
     answer); it waits for the call's end, then QUIET_SECONDS more."""
     store = RecordingStore(tmp_path)
-    store.create(meta("k9", time.time()))
     now = [1000.0]
     recorder, send, taken = acting_recorder(store, "k9", now)
     with send, taken:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(recorder.run)
-            recorder.poke()  # the first frame, then the same screen again: still
-            with anyio.fail_after(10):
-                assert [await taken.receive(), await taken.receive()] == [True, True]
-            await anyio.wait_all_tasks_blocked()  # the recorder waits for its next poke
+        async with running(recorder):
+            await first_frame_written(recorder, taken)
             with recorder.acting():
                 recorder.poke(acted=True)
                 now[0] += 60  # long quiet by the clock, but the call still runs
@@ -338,7 +352,6 @@ async def test_the_recorder_takes_no_frame_while_an_ais_call_uses_the_surface(
             now[0] += QUIET_SECONDS  # the call's end, then its quiet time
             with anyio.fail_after(10):
                 assert await taken.receive() is True
-            tg.cancel_scope.cancel()
     recorder.close_sync("stopped by the agent")
 
 
@@ -348,18 +361,13 @@ async def test_a_recording_ends_with_the_surface_as_the_ais_last_inputs_left_it(
     """Inputs within the quiet time of the surface's end have no frame yet: the end takes
     one, with their marks; with nothing waiting it takes none."""
     store = RecordingStore(tmp_path)
-    store.create(meta("k11", time.time()))
     recorder, send, taken = acting_recorder(store, "k11", [1000.0])
     with send, taken:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(recorder.run)
-            recorder.poke()  # the first frame, then the same screen again: still
-            with anyio.fail_after(10):
-                assert [await taken.receive(), await taken.receive()] == [True, True]
+        async with running(recorder):
+            await first_frame_written(recorder, taken)
             with recorder.acting():  # an input, just before the end: still in its quiet
                 recorder.poke(Mark("clicked", (40, 40)), acted=True)
-            tg.cancel_scope.cancel()  # the surface ends: the task is stopped first
-        await recorder.last_frame()
+        await recorder.last_frame()  # the surface ends: its task was stopped first
         assert taken.receive_nowait() is True
         await recorder.last_frame()  # nothing waits for a frame now
         with pytest.raises(anyio.WouldBlock):
