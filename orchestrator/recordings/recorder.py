@@ -87,7 +87,7 @@ class Recorder:
         self._t0 = clock()
         self._wake = anyio.Event()
         self._poked = clock()
-        self._acted = 0.0  # when the AI last acted (clock)
+        self._acted = 0.0  # when the AI's last call ended (clock; set by `acting`)
         self._acting = 0  # the AI's calls using the surface now (`acting`)
         self._idle = anyio.Event()  # set while `_acting` is 0
         self._idle.set()
@@ -103,19 +103,14 @@ class Recorder:
         self._timeline = os.fdopen(fd, "a", encoding="utf-8")
 
     # ------------------------------------------------------------------ what happens
-    def poke(
-        self, mark: Mark | None = None, *, acted: bool = False, frame: Frame | None = None
-    ) -> None:
+    def poke(self, mark: Mark | None = None, *, frame: Frame | None = None) -> None:
         """The screen may have changed (an input, a timeline entry): take frames now.
-        `acted`: a call of the AI's, an input or a read (its next may follow at once: see
-        `_quiet`);
-        `frame`: the masked screen as it is now, taken already (a screenshot's)."""
+        `frame`: the masked screen as it is now, taken already (a screenshot's). When the
+        AI acted is `acting`'s to say (its end starts the quiet time: see `_quiet`)."""
         if self.stopped or self.closed:
             return
         if mark is not None:
             self._marks.append(mark)
-        if acted:
-            self._acted = self.clock()
         if frame is not None:
             self._offered = frame
         self._poked = self.clock()

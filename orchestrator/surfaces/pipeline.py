@@ -200,7 +200,6 @@ class Pipeline:
             shot = done.answer.images  # a screenshot's masked image: a frame already
             surface.recorder.poke(
                 mark_of(action.params, done.step or action.step),
-                acted=True,  # reads too: a frame taken meanwhile would delay the next call
                 frame=Frame(shot[0].png) if shot else None,
             )
         self._timeline(surface, action, driver, done.step or action.step, done.outcome[:300])

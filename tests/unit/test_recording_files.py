@@ -322,7 +322,7 @@ async def test_the_recorders_first_frame_is_taken_though_the_ai_acts_from_the_st
     with send, taken:
         async with running(recorder):
             with recorder.acting():
-                recorder.poke(acted=True)
+                recorder.poke()
                 with anyio.fail_after(10):
                     assert await taken.receive() is False  # taken while the call runs
             now[0] += QUIET_SECONDS  # then, once the call ended and it was quiet: still
@@ -344,7 +344,7 @@ async def test_the_recorder_takes_no_frame_while_an_ais_call_uses_the_surface(
         async with running(recorder):
             await first_frame_written(recorder, taken)
             with recorder.acting():
-                recorder.poke(acted=True)
+                recorder.poke()
                 now[0] += 60  # long quiet by the clock, but the call still runs
                 await anyio.wait_all_tasks_blocked()
                 with pytest.raises(anyio.WouldBlock):
@@ -366,7 +366,7 @@ async def test_a_recording_ends_with_the_surface_as_the_ais_last_inputs_left_it(
         async with running(recorder):
             await first_frame_written(recorder, taken)
             with recorder.acting():  # an input, just before the end: still in its quiet
-                recorder.poke(Mark("clicked", (40, 40)), acted=True)
+                recorder.poke(Mark("clicked", (40, 40)))
         await recorder.last_frame()  # the surface ends: its task was stopped first
         assert taken.receive_nowait() is True
         await recorder.last_frame()  # nothing waits for a frame now
