@@ -13,6 +13,7 @@ import anyio
 import docker
 import docker.errors
 
+from orchestrator.backends.docker.spec import LOOPBACK_HOSTS
 from orchestrator.backends.owner import LABEL_MANAGED
 from orchestrator.home import CorralHome
 
@@ -208,3 +209,13 @@ def gone(client: docker.DockerClient, container_id: str) -> bool:
     except docker.errors.NotFound:
         return True
     return False
+
+
+def host_mounts(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a container has from the host's disk (its inspect `attrs`), besides corral's
+    read-only hosts file naming localhost, which a container with no network gets
+    (`orchestrator.backends.docker.spec.LOOPBACK_HOSTS`): that one is checked here."""
+    hosts = [m for m in attrs["Mounts"] if m["Destination"] == "/etc/hosts"]
+    for mount in hosts:
+        assert mount["Source"] == str(LOOPBACK_HOSTS) and mount["RW"] is False, mount
+    return [m for m in attrs["Mounts"] if m not in hosts]

@@ -21,7 +21,7 @@ from orchestrator.runtime import Runtime
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import no_egress
 from orchestrator.surfaces.rigs import RigManager
-from tests.helpers import wait_until
+from tests.helpers import host_mounts, wait_until
 from tests.kiosk_helpers import exec_output
 
 pytestmark = [pytest.mark.anyio]
@@ -87,7 +87,7 @@ async def test_no_port_listens_in_the_rig_and_its_cdp_socket_is_private_and_sing
     attrs = docker_client.containers.get(rig.container.id).attrs
     assert attrs["HostConfig"]["NetworkMode"] == "none"
     assert not attrs["HostConfig"].get("PortBindings")
-    assert attrs["Mounts"] == []
+    assert host_mounts(attrs) == []
     assert attrs["HostConfig"]["ReadonlyRootfs"] and attrs["Config"]["User"] == "1000:1000"
     assert attrs["HostConfig"]["CapDrop"] == ["ALL"]
     socket_path = Path(rig.bridge.socket_path)
@@ -171,7 +171,7 @@ async def test_the_desktop_rig_listens_on_no_port_and_serves_vnc_on_its_socket_o
         attrs = docker_client.containers.get(cid).attrs
         assert attrs["HostConfig"]["NetworkMode"] == "none"
         assert attrs["HostConfig"]["ReadonlyRootfs"] and attrs["Config"]["User"] == "1000:1000"
-        assert attrs["Mounts"] == [] and not attrs["HostConfig"].get("PortBindings")
+        assert host_mounts(attrs) == [] and not attrs["HostConfig"].get("PortBindings")
     finally:
         await manager.close_all()
     assert (

@@ -87,6 +87,36 @@ async def test_network_has_only_loopback_and_no_route(run_script: RunScript) -> 
     assert seen == {"ifaces": ["lo"], "routes": []}
 
 
+async def test_localhost_resolves_to_loopback_and_nothing_else_resolves(
+    run_script: RunScript,
+) -> None:
+    """The engine writes no /etc/hosts for a container with no network at all: corral's
+    own (read-only) names localhost, so a script's local server and client find each
+    other by name; no name server is configured (none is reachable)."""
+    result = await run_script(
+        "import json, socket\n"
+        "server = socket.create_server(('localhost', 0))\n"
+        "port = server.getsockname()[1]\n"
+        "client = socket.create_connection(('localhost', port), timeout=3)\n"
+        "peer, _ = server.accept(); client.sendall(b'hi')\n"
+        "got = peer.recv(2).decode()\n"
+        "resolv = [l for l in open('/etc/resolv.conf') if l.startswith('nameserver')]\n"
+        "try:\n"
+        "    open('/etc/hosts', 'a').write('10.0.0.1 bank.example\\n'); hosts = 'written'\n"
+        "except OSError as exc:\n"
+        "    hosts = exc.strerror\n"
+        "try:\n"
+        "    socket.getaddrinfo('bank.example', 443); other = 'resolved'\n"
+        "except socket.gaierror:\n"
+        "    other = 'unresolved'\n"
+        "print(json.dumps({'got': got, 'resolv': resolv, 'hosts': hosts, 'other': other}))\n"
+    )
+    assert result.exit_code == 0, result.output
+    seen = json.loads(result.output)
+    assert seen.pop("hosts") != "written"
+    assert seen == {"got": "hi", "resolv": [], "other": "unresolved"}
+
+
 async def test_listeners_on_the_hosts_own_addresses_are_unreachable(
     run_script: RunScript, host_listener: int, docker_client: docker.DockerClient
 ) -> None:
@@ -323,9 +353,11 @@ async def test_no_docker_socket_and_only_workspace_is_mounted_read_only(
     from_host = {m["point"]: m["opts"] for m in seen["mounts"] if m["fstype"] not in virtual}
     if sandbox_runtime == "runsc":  # gVisor serves the image's root over 9p too, read-only
         assert from_host.pop("/").split(",")[0] == "ro"
-    # Docker's own per-container files are the only other disk mounts.
-    assert set(from_host) == {"/workspace", "/etc/resolv.conf", "/etc/hostname", "/etc/hosts"}
+    # Docker's own hostname file and corral's hosts file (localhost alone) are the only
+    # other disk mounts: with no network the engine writes no hosts nor resolv.conf.
+    assert set(from_host) == {"/workspace", "/etc/hostname", "/etc/hosts"}
     assert from_host["/workspace"].split(",")[0] == "ro"
+    assert from_host["/etc/hosts"].split(",")[0] == "ro"
 
 
 async def test_the_script_gets_one_cpu(run_script: RunScript, runc_only: None) -> None:

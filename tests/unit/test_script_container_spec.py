@@ -10,7 +10,7 @@ import pytest
 from docker.models.containers import _create_container_args
 
 from orchestrator.backends.docker.sdk import API_VERSION
-from orchestrator.backends.docker.spec import create_kwargs
+from orchestrator.backends.docker.spec import LOOPBACK_HOSTS, create_kwargs
 from orchestrator.config import DEFAULT_SANDBOX_IMAGE
 from sandboxes.exit_line import ExitLine
 from sandboxes.isolation import kiosk_spec, locked_down
@@ -65,7 +65,26 @@ def test_wsl_always_runs_the_script_as_1000_1000(uid: int, gid: int) -> None:
 
 def test_the_script_container_has_no_network() -> None:
     assert spec_for().network is None
-    assert create_kwargs(spec_for())["network_mode"] == "none"
+    kwargs = create_kwargs(spec_for())
+    assert kwargs["network_mode"] == "none"
+    assert kwargs["network_disabled"] is True  # the engine's network stack is skipped
+    assert "network" not in kwargs
+
+
+def test_a_container_with_no_network_gets_corrals_hosts_file_read_only() -> None:
+    kwargs = create_kwargs(spec_for(workspace="/w/exec-1"))
+
+    assert kwargs["volumes"][str(LOOPBACK_HOSTS)] == {"bind": "/etc/hosts", "mode": "ro"}
+    names = LOOPBACK_HOSTS.read_text().split()
+    assert names == ["127.0.0.1", "localhost", "::1", "localhost", "ip6-localhost", "ip6-loopback"]
+
+
+def test_a_container_on_a_network_joins_it_and_keeps_the_engines_hosts_file() -> None:
+    kwargs = create_kwargs(kiosk_spec(image="x", labels={}, network="corral-s1", seccomp=None))
+
+    assert kwargs["network"] == "corral-s1"
+    assert "network_mode" not in kwargs and "network_disabled" not in kwargs
+    assert "volumes" not in kwargs
 
 
 def test_the_script_container_root_filesystem_is_read_only() -> None:
@@ -229,7 +248,10 @@ def test_create_kwargs_maps_every_isolation_field() -> None:
     assert kwargs["cap_drop"] == ["ALL"]
     assert kwargs["security_opt"] == ["no-new-privileges"]
     assert kwargs["tmpfs"] == {"/tmp": spec.tmpfs["/tmp"]}
-    assert kwargs["volumes"] == {"/w/exec-1": {"bind": "/workspace", "mode": "ro"}}
+    assert kwargs["volumes"] == {
+        "/w/exec-1": {"bind": "/workspace", "mode": "ro"},
+        str(LOOPBACK_HOSTS): {"bind": "/etc/hosts", "mode": "ro"},
+    }
     assert kwargs["environment"] == dict(spec.environment)
     assert kwargs["working_dir"] == "/workspace"
     assert kwargs["init"] is False
@@ -262,6 +284,7 @@ def test_a_writable_mount_is_mapped_to_mode_rw() -> None:
     assert create_kwargs(spec)["volumes"] == {
         "/a": {"bind": "/in", "mode": "ro"},
         "/b": {"bind": "/out", "mode": "rw"},
+        str(LOOPBACK_HOSTS): {"bind": "/etc/hosts", "mode": "ro"},
     }
 
 
@@ -279,7 +302,8 @@ def test_the_docker_sdk_turns_the_kwargs_into_the_locked_down_engine_config() ->
     assert host["NanoCpus"] == 1_000_000_000
     assert host["CapDrop"] == ["ALL"]
     assert host["SecurityOpt"] == ["no-new-privileges"]
-    assert host["Binds"] == ["/w/exec-2:/workspace:ro"]
+    assert host["Binds"] == ["/w/exec-2:/workspace:ro", f"{LOOPBACK_HOSTS}:/etc/hosts:ro"]
+    assert create["network_disabled"] is True
     assert list(host["Tmpfs"]) == ["/tmp"]
     assert host["Init"] is False  # no docker-init bind-mounted from the host
     assert host["LogConfig"]["Type"] == "none"

@@ -4,12 +4,16 @@ arguments (`create_kwargs`, pure), and the create call that uses them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import docker
 from docker.models.containers import _create_container_args  # type: ignore[attr-defined]
 
 from sandboxes.ports import ContainerSpec
+
+# The /etc/hosts of a container with no network (read-only): the engine writes none then.
+LOOPBACK_HOSTS = Path(__file__).resolve().parent / "loopback_hosts"
 
 
 def create_kwargs(spec: ContainerSpec) -> dict[str, Any]:
@@ -41,15 +45,24 @@ def create_kwargs(spec: ContainerSpec) -> dict[str, Any]:
     }
     if spec.command is not None:
         kwargs["command"] = list(spec.command)
-    # A named network is joined at create time (`network`); otherwise there is none.
+    volumes = {
+        m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts
+    }
+    # A named network is joined at create time (`network`); otherwise there is none, and
+    # the engine is told so (`network_disabled`): the container still gets a network
+    # namespace of its own with only loopback up (the kernel's and runc's doing), but the
+    # engine's network stack is skipped (no libnetwork sandbox, no setkey hook: a
+    # container's create, start and removal take half the CPU, docs/benchmarks.md). The
+    # engine then writes no /etc/hosts nor /etc/resolv.conf: corral's hosts file names
+    # localhost; nothing else resolves.
     if spec.network is None:
         kwargs["network_mode"] = "none"
+        kwargs["network_disabled"] = True
+        volumes[str(LOOPBACK_HOSTS)] = {"bind": "/etc/hosts", "mode": "ro"}
     else:
         kwargs["network"] = spec.network
-    if spec.mounts:
-        kwargs["volumes"] = {
-            m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts
-        }
+    if volumes:
+        kwargs["volumes"] = volumes
     if spec.working_dir is not None:
         kwargs["working_dir"] = spec.working_dir
     if spec.name is not None:
