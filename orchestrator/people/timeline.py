@@ -4,7 +4,8 @@ masked thumbnail, newest first. Never the typed text or the key pressed: a step 
 
 Thumbnails are taken off the call path: a screenshot call's own masked image becomes its
 entry's thumbnail; after any other action, once the session has been quiet for
-`QUIET_SECONDS`, one masked screenshot is taken for the newest entry. Entries of a burst
+`QUIET_SECONDS` and no call of the AI's uses it (`orchestrator.recordings.use`), one
+masked screenshot is taken for the newest entry. Entries of a burst
 of actions without a pause in between have no thumbnail of their own (the console
 says so)."""
 
@@ -18,7 +19,6 @@ from typing import Any, Literal
 
 from PIL import Image
 
-QUIET_SECONDS = 0.25
 THUMB_WIDTH = 320
 KEEP_ENTRIES = 200  # per surface: the console's timeline keeps this many, newest first
 

@@ -23,8 +23,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ import av
 
 from orchestrator.errors import CorralError
 from orchestrator.recordings.store import LIVE_VIDEO, TIMELINE, RecordingMeta, RecordingStore
+from orchestrator.recordings.use import AiUse
 from orchestrator.recordings.video import VideoFile
 from sandboxes.masking import png_size
 from sandboxes.recording import Mark
@@ -41,7 +41,6 @@ from sandboxes.recording import Mark
 logger = logging.getLogger("corral.recording")
 
 FOLLOW_SECONDS = 3.0  # how long a poke keeps frames coming while the screen changes
-QUIET_SECONDS = 0.25  # a capture waits until the AI has not acted for this long
 CAPTURE_DEADLINE = 8.0  # over the screenshot path's own deadlines (5 s): they end it first
 LAST_FRAME_DEADLINE = 2.0  # a surface's end waits at most this for its last frame
 GROWTH_CHECK_BYTES = 1 << 20  # ask `on_grown` about the bound after each MiB written
@@ -74,6 +73,7 @@ class Recorder:
         on_grown: Callable[[], str | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         encoders: anyio.CapacityLimiter | None = None,
+        use: AiUse | None = None,
     ) -> None:
         self.store = store
         self.meta = meta
@@ -87,10 +87,7 @@ class Recorder:
         self._t0 = clock()
         self._wake = anyio.Event()
         self._poked = clock()
-        self._acted = 0.0  # when the AI's last call ended (clock; set by `acting`)
-        self._acting = 0  # the AI's calls using the surface now (`acting`)
-        self._idle = anyio.Event()  # set while `_acting` is 0
-        self._idle.set()
+        self.use = AiUse(clock) if use is None else use  # the surface's (`_quiet`)
         self._offered: Frame | None = None  # a frame taken already, used before capturing
         self._marks: list[Mark] = []
         self._last: bytes | None = None  # digest of the last frame written
@@ -106,7 +103,7 @@ class Recorder:
     def poke(self, mark: Mark | None = None, *, frame: Frame | None = None) -> None:
         """The screen may have changed (an input, a timeline entry): take frames now.
         `frame`: the masked screen as it is now, taken already (a screenshot's). When the
-        AI acted is `acting`'s to say (its end starts the quiet time: see `_quiet`)."""
+        AI acted is the surface's `AiUse` to say (its calls' end starts the quiet time)."""
         if self.stopped or self.closed:
             return
         if mark is not None:
@@ -115,24 +112,6 @@ class Recorder:
             self._offered = frame
         self._poked = self.clock()
         self._wake.set()
-
-    @contextmanager
-    def acting(self) -> Iterator[None]:
-        """An AI's call is using the surface (reading a target, giving an input): no frame
-        is taken until it is done, and then not before QUIET_SECONDS after it. A capture
-        meanwhile would take the surface's channel the call's next step needs: the quiet
-        time counted from the AI's last answer let one in whenever a call took longer than
-        QUIET_SECONDS (a target read, an approved action's second read, a busy machine)."""
-        self._acting += 1
-        if self._acting == 1:
-            self._idle = anyio.Event()
-        try:
-            yield
-        finally:
-            self._acting -= 1
-            self._acted = self.clock()
-            if self._acting == 0:
-                self._idle.set()
 
     def note(
         self, entry: dict[str, Any], frame: Frame | None = None, *, approval: bool = False
@@ -185,17 +164,16 @@ class Recorder:
 
     async def _quiet(self) -> None:
         """Before taking a frame itself: wait until no call of the AI's uses the surface
-        and it has not acted for QUIET_SECONDS. A capture takes the surface's channel for
-        tens of milliseconds, which an action arriving meanwhile would wait for: while the
-        AI acts back to back, the frames are the screenshots it takes (offered) and the
-        one taken once it pauses, with the marks of every action since. The first frame
-        does not wait: a recording begins with the surface as it started, however soon
-        and however long the AI acts on it."""
+        and it has not acted for QUIET_SECONDS (`AiUse`). While the AI acts back to back,
+        the frames are the screenshots it takes (offered) and the one taken once it
+        pauses, with the marks of every action since. The first frame does not wait: a
+        recording begins with the surface as it started, however soon and however long the
+        AI acts on it."""
         while self._offered is None and self._last is not None:
-            if self._acting:
-                await self._idle.wait()  # its end sets `_acted`: the quiet counts from it
+            if self.use.busy:
+                await self.use.idle()  # its end sets `acted`: the quiet counts from it
                 continue
-            wait = self._acted + QUIET_SECONDS - self.clock()
+            wait = self.use.quiet_in()
             if wait <= 0:
                 return
             await anyio.sleep(wait)  # pacing behind the AI's inputs, not a poll

@@ -24,6 +24,7 @@ from orchestrator.config import RecordingConfig
 from orchestrator.errors import CorralError
 from orchestrator.recordings.recorder import Frame, Recorder
 from orchestrator.recordings.store import RecordingMeta, RecordingStore
+from orchestrator.recordings.use import AiUse
 from sandboxes.recording import Kept, over_bound
 
 logger = logging.getLogger("corral.recording")
@@ -44,6 +45,8 @@ class Recorded(Protocol):
     def seat(self) -> str: ...
     @property
     def conversation(self) -> str: ...
+    @property
+    def use(self) -> AiUse: ...
     async def frame(self) -> Frame: ...
 
 
@@ -118,6 +121,7 @@ class Recordings:
             on_stopped=lambda why: self._stopped(agent, surface_id, why),
             on_grown=self._over,
             encoders=self._encoders,
+            use=surface.use,
         )
         live = _Live(recorder, anyio.CancelScope(), anyio.Event())
         self.live[surface_id] = live

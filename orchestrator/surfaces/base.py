@@ -26,6 +26,7 @@ from orchestrator.config import ComputerUseConfig
 from orchestrator.errors import SurfaceGone
 from orchestrator.people.timeline import KEEP_ENTRIES
 from orchestrator.recordings.recorder import Frame, Recorder
+from orchestrator.recordings.use import AiUse
 from sandboxes.ports import Egress
 from sandboxes.session_rules import SessionClock
 
@@ -71,6 +72,9 @@ class Surface:
     notice: str | None = None
     # Its recording (orchestrator.recordings), None when it is not recorded.
     recorder: Recorder | None = None
+    # When the AI's calls use it (held by the pipeline): its recorder's frames and its
+    # timeline's thumbnails are not taken meanwhile.
+    use: AiUse = field(default_factory=AiUse)
 
     @property
     def seat(self) -> str:

@@ -22,13 +22,13 @@ from orchestrator.audit import AuditLog
 from orchestrator.errors import CorralError, SeatError, SessionRefused
 from orchestrator.people.approvals import Approval, ApprovalQueue
 from orchestrator.people.timeline import (
-    QUIET_SECONDS,
     TimelineEntry,
     new_entry,
     settle_superseded,
     thumbnail,
 )
 from orchestrator.recordings.recorder import Frame
+from orchestrator.recordings.use import QUIET_SECONDS
 from orchestrator.surfaces.base import Surface
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.kiosk.session import KioskSession
@@ -227,6 +227,8 @@ class Oversight:
         if png is None:
             if not isinstance(session, KioskSession | DesktopRig):
                 return  # no agent channel to screenshot through: no thumbnail
+            if session.use.busy:  # a screenshot now would wait on the call, then hold it
+                return
             png = (await masked_screenshot(session, "")).png
         newest.thumb = await anyio.to_thread.run_sync(thumbnail, png)
         newest.thumb_state = "ready"

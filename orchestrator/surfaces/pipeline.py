@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -140,9 +140,9 @@ class Approver(Protocol):
 
 
 def acting(surface: Surface) -> AbstractContextManager[None]:
-    """The AI's call using the surface, for its recorder (`Recorder.acting`): no frame is
-    captured meanwhile."""
-    return nullcontext() if surface.recorder is None else surface.recorder.acting()
+    """The AI's call using the surface (`AiUse.acting`): neither its recorder's frame nor
+    its timeline's thumbnail is captured meanwhile."""
+    return surface.use.acting()
 
 
 def bind(surface: Surface, action: Action, hold: Hold) -> Binding:

@@ -6,6 +6,7 @@ Docker and a real kiosk: tests/e2e/test_operators.py, tests/e2e/test_console_bro
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import anyio
@@ -15,7 +16,7 @@ from orchestrator.errors import SeatError
 from orchestrator.home import CorralHome
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
-from tests.fakes import InMemoryBackend
+from tests.fakes import FakeClock, InMemoryBackend
 from tests.unit.test_session_rules import call, text_of, write_agent
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
@@ -107,6 +108,33 @@ async def test_stop_from_an_operator_ends_the_session_and_its_held_call(
     assert "alice" not in manager.sessions
     with pytest.raises(SeatError, match="no running session"):
         await manager.oversight.take_over("alice", "olga", viewer=None, how="cli")
+
+
+async def test_no_thumbnail_is_captured_while_an_ais_call_uses_the_kiosk(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend, clock: FakeClock
+) -> None:
+    """A quiet session's timeline thumbnail is a screenshot over the kiosk's channel:
+    begun while an AI's call reads its target or gives its input, the call's next step
+    would wait behind it. It is left for the call's end (its own entry's thumbnail)."""
+    write_agent(corral_home)
+    kiosk = await started(manager, backend)
+    session = manager.sessions["alice"]
+    assert not (await call(manager, "computer_key", key="Tab")).is_error
+    clock.advance(60)  # the entry's quiet time long past
+    shots = len([r for r in kiosk.requests if r["op"] == "screenshot"])
+    kiosk.held_ops.add("key")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(call, manager, "computer_key", key="Tab"))
+        with anyio.fail_after(10):  # bounds, not waits: the fake kiosk answers at once
+            await kiosk.arrived.wait()  # the next call's input is in flight
+            await manager.oversight._thumbnail(session)  # without the rule: blocks here
+        assert len([r for r in kiosk.requests if r["op"] == "screenshot"]) == shots
+        assert session.timeline[-1].thumb_state == "pending"
+        kiosk.release()
+    clock.advance(60)
+    await manager.oversight._thumbnail(session)
+    assert len([r for r in kiosk.requests if r["op"] == "screenshot"]) == shots + 1
+    assert session.timeline[-1].thumb_state == "ready" and session.timeline[-1].thumb
 
 
 class _Rigs:

@@ -22,7 +22,7 @@ import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from PIL import Image
 
-from orchestrator.recordings.recorder import QUIET_SECONDS, Frame, Recorder
+from orchestrator.recordings.recorder import Frame, Recorder
 from orchestrator.recordings.store import (
     LIVE_VIDEO,
     META,
@@ -32,6 +32,7 @@ from orchestrator.recordings.store import (
     RecordingStore,
     session_audit,
 )
+from orchestrator.recordings.use import QUIET_SECONDS
 from orchestrator.recordings.video import VideoFile, duration_ms, finish
 from sandboxes.recording import Mark
 
@@ -283,7 +284,7 @@ def acting_recorder(
     send, taken = anyio.create_memory_object_stream[bool](16)
 
     async def capture() -> Frame:
-        send.send_nowait(recorder._acting == 0)
+        send.send_nowait(not recorder.use.busy)
         return Frame(png((0, 90, 0)))
 
     recorder = Recorder(
@@ -321,7 +322,7 @@ async def test_the_recorders_first_frame_is_taken_though_the_ai_acts_from_the_st
     recorder, send, taken = acting_recorder(store, "k10", now)
     with send, taken:
         async with running(recorder):
-            with recorder.acting():
+            with recorder.use.acting():
                 recorder.poke()
                 with anyio.fail_after(10):
                     assert await taken.receive() is False  # taken while the call runs
@@ -343,7 +344,7 @@ async def test_the_recorder_takes_no_frame_while_an_ais_call_uses_the_surface(
     with send, taken:
         async with running(recorder):
             await first_frame_written(recorder, taken)
-            with recorder.acting():
+            with recorder.use.acting():
                 recorder.poke()
                 now[0] += 60  # long quiet by the clock, but the call still runs
                 await anyio.wait_all_tasks_blocked()
@@ -365,7 +366,7 @@ async def test_a_recording_ends_with_the_surface_as_the_ais_last_inputs_left_it(
     with send, taken:
         async with running(recorder):
             await first_frame_written(recorder, taken)
-            with recorder.acting():  # an input, just before the end: still in its quiet
+            with recorder.use.acting():  # an input, just before the end: still in its quiet
                 recorder.poke(Mark("clicked", (40, 40)))
         await recorder.last_frame()  # the surface ends: its task was stopped first
         assert taken.receive_nowait() is True
