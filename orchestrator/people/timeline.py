@@ -38,6 +38,7 @@ class TimelineEntry:
     thumb: bytes | None = None
     thumb_state: ThumbState = "pending"
     source_png: bytes | None = None  # a screenshot call's own masked PNG, until thumbnailed
+    noted: int = 0  # the lines its surface's recorder had noted with it (`frame_since`)
 
     def public(self) -> dict[str, Any]:
         """What the console shows of an entry (whether it has a thumbnail, not the image)."""

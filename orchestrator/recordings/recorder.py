@@ -89,6 +89,9 @@ class Recorder:
         self._poked = clock()
         self.use = AiUse(clock) if use is None else use  # the surface's (`_quiet`)
         self._offered: Frame | None = None  # a frame taken already, used before capturing
+        self.notes = 0  # timeline lines noted so far
+        self._offered_at = 0  # `notes` when the offered frame was offered
+        self._seen: tuple[int, Frame] | None = None  # the latest frame, `notes` when begun
         self._marks: list[Mark] = []
         self._last: bytes | None = None  # digest of the last frame written
         self._blacked: str | None = None
@@ -109,7 +112,7 @@ class Recorder:
         if mark is not None:
             self._marks.append(mark)
         if frame is not None:
-            self._offered = frame
+            self._offered, self._offered_at = frame, self.notes
         self._poked = self.clock()
         self._wake.set()
 
@@ -122,6 +125,7 @@ class Recorder:
         if self.closed:
             return
         line = {"t": round(self.clock() - self._t0, 3), "at": time.time(), **entry}
+        self.notes += 1
         self._count(line, approval)
         try:
             self._timeline.write(json.dumps(line, separators=(",", ":")) + "\n")
@@ -183,17 +187,26 @@ class Recorder:
         last one written."""
         marks = tuple(self._marks)
         self._marks.clear()
+        notes = self._offered_at if self._offered is not None else self.notes
         frame, self._offered = self._offered, None
-        if frame is not None:
-            return await self._write(frame, marks)
-        with anyio.move_on_after(CAPTURE_DEADLINE):
-            try:
-                frame = await self.capture()
-            except CorralError as exc:  # the surface failed: its manager ends it
-                logger.info("recording %s: no frame (%s)", self.meta.id, exc)
+        if frame is None:
+            with anyio.move_on_after(CAPTURE_DEADLINE):
+                try:
+                    frame = await self.capture()
+                except CorralError as exc:  # the surface failed: its manager ends it
+                    logger.info("recording %s: no frame (%s)", self.meta.id, exc)
         if frame is None:
             return False  # the surface did not answer in time: its next frame will
+        self._seen = (notes, frame)
         return await self._write(frame, marks)
+
+    def frame_since(self, notes: int) -> Frame | None:
+        """The latest frame if it was taken (or offered) once `notes` timeline lines had
+        been noted, else None: the screen after a timeline entry, for its thumbnail,
+        without a capture of its own (a live recorder takes one after every line)."""
+        if self._seen is None or self._seen[0] < notes:
+            return None
+        return self._seen[1]
 
     async def _write(self, frame: Frame, marks: tuple[Mark, ...]) -> bool:
         self._black(frame.blacked)

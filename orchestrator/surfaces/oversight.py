@@ -202,6 +202,7 @@ class Oversight:
             shown = {k: v for k, v in entry.public().items() if k != "thumb"}
             frame = None if png is None else Frame(png)
             session.recorder.note(shown, frame, approval=approval)
+            entry.noted = session.recorder.notes
         return entry
 
     async def thumbnails_forever(self) -> None:
@@ -223,16 +224,27 @@ class Oversight:
         if self.clock() - self._last_input.get(session.id, 0.0) < QUIET_SECONDS:
             return
         settle_superseded(list(session.timeline), newest)
-        png = newest.source_png
+        png = newest.source_png or await self._screen_after(session, newest)
         if png is None:
-            if not isinstance(session, KioskSession | DesktopRig):
-                return  # no agent channel to screenshot through: no thumbnail
-            if session.use.busy:  # a screenshot now would wait on the call, then hold it
-                return
-            png = (await masked_screenshot(session, "")).png
+            return
         newest.thumb = await anyio.to_thread.run_sync(thumbnail, png)
         newest.thumb_state = "ready"
         newest.source_png = None
+
+    async def _screen_after(self, session: Seat, entry: TimelineEntry) -> bytes | None:
+        """The masked screen after `entry`: its recorder's frame when it is recorded (the
+        recorder takes one after every timeline line: the same screen is not captured
+        twice), else a screenshot of its own; None for now (the recorder's frame is still
+        to come, or a call of the AI's uses the surface) or at all (no agent channel)."""
+        recorder = session.recorder
+        if recorder is not None and not (recorder.stopped or recorder.closed):
+            frame = recorder.frame_since(entry.noted)
+            return None if frame is None else frame.png
+        if not isinstance(session, KioskSession | DesktopRig):
+            return None  # no agent channel to screenshot through: no thumbnail
+        if session.use.busy:  # a screenshot now would wait on the call, then hold it
+            return None
+        return (await masked_screenshot(session, "")).png
 
     # ------------------------------------------------------------------ the seat
     def _session(self, name: str) -> Seat:

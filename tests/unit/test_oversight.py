@@ -7,6 +7,7 @@ Docker and a real kiosk: tests/e2e/test_operators.py, tests/e2e/test_console_bro
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,6 +15,9 @@ import pytest
 
 from orchestrator.errors import SeatError
 from orchestrator.home import CorralHome
+from orchestrator.recordings.recorder import Recorder
+from orchestrator.recordings.store import RecordingMeta, RecordingStore
+from orchestrator.recordings.use import AiUse
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 from tests.fakes import FakeClock, InMemoryBackend
@@ -135,6 +139,48 @@ async def test_no_thumbnail_is_captured_while_an_ais_call_uses_the_kiosk(
     await manager.oversight._thumbnail(session)
     assert len([r for r in kiosk.requests if r["op"] == "screenshot"]) == shots + 1
     assert session.timeline[-1].thumb_state == "ready" and session.timeline[-1].thumb
+
+
+async def test_a_recorded_sessions_thumbnail_is_its_recorders_frame_not_a_second_capture(
+    corral_home: CorralHome,
+    manager: SessionManager,
+    backend: InMemoryBackend,
+    clock: FakeClock,
+    tmp_path: Path,
+) -> None:
+    """The recorder takes a masked frame after every timeline line once the session is
+    quiet; the console's thumbnail of the same moment is that frame, not a screenshot of
+    its own over the kiosk's channel (the same screen taken twice, the second capture
+    holding up the AI's next call)."""
+    write_agent(corral_home)
+    kiosk = await started(manager, backend)
+    session = manager.sessions["alice"]
+    session.use = AiUse(clock)  # the quiet time on the test's clock
+    store = RecordingStore(tmp_path)
+    meta = RecordingMeta(id="r", agent="alice", surface="kiosk", seat="alice", started_at=0)
+    store.create(meta)
+    recorder = Recorder(
+        store, meta, session.frame, 4, on_stopped=print, clock=clock, use=session.use
+    )
+    session.recorder = recorder
+
+    def shots() -> int:
+        return len([r for r in kiosk.requests if r["op"] == "screenshot"])
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorder.run)
+        assert not (await call(manager, "computer_key", key="Tab")).is_error
+        entry = session.timeline[-1]
+        clock.advance(60)
+        with anyio.fail_after(10):  # a bound: the fake kiosk answers at once
+            while recorder.frame_since(entry.noted) is None:
+                await anyio.wait_all_tasks_blocked()
+        taken = shots()
+        await manager.oversight._thumbnail(session)
+        assert entry.thumb_state == "ready" and entry.thumb
+        assert shots() == taken  # no screenshot of its own
+        tg.cancel_scope.cancel()
+    recorder.close_sync("stopped by the agent")
 
 
 class _Rigs:

@@ -376,3 +376,26 @@ async def test_a_recording_ends_with_the_surface_as_the_ais_last_inputs_left_it(
     assert recorder.close_sync("stopped by the agent").frames == 2
     (_, first), (_, last) = frames_of(store.dir_of("k11") / VIDEO)
     assert first.getpixel((40 + 13, 40)) != last.getpixel((40 + 13, 40))  # the click's ring
+
+
+async def test_the_screen_after_a_timeline_line_is_a_frame_begun_once_it_was_noted(
+    tmp_path: Path,
+) -> None:
+    """`frame_since` gives a timeline entry's thumbnail the recorder's frame instead of a
+    capture of its own: only a frame taken (or offered) once the entry's line was noted,
+    never an earlier screen written after it."""
+    store = RecordingStore(tmp_path)
+    recorder, send, taken = acting_recorder(store, "k12", [1000.0])
+    with send, taken:
+        assert recorder.frame_since(0) is None  # no frame yet
+        recorder.note({"tool": "computer_screenshot"}, Frame(png((1, 2, 3))))  # line 1
+        recorder.note({"tool": "computer_click"})  # line 2, before that frame is written
+        assert await recorder._frame()  # the screenshot offered with line 1
+        shot = recorder.frame_since(1)
+        assert shot is not None and shot.png == png((1, 2, 3))
+        assert recorder.frame_since(2) is None  # the screen before the click
+        assert await recorder._frame()  # a capture begun after line 2
+        assert taken.receive_nowait() is True
+        after = recorder.frame_since(2)
+        assert after is not None and after.png == png((0, 90, 0))
+    recorder.close_sync("stopped by the agent")
