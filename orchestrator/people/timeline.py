@@ -4,8 +4,9 @@ masked thumbnail, newest first. Never the typed text or the key pressed: a step 
 
 Thumbnails are taken off the call path: a screenshot call's own masked image becomes its
 entry's thumbnail; after any other action, once the session has been quiet for
-`QUIET_SECONDS` and no call of the AI's uses it (`orchestrator.recordings.use`), one
-masked screenshot is taken for the newest entry. Entries of a burst
+`QUIET_SECONDS` and no call of the AI's uses it (`orchestrator.recordings.use`), the
+newest entry gets the masked screen as it is then: its recorder's frame of that moment
+when the surface is recorded, else a screenshot of its own. Entries of a burst
 of actions without a pause in between have no thumbnail of their own (the console
 says so)."""
 

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -139,12 +138,6 @@ class Approver(Protocol):
     def record(self, session: Surface, tool: str, step: str, outcome: str) -> Any: ...
 
 
-def acting(surface: Surface) -> AbstractContextManager[None]:
-    """The AI's call using the surface (`AiUse.acting`): neither its recorder's frame nor
-    its timeline's thumbnail is captured meanwhile."""
-    return surface.use.acting()
-
-
 def bind(surface: Surface, action: Action, hold: Hold) -> Binding:
     """The exact action a hold asks an operator about: tool, parameters, surface, and the
     target the rule judged."""
@@ -179,7 +172,9 @@ class Pipeline:
         self.alive(surface)
         self.seat(surface, action, driver)
         self.pending(surface, action, driver)
-        with acting(surface):  # the target's reads: no recording's frame meanwhile
+        # The AI's call uses the surface (`AiUse.acting`) while it reads the target and
+        # while it gives its input: no recording frame or timeline thumbnail is captured.
+        with surface.use.acting():
             await driver.rules(surface, action)
             hold = await driver.hold(surface, action)
         self.alive(surface)  # a target that could not be read because the surface died
@@ -187,7 +182,7 @@ class Pipeline:
         if hold is not None:  # the wait for an operator is no use of the surface
             approval = await self._approved(surface, action, driver, hold, events)
         try:
-            with acting(surface):
+            with surface.use.acting():
                 async with surface.lock:
                     if approval is not None:
                         await self._still_bound(surface, action, driver, approval)

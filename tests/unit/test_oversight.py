@@ -160,7 +160,7 @@ async def test_a_recorded_sessions_thumbnail_is_its_recorders_frame_not_a_second
     meta = RecordingMeta(id="r", agent="alice", surface="kiosk", seat="alice", started_at=0)
     store.create(meta)
     recorder = Recorder(
-        store, meta, session.frame, 4, on_stopped=print, clock=clock, use=session.use
+        store, meta, session.frame, 4, on_stopped=lambda _: None, clock=clock, use=session.use
     )
     session.recorder = recorder
 
