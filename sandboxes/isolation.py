@@ -64,6 +64,7 @@ def locked_down(
     keep_logs: bool = False,
     deadline_seconds: int | None = None,
     runtime: str | None = None,
+    channel_socket: bool = False,
 ) -> ContainerSpec:
     """The one way a ContainerSpec is made. Only what differs between kinds is a parameter;
     read-only root, no capabilities, no-new-privileges and no swap are not."""
@@ -97,6 +98,7 @@ def locked_down(
         keep_logs=keep_logs,
         deadline_seconds=deadline_seconds,
         runtime=runtime,
+        channel_socket=channel_socket,
     )
 
 
@@ -109,8 +111,9 @@ def kiosk_spec(
     dns: Sequence[str] = (),
 ) -> ContainerSpec:
     """A kiosk container (SPEC S2.3): the S1.2 limits, Chromium's seccomp profile, a tmpfs
-    home, and stdin open for the kiosk agent's channel. On a session network, DNS goes only
-    to its gateway (where the INPUT rule drops it)."""
+    home, and the agent's channel: on a socket of its own where the backend gives one,
+    else stdin (open) and stdout. On a session network, DNS goes only to its gateway (where
+    the INPUT rule drops it). The desktop and browser rigs' containers are made here too."""
     return locked_down(
         image=image,
         labels=labels,
@@ -121,6 +124,7 @@ def kiosk_spec(
         environment={"HOME": KIOSK_HOME},
         dns=dns,
         stdin_open=True,
+        channel_socket=True,
     )
 
 

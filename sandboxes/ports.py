@@ -58,6 +58,10 @@ class ContainerSpec:
     # `activeDeadlineSeconds`.
     deadline_seconds: int | None = None
     runtime: str | None = None  # the engine's OCI runtime ("runc", "runsc"); None: its default
+    # The main process takes its channel (stdin and stdout) on a unix socket named by
+    # CORRAL_CHANNEL when the backend gives one (rig_images/channel_socket.py): the kiosk,
+    # desktop and browser images. A backend may ignore it: the channel is the attach then.
+    channel_socket: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ import anyio
 import docker
 import docker.errors
 
+from orchestrator.backends.docker.channel_socket import TARGET as CHANNEL_TARGET
 from orchestrator.backends.docker.spec import LOOPBACK_HOSTS
 from orchestrator.backends.owner import LABEL_MANAGED
 from orchestrator.home import CorralHome
@@ -214,8 +215,16 @@ def gone(client: docker.DockerClient, container_id: str) -> bool:
 def host_mounts(attrs: dict[str, Any]) -> list[dict[str, Any]]:
     """What a container has from the host's disk (its inspect `attrs`), besides corral's
     read-only hosts file naming localhost, which a container with no network gets
-    (`orchestrator.backends.docker.spec.LOOPBACK_HOSTS`): that one is checked here."""
+    (`orchestrator.backends.docker.spec.LOOPBACK_HOSTS`), and its channel's own socket
+    (`orchestrator.backends.docker.channel_socket`): both checked here (read-only; the
+    socket one file in a private folder of the gateway's)."""
     hosts = [m for m in attrs["Mounts"] if m["Destination"] == "/etc/hosts"]
     for mount in hosts:
         assert mount["Source"] == str(LOOPBACK_HOSTS) and mount["RW"] is False, mount
+    channel = [m for m in attrs["Mounts"] if m["Destination"] == CHANNEL_TARGET]
+    for mount in channel:
+        folder = Path(mount["Source"]).parent
+        assert mount["RW"] is False and folder.name.startswith("corral-ch-"), mount
+        assert not folder.exists() or folder.stat().st_mode & 0o777 == 0o700, mount
+    hosts += channel
     return [m for m in attrs["Mounts"] if m not in hosts]

@@ -332,4 +332,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    import channel_socket  # /opt/corral/channel_socket.py (rig_images/channel_socket.py)
+
+    channel_socket.take()  # the channel's own socket, when corral gives one
     sys.exit(main())

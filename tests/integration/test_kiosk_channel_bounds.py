@@ -1,11 +1,15 @@
 """The kiosk channel's bounds on the real engine: a container that floods its stdout, or
 never reads its stdin, cannot hold the gateway (a worker thread, memory, a lock) past the
 request's deadline. Stand-in containers from the sandbox image play the misbehaving
-kiosk; the session-level consequences are in tests/unit/test_session_rules.py."""
+kiosk; the session-level consequences are in tests/unit/test_session_rules.py. Each runs
+on both channels: the engine's attach, and the channel's own socket (`channel_socket`),
+which the stand-in takes as the kiosk agent does (rig_images/channel_socket.py) before
+it runs its script."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 import anyio
 import docker
@@ -13,6 +17,7 @@ import pytest
 
 from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.channel_socket import TARGET as CHANNEL_TARGET
 from orchestrator.errors import KioskError
 from sandboxes.isolation import locked_down
 from sandboxes.liveness import SILENCE_S
@@ -21,17 +26,41 @@ from tests.images import DEFAULT_SANDBOX_IMAGE
 pytestmark = pytest.mark.anyio
 
 SANDBOX_IMAGE = DEFAULT_SANDBOX_IMAGE
+Opener = Callable[[DockerBackend, str], Awaitable[KioskChannel]]
+# The socket's stand-in for rig_images/channel_socket.py: connect, make it stdin and
+# stdout, then run the script.
+TAKE_SOCKET = (
+    "import os, socket, sys\n"
+    "s = socket.socket(socket.AF_UNIX)\n"
+    "s.connect(os.environ['CORRAL_CHANNEL'])\n"
+    "os.dup2(s.fileno(), 0); os.dup2(s.fileno(), 1)\n"
+    "os.execvp('sh', ['sh', '-c', sys.argv[1]])\n"
+)
 
 
-async def channel_running(backend: DockerBackend, script: str) -> KioskChannel:
-    spec = locked_down(
-        image=SANDBOX_IMAGE,
-        command=("sh", "-c", script),
-        labels=backend.labels(kind="test-kiosk", agent="bounds", session="bounds"),
-        tmpfs={"/tmp": "rw,nosuid,nodev,size=16m"},
-        stdin_open=True,
-    )
-    return await KioskChannel.open(backend, spec)
+@pytest.fixture(params=["attach", "socket"])
+def channel_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def channel_running(backend: DockerBackend, channel_kind: str) -> Opener:
+    async def open_one(backend: DockerBackend, script: str) -> KioskChannel:
+        socket = channel_kind == "socket"
+        spec = locked_down(
+            image=SANDBOX_IMAGE,
+            command=("python3", "-c", TAKE_SOCKET, script) if socket else ("sh", "-c", script),
+            labels=backend.labels(kind="test-kiosk", agent="bounds", session="bounds"),
+            tmpfs={"/tmp": "rw,nosuid,nodev,size=16m"},
+            stdin_open=True,
+            channel_socket=socket,
+        )
+        channel = await KioskChannel.open(backend, spec)
+        mounts = (await backend.inspect_container(channel.id))["Mounts"]
+        assert any(m["Destination"] == CHANNEL_TARGET for m in mounts) is socket
+        return channel
+
+    return open_one
 
 
 def gone(client: docker.DockerClient, container_id: str) -> bool:
@@ -39,7 +68,7 @@ def gone(client: docker.DockerClient, container_id: str) -> bool:
 
 
 async def test_a_flood_without_line_ends_breaks_the_channel_at_the_bound(
-    backend: DockerBackend, docker_client: docker.DockerClient
+    backend: DockerBackend, docker_client: docker.DockerClient, channel_running: Opener
 ) -> None:
     channel = await channel_running(backend, "head -c 48000000 /dev/zero | tr '\\0' x; sleep 60")
     container_id = channel.id
@@ -55,7 +84,7 @@ async def test_a_flood_without_line_ends_breaks_the_channel_at_the_bound(
 
 
 async def test_a_kiosk_that_never_reads_cannot_hold_a_request_past_its_deadline(
-    backend: DockerBackend, docker_client: docker.DockerClient
+    backend: DockerBackend, docker_client: docker.DockerClient, channel_running: Opener
 ) -> None:
     channel = await channel_running(backend, "exec sleep 60")  # never reads its stdin
     container_id = channel.id
@@ -101,7 +130,7 @@ for raw in sys.stdin:
 
 
 async def test_an_agent_that_answers_nothing_breaks_its_channel_long_before_the_deadline(
-    backend: DockerBackend, docker_client: docker.DockerClient
+    backend: DockerBackend, docker_client: docker.DockerClient, channel_running: Opener
 ) -> None:
     """Once it has answered, it answers nothing, pings included: a hung agent, seen by
     the heartbeat, not by the request's 60 s deadline."""
@@ -118,7 +147,7 @@ async def test_an_agent_that_answers_nothing_breaks_its_channel_long_before_the_
 
 
 async def test_an_agent_that_never_answered_is_left_its_deadline_to_start(
-    backend: DockerBackend, docker_client: docker.DockerClient
+    backend: DockerBackend, docker_client: docker.DockerClient, channel_running: Opener
 ) -> None:
     """Before its first answer an agent may still be starting (its interpreter, on a
     loaded host): silence then is not a hang, and only the request's deadline ends it."""
@@ -133,7 +162,7 @@ async def test_an_agent_that_never_answered_is_left_its_deadline_to_start(
 
 
 async def test_a_busy_agent_that_answers_its_pings_keeps_its_channel(
-    backend: DockerBackend, docker_client: docker.DockerClient
+    backend: DockerBackend, docker_client: docker.DockerClient, channel_running: Opener
 ) -> None:
     """Its answer comes after eight pings (4 s), that is after more than the silence that
     breaks a channel: the pongs are signs of life, and the request gets its answer."""
@@ -150,7 +179,7 @@ async def test_a_busy_agent_that_answers_its_pings_keeps_its_channel(
 
 
 async def test_a_gateway_stalled_longer_than_the_silence_does_not_take_its_agent_for_hung(
-    backend: DockerBackend, docker_client: docker.DockerClient
+    backend: DockerBackend, docker_client: docker.DockerClient, channel_running: Opener
 ) -> None:
     """Series run f-2: the gateway's side stalled (a loaded host) right after it read a
     pong; no ping went out while it stalled, so the busy agent had nothing to answer. The

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import docker
 
+from orchestrator.backends.docker.channel_socket import ChannelFolder
 from orchestrator.backends.docker.containers import DockerAttached, DockerExec, DockerRun
 from orchestrator.backends.docker.sdk import (
     DEFAULT_SOCKET,
@@ -62,6 +63,7 @@ class DockerBackend:
         self.url = url
         self._client: docker.DockerClient | None = None
         self._watchdog = OwnerWatchdog(owner, self.url, audit_file)
+        self.channel_folder = ChannelFolder()  # the channels' own sockets (channel_socket)
 
     @property
     def client(self) -> docker.DockerClient:
@@ -217,6 +219,7 @@ class DockerBackend:
         return await engine_rows(self, image, runtime, audit)
 
     async def close(self) -> None:
+        self.channel_folder.remove()
         await anyio.to_thread.run_sync(self._watchdog.stop)
         if self._client is not None:
             self._client.close()

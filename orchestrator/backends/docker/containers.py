@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from orchestrator.backends.docker import channel_socket
 from orchestrator.backends.docker.attach import AttachSocket
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.errors import CorralError, EngineNotFound
@@ -188,22 +189,35 @@ class DockerAttached(_DemuxedStream):
         self._stderr = stderr
 
     async def open(self, before_start: Callable[[str], None] | None = None) -> None:
+        """Create, attach (or listen on the channel's own socket: `channel_socket`) and
+        start; with a socket, its main process's connection accepted before returning."""
         backend = self._backend
         await backend.ensure_watchdog()
+        spec, listener = self._spec, None
+        if channel_socket.fits(spec, backend.url):
+            listener = channel_socket.ChannelListener(backend.channel_folder.socket_path())
+            spec = listener.spec_for(spec)
 
         def create() -> None:
-            self.id = backend.create_now(self._spec)
-            streams = {"stdin": 1, "stdout": 1, "stderr": int(self._stderr), "stream": 1}
-            self._hold(backend.client.api.attach_socket(self.id, params=streams))
+            self.id = backend.create_now(spec)
+            if listener is None:
+                streams = {"stdin": 1, "stdout": 1, "stderr": int(self._stderr), "stream": 1}
+                self._hold(backend.client.api.attach_socket(self.id, params=streams))
             if before_start is not None:
                 before_start(self.id)
             backend.client.api.start(self.id)
 
         try:
-            await blocking(backend.url, create, self._spec.image)
+            await blocking(backend.url, create, spec.image)
+            if listener is not None:
+                connection = await listener.accept(partial(backend.is_running, self.id))
+                self._stream = channel_socket.SocketStream(connection)
         except BaseException:
             await self.close()
             raise
+        finally:
+            if listener is not None:
+                listener.close()
 
     async def wait(self) -> ExitInfo:
         if not self.id:

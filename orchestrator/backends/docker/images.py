@@ -141,20 +141,22 @@ def _stream_build(client: docker.DockerClient, **kwargs: Any) -> Iterator[str]:
 
 
 # What a rig's build context takes from elsewhere in the repository, one source and never
-# a copy in it: a folder keeps its name, a file of another rig's folder lands at the top of
-# the context, and a module of corral's own packages (standard library only) keeps its
-# package path, so the image imports it as the gateway does (`from sandboxes.X import ...`,
-# /opt/corral on sys.path): the secret-field probe and the screenshots' PNG encoder (kiosk,
-# desktop) and the host-name rule the proxy applies inside its trust boundary.
+# a copy in it: a folder keeps its name, a file of another rig's folder (or of rig_images
+# itself: the channel's socket) lands at the top of the context, and a module of corral's
+# own packages (standard library only) keeps its package path, so the image imports it as
+# the gateway does (`from sandboxes.X import ...`, /opt/corral on sys.path): the
+# secret-field probe and the screenshots' PNG encoder (kiosk, desktop) and the host-name
+# rule the proxy applies inside its trust boundary.
 SHARED_CONTEXT: dict[str, tuple[str, ...]] = {
-    "kiosk": ("/sandboxes/secret_fields.py", "/sandboxes/png.py"),
+    "kiosk": ("/sandboxes/secret_fields.py", "/sandboxes/png.py", "channel_socket.py"),
     "desktop": (
         "kiosk/kiosk_agent",
+        "channel_socket.py",
         "kiosk/policy.json",
         "/sandboxes/secret_fields.py",
         "/sandboxes/png.py",
     ),
-    "browser": ("kiosk/policy.json",),
+    "browser": ("kiosk/policy.json", "channel_socket.py"),
     "proxy": ("/sandboxes/hostnames.py",),
 }
 

@@ -13,4 +13,7 @@ if not __package__:
 from kiosk_agent.agent import main
 
 if __name__ == "__main__":
+    import channel_socket  # /opt/corral/channel_socket.py (rig_images/channel_socket.py)
+
+    channel_socket.take()  # the channel's own socket, when corral gives one
     sys.exit(main())

@@ -1,0 +1,132 @@
+"""A long-lived container's channel on a unix socket of its own, not the engine's attach.
+
+Through the attach, every byte of a kiosk's, desktop's or browser rig's channel crosses
+dockerd and the container's shim both ways. Measured on this machine (docs/benchmarks.md,
+"the channel's own socket"): an echo round trip through the attach 0.17 ms back to back,
+0.58 ms after a 50 ms pause, 2.5 ms p50 and 28 ms p95 while containers start and stop
+beside it (dockerd busy with them); through a unix socket 0.02, 0.16, 0.24 and 8.5 ms.
+
+So the Docker backend, for a spec that asks (`ContainerSpec.channel_socket`: images whose
+main process knows CORRAL_CHANNEL, rig_images/channel_socket.py), listens on a socket in a
+private folder of its own (0700, removed with the backend), bind-mounts that one socket
+read-only at `TARGET` and names it in the environment; the main process connects first
+thing and makes it its stdin and stdout. The gateway accepts exactly one connection, then
+closes the listener and unlinks the socket: a second connection from the container (or
+anyone) is refused. Read-only does not stop a connect (a socket is not written through
+its file); it stops the container from replacing the file.
+
+Only where the engine runs the container beside this process with runc (`fits`): a remote
+engine's bind mounts are another machine's files, and gVisor serves no host socket to its
+sandbox. Everywhere else the attach stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+
+from orchestrator.backends.docker.attach import AttachSocket
+from orchestrator.errors import EngineError
+from sandboxes.ports import BindMount, ContainerSpec
+
+TARGET = "/run/corral-channel"  # where the container sees its socket
+VARIABLE = "CORRAL_CHANNEL"  # rig_images/channel_socket.py reads it
+CONNECT_S = 120.0  # how long a started container has to connect (40 kiosks at once: seconds)
+CHECK_S = 0.5  # how often the engine is asked whether it still runs, while none connected
+STDOUT = 1
+RECV_BYTES = 256 * 1024
+LOCAL_ENGINE = ("unix://", "http+unix://")
+
+
+def fits(spec: ContainerSpec, url: str) -> bool:
+    """Whether `spec`'s channel goes on a socket of its own on the engine at `url` (pure):
+    the spec asks, the engine is this machine's (a unix socket) and the runtime is runc."""
+    return spec.channel_socket and url.startswith(LOCAL_ENGINE) and spec.runtime in (None, "runc")
+
+
+class ChannelFolder:
+    """The private folder (0700) where a backend's channel sockets are made; removed with
+    the backend."""
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+
+    def socket_path(self) -> Path:
+        if self._path is None:  # a short path: a socket's may not pass 107 bytes
+            self._path = Path(tempfile.mkdtemp(prefix="corral-ch-"))
+        return self._path / secrets.token_hex(8)
+
+    def remove(self) -> None:
+        if self._path is not None:
+            shutil.rmtree(self._path, ignore_errors=True)
+            self._path = None
+
+
+class ChannelListener:
+    """One container's socket, listening until its main process connected."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.bind(str(path))
+            os.chmod(path, 0o666)  # the container's user, whatever its uid; the folder is 0700
+            self._sock.listen(1)
+            self._sock.setblocking(False)
+        except BaseException:
+            self.close()
+            raise
+
+    def spec_for(self, spec: ContainerSpec) -> ContainerSpec:
+        """`spec` with the socket mounted (read-only) and named in its environment."""
+        return dataclasses.replace(
+            spec,
+            mounts=(*spec.mounts, BindMount(source=str(self.path), target=TARGET)),
+            environment={**spec.environment, VARIABLE: TARGET},
+        )
+
+    async def accept(self, running: Callable[[], Awaitable[bool]]) -> socket.socket:
+        """The main process's connection. EngineError when the container stopped, or did
+        not connect within CONNECT_S, first."""
+        with anyio.move_on_after(CONNECT_S):
+            while True:
+                with anyio.move_on_after(CHECK_S):
+                    await anyio.wait_readable(self._sock)
+                with contextlib.suppress(BlockingIOError, InterruptedError):
+                    connection, _ = self._sock.accept()
+                    return connection
+                if not await running():
+                    raise EngineError("the container stopped before its channel connected")
+        raise EngineError(f"the container's channel did not connect within {CONNECT_S:.0f} s")
+
+    def close(self) -> None:
+        """Stop listening and unlink the socket (idempotent): no later connection."""
+        with contextlib.suppress(OSError, RuntimeError):  # RuntimeError: no event loop
+            anyio.notify_closing(self._sock)
+        self._sock.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+class SocketStream(AttachSocket):
+    """The accepted connection, read as the attach's stdout frames are (the bytes as they
+    come: no frames on a socket of its own)."""
+
+    async def next_frame(self) -> tuple[int, bytes] | None:
+        while not self.closed:
+            try:
+                data = self.raw.recv(RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                await anyio.wait_readable(self.raw)
+                continue
+            return (STDOUT, data) if data else None
+        return None

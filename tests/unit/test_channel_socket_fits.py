@@ -1,0 +1,58 @@
+"""Where a container's channel goes on a socket of its own (pure rule and spec change,
+`orchestrator.backends.docker.channel_socket`); the socket itself, attacked, is in
+tests/integration/test_channel_socket.py."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from orchestrator.backends.docker.channel_socket import (
+    TARGET,
+    VARIABLE,
+    ChannelFolder,
+    ChannelListener,
+    fits,
+)
+from sandboxes.isolation import kiosk_spec, locked_down
+from sandboxes.ports import BindMount, ContainerSpec
+
+LOCAL = "unix:///var/run/docker.sock"
+
+
+def kiosk() -> ContainerSpec:
+    return kiosk_spec(image="corral-kiosk:latest", labels={}, network=None, seccomp=None)
+
+
+def test_a_kiosk_on_this_machines_engine_with_runc_gets_its_socket() -> None:
+    assert fits(kiosk(), LOCAL)
+    assert fits(dataclasses.replace(kiosk(), runtime="runc"), "http+unix:///run/docker.sock")
+
+
+@pytest.mark.parametrize(
+    "url", ["tcp://10.0.0.5:2376", "ssh://builder@host", "npipe:////./pipe/docker_engine"]
+)
+def test_an_engine_elsewhere_keeps_the_attach(url: str) -> None:
+    assert not fits(kiosk(), url)  # its bind mounts would be another machine's files
+
+
+def test_gvisor_and_specs_that_do_not_ask_keep_the_attach() -> None:
+    assert not fits(dataclasses.replace(kiosk(), runtime="runsc"), LOCAL)
+    assert not fits(locked_down(image="corral-sandbox:latest", labels={}), LOCAL)
+
+
+def test_the_listener_mounts_one_read_only_socket_and_names_it() -> None:
+    folder = ChannelFolder()
+    path = folder.socket_path()
+    listener = ChannelListener(path)
+    try:
+        assert path.parent.stat().st_mode & 0o777 == 0o700 and path.is_socket()
+        spec = listener.spec_for(dataclasses.replace(kiosk(), mounts=(BindMount("/a", "/b"),)))
+        assert spec.mounts == (BindMount("/a", "/b"), BindMount(str(path), TARGET, True))
+        assert spec.environment[VARIABLE] == TARGET and spec.environment["HOME"]
+    finally:
+        listener.close()
+    assert not path.exists()
+    folder.remove()
+    assert not path.parent.exists()
