@@ -22,6 +22,11 @@ class DockerBackendConfig(StrictModel):
 
     kind: Literal["docker"] = "docker"
     docker_host: str | None = None
+    # The kiosks', desktops' and browser rigs' channels on a unix socket of their own
+    # (docs/kiosk-internals.md, "The channel's own socket") where the engine is this
+    # machine's and runs them with runc. false: always the engine's attach (say, an engine
+    # that does not see this process's /tmp at the same path: a gateway under PrivateTmp).
+    channel_socket: bool = True
 
 
 def _namespace(value: str) -> str:

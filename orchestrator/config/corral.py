@@ -76,7 +76,7 @@ class CorralConfig(StrictModel):
         if self.backend is None:
             return DockerBackendConfig(docker_host=self.container.docker_host)
         if isinstance(self.backend, DockerBackendConfig) and self.backend.docker_host is None:
-            return DockerBackendConfig(docker_host=self.container.docker_host)
+            return self.backend.model_copy(update={"docker_host": self.container.docker_host})
         return self.backend
 
     def cluster_images(self) -> dict[str, str]:

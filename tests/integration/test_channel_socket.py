@@ -97,3 +97,28 @@ async def test_a_container_that_never_connects_fails_its_open_and_is_removed(
     session = f"{LABEL_SESSION}={labels[LABEL_SESSION]}"
     assert docker_client.containers.list(all=True, filters={"label": session}) == []
     assert list(Path(backend.channel_folder.socket_path()).parent.iterdir()) == []
+
+
+async def test_a_backend_told_so_keeps_every_channel_on_the_attach(
+    backend: DockerBackend, docker_client: docker.DockerClient
+) -> None:
+    """`[backend] channel_socket = false`: the same kiosk, spoken to over the attach (no
+    socket mounted, nothing named in its environment)."""
+    attach_only = DockerBackend(backend.owner, backend.url, channel_socket=False)
+    spec = kiosk_spec(
+        image=DEFAULT_KIOSK_IMAGE,
+        labels=attach_only.labels(kind="test-kiosk", agent="channel", session="attach"),
+        network=None,
+        seccomp=load_seccomp(),
+    )
+    try:
+        channel = await KioskChannel.open(attach_only, spec)
+        try:
+            assert (await channel.request("start", 60, width=640, height=480))["ok"] is True
+            attrs = await attach_only.inspect_container(channel.id)
+            assert all(m["Destination"] != TARGET for m in attrs["Mounts"])
+            assert not any(e.startswith("CORRAL_CHANNEL=") for e in attrs["Config"]["Env"])
+        finally:
+            await channel.close()
+    finally:
+        await attach_only.close()

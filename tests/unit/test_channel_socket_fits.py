@@ -5,6 +5,9 @@ tests/integration/test_channel_socket.py."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +59,20 @@ def test_the_listener_mounts_one_read_only_socket_and_names_it() -> None:
     assert not path.exists()
     folder.remove()
     assert not path.parent.exists()
+
+
+def test_a_folder_left_by_a_dead_process_is_swept_and_a_live_ones_kept(tmp_path: Path) -> None:
+    child = subprocess.Popen(["true"])
+    child.wait()  # a pid that has ended (reaped: /proc has no entry for it)
+    gone = tmp_path / f"corral-ch-{child.pid}-abcd"
+    live = tmp_path / f"corral-ch-{os.getpid()}-efgh"
+    other = tmp_path / "corral-chores"
+    for folder in (gone, live, other):
+        folder.mkdir()
+    (gone / "left.sock").write_text("")
+    folder = ChannelFolder(tmp_path)
+    made = folder.socket_path().parent
+    assert not gone.exists() and live.exists() and other.exists()
+    assert made.name.startswith(f"corral-ch-{os.getpid()}-")
+    folder.remove()
+    assert not made.exists()

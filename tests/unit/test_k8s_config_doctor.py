@@ -11,8 +11,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from corral_cli.main import main
+from orchestrator.backends.choose import backend_for
 from orchestrator.backends.docker.image_push import config_snippet, push_plan
 from orchestrator.backends.kubernetes.backend import resolve_kubeconfig
+from orchestrator.backends.owner import Owner
 from orchestrator.config import (
     DEFAULT_BROWSER_IMAGE,
     DEFAULT_SANDBOX_IMAGE,
@@ -50,6 +52,18 @@ def test_a_config_without_backend_is_docker_as_before() -> None:
     config = parse_config({"container": {"backend": "docker", "docker_host": "unix:///x"}}, "t")
     assert config.effective_backend() == DockerBackendConfig(docker_host="unix:///x")
     assert config.cluster_images() == {}
+
+
+def test_the_channels_can_all_be_kept_on_the_engines_attach() -> None:
+    """`[backend] channel_socket = false` (default true) survives the engine `[container]`
+    names, and reaches the Docker backend."""
+    table = {"kind": "docker", "channel_socket": False}
+    config = parse_config({"container": {"docker_host": "unix:///x"}, "backend": table}, "t")
+    chosen = config.effective_backend()
+    assert chosen == DockerBackendConfig(docker_host="unix:///x", channel_socket=False)
+    backend = backend_for(config, Owner.current(), {})
+    assert getattr(backend, "channel_socket", None) is False
+    assert backend_for(parse_config({}, "t"), Owner.current(), {}).channel_socket
 
 
 def test_kubernetes_backend_keys_parse_with_their_defaults() -> None:

@@ -55,14 +55,21 @@ class DockerBackend:
     supports_pools = True
 
     def __init__(
-        self, owner: Owner, url: str = DEFAULT_SOCKET, audit_file: Path | None = None
+        self,
+        owner: Owner,
+        url: str = DEFAULT_SOCKET,
+        audit_file: Path | None = None,
+        *,
+        channel_socket: bool = True,
     ) -> None:
         """`url`: the engine, as `backends.docker.build` resolved it (`engine_url`);
-        `audit_file`: where the owner watchdog audits what a dead owner left."""
+        `audit_file`: where the owner watchdog audits what a dead owner left;
+        `channel_socket`: `[backend] channel_socket` (False: every channel on the attach)."""
         self.owner = owner
         self.url = url
         self._client: docker.DockerClient | None = None
         self._watchdog = OwnerWatchdog(owner, self.url, audit_file)
+        self.channel_socket = channel_socket
         self.channel_folder = ChannelFolder()  # the channels' own sockets (channel_socket)
 
     @property

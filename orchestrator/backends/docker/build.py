@@ -20,4 +20,5 @@ def docker_backend(
 ) -> ContainerBackend:
     """The engine `chosen` names (its `docker_host`, else DOCKER_HOST as the CLI read it,
     else the local socket); no engine call until the first use."""
-    return DockerBackend(owner, engine_url(chosen.docker_host, environ), audit_file)
+    url = engine_url(chosen.docker_host, environ)
+    return DockerBackend(owner, url, audit_file, channel_socket=chosen.channel_socket)

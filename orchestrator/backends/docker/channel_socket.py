@@ -44,6 +44,7 @@ CONNECT_S = 120.0  # how long a started container has to connect (40 kiosks at o
 CHECK_S = 0.5  # how often the engine is asked whether it still runs, while none connected
 STDOUT = 1
 RECV_BYTES = 256 * 1024
+PREFIX = "corral-ch-"  # the folders' names: corral-ch-<pid>-<random>
 LOCAL_ENGINE = ("unix://", "http+unix://")
 
 
@@ -55,20 +56,40 @@ def fits(spec: ContainerSpec, url: str) -> bool:
 
 class ChannelFolder:
     """The private folder (0700) where a backend's channel sockets are made; removed with
-    the backend."""
+    the backend. Its name carries the process id: a folder left by a process that died
+    (SIGKILL) is removed when the next one makes its own (`sweep`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: Path | None = None) -> None:
+        self._parent = parent or Path(tempfile.gettempdir())
         self._path: Path | None = None
 
     def socket_path(self) -> Path:
         if self._path is None:  # a short path: a socket's may not pass 107 bytes
-            self._path = Path(tempfile.mkdtemp(prefix="corral-ch-"))
+            sweep(self._parent)
+            prefix = f"{PREFIX}{os.getpid()}-"
+            self._path = Path(tempfile.mkdtemp(prefix=prefix, dir=self._parent))
         return self._path / secrets.token_hex(8)
 
     def remove(self) -> None:
         if self._path is not None:
             shutil.rmtree(self._path, ignore_errors=True)
             self._path = None
+
+
+def sweep(parent: Path) -> list[Path]:
+    """Remove the channel folders under `parent` that are this user's and whose process is
+    gone (what a killed gateway left); the ones removed."""
+    removed = []
+    for folder in parent.glob(f"{PREFIX}*-*"):
+        pid = folder.name[len(PREFIX) :].split("-", 1)[0]
+        try:
+            mine = folder.is_dir() and folder.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if mine and pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 class ChannelListener:

@@ -194,7 +194,7 @@ class DockerAttached(_DemuxedStream):
         backend = self._backend
         await backend.ensure_watchdog()
         spec, listener = self._spec, None
-        if channel_socket.fits(spec, backend.url):
+        if backend.channel_socket and channel_socket.fits(spec, backend.url):
             listener = channel_socket.ChannelListener(backend.channel_folder.socket_path())
             spec = listener.spec_for(spec)
 
