@@ -70,9 +70,12 @@ def test_a_folder_left_by_a_dead_process_is_swept_and_a_live_ones_kept(tmp_path:
     for folder in (gone, live, other):
         folder.mkdir()
     (gone / "left.sock").write_text("")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (tmp_path / f"corral-ch-{child.pid}-link").symlink_to(kept)  # another's trap: not followed
     folder = ChannelFolder(tmp_path)
     made = folder.socket_path().parent
-    assert not gone.exists() and live.exists() and other.exists()
+    assert not gone.exists() and live.exists() and other.exists() and kept.exists()
     assert made.name.startswith(f"corral-ch-{os.getpid()}-")
     folder.remove()
     assert not made.exists()

@@ -28,6 +28,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -83,9 +84,10 @@ def sweep(parent: Path) -> list[Path]:
     for folder in parent.glob(f"{PREFIX}*-*"):
         pid = folder.name[len(PREFIX) :].split("-", 1)[0]
         try:
-            mine = folder.is_dir() and folder.stat().st_uid == os.getuid()
+            found = folder.lstat()  # a symlink is never followed, nor removed
         except OSError:
             continue
+        mine = stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid()
         if mine and pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
