@@ -1,5 +1,5 @@
 """The channel on a socket of its own, when corral gives one (docs/kiosk-internals.md,
-"The channel").
+"The channel's own socket").
 
 corral's Docker backend may bind-mount one unix socket into the container and name it in
 CORRAL_CHANNEL: the main process connects to it first thing and makes it its stdin and

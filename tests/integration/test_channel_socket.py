@@ -13,13 +13,14 @@ from pathlib import Path
 import docker
 import pytest
 
-from orchestrator.backends.channel import KioskChannel, load_seccomp
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.docker.channel_socket import TARGET
 from orchestrator.backends.owner import LABEL_SESSION
 from orchestrator.errors import EngineError
-from sandboxes.isolation import kiosk_spec, locked_down
-from tests.images import DEFAULT_KIOSK_IMAGE, DEFAULT_SANDBOX_IMAGE
+from sandboxes.isolation import locked_down
+from tests.images import DEFAULT_SANDBOX_IMAGE
+from tests.kiosk_helpers import running_kiosk
 
 pytestmark = pytest.mark.anyio
 
@@ -52,15 +53,7 @@ print(json.dumps(seen))
 async def test_the_kiosk_speaks_on_its_own_socket_and_nothing_else_connects(
     backend: DockerBackend, docker_client: docker.DockerClient
 ) -> None:
-    spec = kiosk_spec(
-        image=DEFAULT_KIOSK_IMAGE,
-        labels=backend.labels(kind="test-kiosk", agent="channel", session="channel"),
-        network=None,
-        seccomp=load_seccomp(),
-    )
-    channel = await KioskChannel.open(backend, spec)
-    try:
-        started = await channel.request("start", 60, width=640, height=480)
+    async with running_kiosk(backend, 640, 480) as (channel, started):
         assert started["ok"] is True
         mounts = (await backend.inspect_container(channel.id))["Mounts"]
         [mount] = [m for m in mounts if m["Destination"] == TARGET]
@@ -80,9 +73,8 @@ async def test_the_kiosk_speaks_on_its_own_socket_and_nothing_else_connects(
         # The agent's own connection is untouched by all of it.
         shot = await channel.request("screenshot", 60)
         assert shot["ok"] is True and shot["png"]
-    finally:
-        await channel.close()
-    assert not docker_client.containers.list(all=True, filters={"id": channel.id or "x"})
+        container_id = channel.id
+    assert not docker_client.containers.list(all=True, filters={"id": container_id})
 
 
 async def test_a_container_that_never_connects_fails_its_open_and_is_removed(
@@ -100,25 +92,16 @@ async def test_a_container_that_never_connects_fails_its_open_and_is_removed(
 
 
 async def test_a_backend_told_so_keeps_every_channel_on_the_attach(
-    backend: DockerBackend, docker_client: docker.DockerClient
+    backend: DockerBackend,
 ) -> None:
     """`[backend] channel_socket = false`: the same kiosk, spoken to over the attach (no
     socket mounted, nothing named in its environment)."""
     attach_only = DockerBackend(backend.owner, backend.url, channel_socket=False)
-    spec = kiosk_spec(
-        image=DEFAULT_KIOSK_IMAGE,
-        labels=attach_only.labels(kind="test-kiosk", agent="channel", session="attach"),
-        network=None,
-        seccomp=load_seccomp(),
-    )
     try:
-        channel = await KioskChannel.open(attach_only, spec)
-        try:
-            assert (await channel.request("start", 60, width=640, height=480))["ok"] is True
+        async with running_kiosk(attach_only, 640, 480) as (channel, started):
+            assert started["ok"] is True
             attrs = await attach_only.inspect_container(channel.id)
             assert all(m["Destination"] != TARGET for m in attrs["Mounts"])
             assert not any(e.startswith("CORRAL_CHANNEL=") for e in attrs["Config"]["Env"])
-        finally:
-            await channel.close()
     finally:
         await attach_only.close()

@@ -42,6 +42,8 @@ def test_an_engine_elsewhere_keeps_the_attach(url: str) -> None:
 
 def test_gvisor_and_specs_that_do_not_ask_keep_the_attach() -> None:
     assert not fits(dataclasses.replace(kiosk(), runtime="runsc"), LOCAL)
+    assert not fits(kiosk(), LOCAL, default_runtime="runsc")  # the engine's default
+    assert fits(dataclasses.replace(kiosk(), runtime="runc"), LOCAL, default_runtime="runsc")
     assert not fits(locked_down(image="corral-sandbox:latest", labels={}), LOCAL)
 
 

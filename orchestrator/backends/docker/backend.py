@@ -70,6 +70,7 @@ class DockerBackend:
         self._client: docker.DockerClient | None = None
         self._watchdog = OwnerWatchdog(owner, self.url, audit_file)
         self.channel_socket = channel_socket
+        self._default_runtime: str | None = None
         self.channel_folder = ChannelFolder()  # the channels' own sockets (channel_socket)
 
     @property
@@ -129,6 +130,13 @@ class DockerBackend:
         detail = memory.get("stats") or {}
         inactive = detail.get("inactive_file", detail.get("total_inactive_file", 0))
         return usage - int(inactive)
+
+    async def default_runtime(self) -> str:
+        """The engine's default OCI runtime (`docker info`'s DefaultRuntime), asked once."""
+        if self._default_runtime is None:
+            info: dict[str, Any] = await blocking(self.url, self.client.info)
+            self._default_runtime = str(info.get("DefaultRuntime") or "runc")
+        return self._default_runtime
 
     async def inspect_container(self, container_id: str) -> dict[str, Any]:
         """The engine's description of a container (one engine call)."""

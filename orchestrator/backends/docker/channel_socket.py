@@ -1,10 +1,11 @@
 """A long-lived container's channel on a unix socket of its own, not the engine's attach.
 
 Through the attach, every byte of a kiosk's, desktop's or browser rig's channel crosses
-dockerd and the container's shim both ways. Measured on this machine (docs/benchmarks.md,
-"the channel's own socket"): an echo round trip through the attach 0.17 ms back to back,
-0.58 ms after a 50 ms pause, 2.5 ms p50 and 28 ms p95 while containers start and stop
-beside it (dockerd busy with them); through a unix socket 0.02, 0.16, 0.24 and 8.5 ms.
+dockerd and the container's shim both ways. Measured on this machine (bench/channel.py,
+docs/benchmarks.md "A container's channel"; corral's channel to an agent that answers at
+once): a round trip through the attach 0.31 ms back to back, 1.18 ms after a 50 ms pause,
+1.89 ms p50 and 12.1 ms p95 while containers start and stop beside it (dockerd busy with
+them); on a socket of its own 0.20, 0.84, 0.93 and 3.9 ms.
 
 So the Docker backend, for a spec that asks (`ContainerSpec.channel_socket`: images whose
 main process knows CORRAL_CHANNEL, rig_images/channel_socket.py), listens on a socket in a
@@ -49,10 +50,12 @@ PREFIX = "corral-ch-"  # the folders' names: corral-ch-<pid>-<random>
 LOCAL_ENGINE = ("unix://", "http+unix://")
 
 
-def fits(spec: ContainerSpec, url: str) -> bool:
+def fits(spec: ContainerSpec, url: str, default_runtime: str = "runc") -> bool:
     """Whether `spec`'s channel goes on a socket of its own on the engine at `url` (pure):
-    the spec asks, the engine is this machine's (a unix socket) and the runtime is runc."""
-    return spec.channel_socket and url.startswith(LOCAL_ENGINE) and spec.runtime in (None, "runc")
+    the spec asks, the engine is this machine's (a unix socket) and the runtime (the
+    spec's, else the engine's default) is runc."""
+    runtime = spec.runtime or default_runtime
+    return spec.channel_socket and url.startswith(LOCAL_ENGINE) and runtime == "runc"
 
 
 class ChannelFolder:

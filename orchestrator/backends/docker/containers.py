@@ -194,7 +194,9 @@ class DockerAttached(_DemuxedStream):
         backend = self._backend
         await backend.ensure_watchdog()
         spec, listener = self._spec, None
-        if backend.channel_socket and channel_socket.fits(spec, backend.url):
+        if backend.channel_socket and channel_socket.fits(
+            spec, backend.url, await backend.default_runtime()
+        ):
             listener = channel_socket.ChannelListener(backend.channel_folder.socket_path())
             spec = listener.spec_for(spec)
 
