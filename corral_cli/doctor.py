@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anyio
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from corral_cli.common import out, read_home
@@ -31,7 +32,8 @@ def doctor() -> None:
         rows.append(("engine", False, str(exc)))
     table = Table("check", "ok", "detail", title="corral doctor")
     for name, ok, detail in rows:
-        table.add_row(name, "[green]yes[/green]" if ok else "[red]NO[/red]", detail)
+        # The details name config tables ("[backend] ..."): text, not rich's markup.
+        table.add_row(escape(name), "[green]yes[/green]" if ok else "[red]NO[/red]", escape(detail))
     out.print(table)
     if not all(ok for _, ok, _ in rows):
         raise SystemExit(1)

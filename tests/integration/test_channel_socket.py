@@ -84,8 +84,9 @@ async def test_a_container_that_never_connects_fails_its_open_and_is_removed(
     spec = locked_down(
         image=DEFAULT_SANDBOX_IMAGE, command=("true",), labels=labels, channel_socket=True
     )
-    with pytest.raises(EngineError, match="stopped before its channel connected"):
+    with pytest.raises(EngineError, match="stopped before its channel connected") as raised:
         await KioskChannel.open(backend, spec)
+    assert "[backend] channel_socket = false" in str(raised.value)  # what to do about it
     session = f"{LABEL_SESSION}={labels[LABEL_SESSION]}"
     assert docker_client.containers.list(all=True, filters={"label": session}) == []
     assert list(Path(backend.channel_folder.socket_path()).parent.iterdir()) == []

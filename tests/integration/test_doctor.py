@@ -1,5 +1,6 @@
 """`corral doctor` on the real engine (issue 14): how many session networks still fit in
-the engine's address pools, and whether gVisor's runsc is registered."""
+the engine's address pools, whether gVisor's runsc is registered, and where the kiosks'
+channels go."""
 
 from __future__ import annotations
 
@@ -43,6 +44,17 @@ def test_doctor_says_how_many_session_networks_fit_and_whether_runsc_is_register
     runsc = _row(done.stdout, "runsc (gVisor)")
     assert f"registered: {info['Runtimes']['runsc']['path']}" in runsc
     assert "scripts use runc" in runsc
+    assert "a unix socket of their own" in _row(done.stdout, "kiosk channels")
+
+
+def test_doctor_says_the_channels_go_through_the_attach_when_told_so(
+    corral_home: CorralHome,
+) -> None:
+    write_config(corral_home, '[backend]\nkind = "docker"\nchannel_socket = false\n')
+    done = _doctor(corral_home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = _row(done.stdout, "kiosk channels")
+    assert "the engine's attach ([backend] channel_socket = false)" in row
 
 
 def test_doctor_reports_the_runsc_setting(corral_home: CorralHome) -> None:

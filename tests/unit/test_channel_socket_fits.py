@@ -16,6 +16,7 @@ from orchestrator.backends.docker.channel_socket import (
     VARIABLE,
     ChannelFolder,
     ChannelListener,
+    describe,
     fits,
 )
 from sandboxes.isolation import kiosk_spec, locked_down
@@ -81,3 +82,10 @@ def test_a_folder_left_by_a_dead_process_is_swept_and_a_live_ones_kept(tmp_path:
     assert made.name.startswith(f"corral-ch-{os.getpid()}-")
     folder.remove()
     assert not made.exists()
+
+
+def test_doctor_says_where_the_channels_go_and_why() -> None:
+    assert "a unix socket of their own" in describe(True, LOCAL, "runc")
+    assert "channel_socket = false" in describe(False, LOCAL, "runc")
+    assert "not this machine's" in describe(True, "tcp://10.0.0.5:2376", "runc")
+    assert "default runtime is runsc" in describe(True, LOCAL, "runsc")

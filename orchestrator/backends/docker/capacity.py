@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.channel_socket import describe
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.errors import SandboxUnavailable
@@ -120,8 +121,9 @@ def runsc_registration(info: Mapping[str, Any]) -> str | None:
 
 
 async def doctor_rows(backend: DockerBackend, runtime: str) -> list[tuple[str, bool, str]]:
-    """`corral doctor`'s rows: session networks left, and gVisor (failing only when
-    `[container.sandbox] runtime = "runsc"` asks for it and the engine lacks it)."""
+    """`corral doctor`'s rows: session networks left, gVisor (failing only when
+    `[container.sandbox] runtime = "runsc"` asks for it and the engine lacks it), and where
+    the kiosks' and rigs' channels go (their own socket, or the engine's attach)."""
     client = backend.client
     info: dict[str, Any] = await blocking(backend.url, client.info)
     networks: list[dict[str, Any]] = await blocking(backend.url, client.api.networks)
@@ -143,6 +145,8 @@ async def doctor_rows(backend: DockerBackend, runtime: str) -> list[tuple[str, b
             ' but [container.sandbox] runtime = "runsc" asks for it' if needed else " (optional)"
         )
         rows.append(("runsc (gVisor)", not needed, f"{detail}; {RUNSC_HINT}"))
+    default = str(info.get("DefaultRuntime") or "runc")
+    rows.append(("kiosk channels", True, describe(backend.channel_socket, backend.url, default)))
     return rows
 
 

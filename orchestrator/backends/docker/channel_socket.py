@@ -51,6 +51,11 @@ STDOUT = 1
 RECV_BYTES = 256 * 1024
 PREFIX = "corral-ch-"  # the folders' names: corral-ch-<pid>-<random>
 LOCAL_ENGINE = ("unix://", "http+unix://")
+HINT = (  # what an operator can do when the engine cannot reach the socket
+    f" (its socket is mounted from this process's {tempfile.gettempdir()}: an engine that"
+    " sees another one, such as a gateway under systemd's PrivateTmp, needs"
+    " `[backend] channel_socket = false`)"
+)
 
 
 def fits(spec: ContainerSpec, url: str, default_runtime: str = "runc") -> bool:
@@ -59,6 +64,20 @@ def fits(spec: ContainerSpec, url: str, default_runtime: str = "runc") -> bool:
     spec's, else the engine's default) is runc."""
     runtime = spec.runtime or default_runtime
     return spec.channel_socket and url.startswith(LOCAL_ENGINE) and runtime == "runc"
+
+
+def describe(enabled: bool, url: str, default_runtime: str) -> str:
+    """`corral doctor`'s words for where the kiosks' and rigs' channels go (pure)."""
+    if not enabled:
+        return "the engine's attach ([backend] channel_socket = false)"
+    if not url.startswith(LOCAL_ENGINE):
+        return f"the engine's attach (the engine at {url} is not this machine's)"
+    if default_runtime != "runc":
+        return f"the engine's attach (its default runtime is {default_runtime}, not runc)"
+    return (
+        f"a unix socket of their own, mounted from {tempfile.gettempdir()} (the engine must"
+        " see it at the same path; else [backend] channel_socket = false)"
+    )
 
 
 class ChannelFolder:
@@ -135,9 +154,9 @@ class ChannelListener:
                     connection, _ = self._sock.accept()
                     return connection
                 if not await running():
-                    raise EngineError("the container stopped before its channel connected")
+                    raise EngineError(f"the container stopped before its channel connected{HINT}")
                 check = min(check * 2, LAST_CHECK_S)
-        raise EngineError(f"the container's channel did not connect within {CONNECT_S:.0f} s")
+        raise EngineError(f"the container's channel did not connect within {CONNECT_S:.0f} s{HINT}")
 
     def close(self) -> None:
         """Stop listening and unlink the socket (idempotent): no later connection."""
