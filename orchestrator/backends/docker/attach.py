@@ -26,6 +26,7 @@ import anyio
 
 HEADER = struct.Struct(">BxxxL")  # stream, 3 bytes of padding, payload length
 RECV_BYTES = 256 * 1024
+STDOUT = 1  # the stream number of a process's stdout in the engine's frames
 
 
 class Frames:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import docker
 
-from orchestrator.backends.docker.channel_socket import ChannelFolder
+from orchestrator.backends.docker.channel_socket import ChannelFolder, default_runtime_of
 from orchestrator.backends.docker.containers import DockerAttached, DockerExec, DockerRun
 from orchestrator.backends.docker.sdk import (
     DEFAULT_SOCKET,
@@ -135,7 +135,7 @@ class DockerBackend:
         """The engine's default OCI runtime (`docker info`'s DefaultRuntime), asked once."""
         if self._default_runtime is None:
             info: dict[str, Any] = await blocking(self.url, self.client.info)
-            self._default_runtime = str(info.get("DefaultRuntime") or "runc")
+            self._default_runtime = default_runtime_of(info)
         return self._default_runtime
 
     async def inspect_container(self, container_id: str) -> dict[str, Any]:

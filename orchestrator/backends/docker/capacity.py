@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.backends.docker.channel_socket import describe
+from orchestrator.backends.docker.channel_socket import default_runtime_of, describe
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.backends.reaper import reap_orphans
 from orchestrator.errors import SandboxUnavailable
@@ -145,7 +145,7 @@ async def doctor_rows(backend: DockerBackend, runtime: str) -> list[tuple[str, b
             ' but [container.sandbox] runtime = "runsc" asks for it' if needed else " (optional)"
         )
         rows.append(("runsc (gVisor)", not needed, f"{detail}; {RUNSC_HINT}"))
-    default = str(info.get("DefaultRuntime") or "runc")
+    default = default_runtime_of(info)
     rows.append(("kiosk channels", True, describe(backend.channel_socket, backend.url, default)))
     return rows
 

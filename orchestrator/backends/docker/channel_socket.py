@@ -31,12 +31,13 @@ import shutil
 import socket
 import stat
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 
-from orchestrator.backends.docker.attach import AttachSocket
+from orchestrator.backends.docker.attach import RECV_BYTES, STDOUT, AttachSocket
 from orchestrator.errors import EngineError
 from sandboxes.ports import BindMount, ContainerSpec
 
@@ -47,8 +48,6 @@ CONNECT_S = 120.0  # how long a started container has to connect (40 kiosks at o
 # then at twice the last wait, at most every 2 s: 60 kiosks starting at once on a loaded
 # host (seconds each) must not ask it a hundred times a second.
 FIRST_CHECK_S, LAST_CHECK_S = 0.25, 2.0
-STDOUT = 1
-RECV_BYTES = 256 * 1024
 PREFIX = "corral-ch-"  # the folders' names: corral-ch-<pid>-<random>
 LOCAL_ENGINE = ("unix://", "http+unix://")
 HINT = (  # what an operator can do when the engine cannot reach the socket
@@ -58,22 +57,38 @@ HINT = (  # what an operator can do when the engine cannot reach the socket
 )
 
 
-def fits(spec: ContainerSpec, url: str, default_runtime: str = "runc") -> bool:
-    """Whether `spec`'s channel goes on a socket of its own on the engine at `url` (pure):
-    the spec asks, the engine is this machine's (a unix socket) and the runtime (the
-    spec's, else the engine's default) is runc."""
+def attach_reason(enabled: bool, url: str, runtime: str, whose: str = "the runtime") -> str | None:
+    """Why a channel stays on the engine's attach, or None when it may have a socket of its
+    own (pure; the one rule): `[backend] channel_socket` on, the engine this machine's (a
+    unix socket) and the container's runtime runc (`whose` names that runtime in words)."""
+    if not enabled:
+        return "[backend] channel_socket = false"
+    if not url.startswith(LOCAL_ENGINE):
+        return f"the engine at {url} is not this machine's"
+    if runtime != "runc":
+        return f"{whose} is {runtime}, not runc"
+    return None
+
+
+def fits(
+    spec: ContainerSpec, url: str, default_runtime: str = "runc", *, enabled: bool = True
+) -> bool:
+    """Whether `spec`'s channel goes on a socket of its own (pure): the spec asks, and
+    `attach_reason` has none for its runtime (the spec's, else the engine's default)."""
     runtime = spec.runtime or default_runtime
-    return spec.channel_socket and url.startswith(LOCAL_ENGINE) and runtime == "runc"
+    return spec.channel_socket and attach_reason(enabled, url, runtime) is None
+
+
+def default_runtime_of(info: Mapping[str, Any]) -> str:
+    """The engine's default OCI runtime, from `docker info` (pure)."""
+    return str(info.get("DefaultRuntime") or "runc")
 
 
 def describe(enabled: bool, url: str, default_runtime: str) -> str:
     """`corral doctor`'s words for where the kiosks' and rigs' channels go (pure)."""
-    if not enabled:
-        return "the engine's attach ([backend] channel_socket = false)"
-    if not url.startswith(LOCAL_ENGINE):
-        return f"the engine's attach (the engine at {url} is not this machine's)"
-    if default_runtime != "runc":
-        return f"the engine's attach (its default runtime is {default_runtime}, not runc)"
+    why = attach_reason(enabled, url, default_runtime, whose="its default runtime")
+    if why is not None:
+        return f"the engine's attach ({why})"
     return (
         f"a unix socket of their own, mounted from {tempfile.gettempdir()} (the engine must"
         " see it at the same path; else [backend] channel_socket = false)"

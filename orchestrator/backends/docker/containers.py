@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from orchestrator.backends.docker import channel_socket
-from orchestrator.backends.docker.attach import AttachSocket
+from orchestrator.backends.docker.attach import STDOUT, AttachSocket
 from orchestrator.backends.docker.sdk import blocking
 from orchestrator.errors import CorralError, EngineNotFound
 from sandboxes.ports import ContainerSpec, ExitInfo
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from orchestrator.backends.docker.backend import DockerBackend
 
 logger = logging.getLogger("corral.docker")
-STDOUT = 1
 
 
 class DockerRun(Scoped):
@@ -194,8 +193,9 @@ class DockerAttached(_DemuxedStream):
         backend = self._backend
         await backend.ensure_watchdog()
         spec, listener = self._spec, None
-        if backend.channel_socket and channel_socket.fits(
-            spec, backend.url, await backend.default_runtime()
+        # (a spec that does not ask never costs the engine's `docker info`)
+        if spec.channel_socket and channel_socket.fits(
+            spec, backend.url, await backend.default_runtime(), enabled=backend.channel_socket
         ):
             listener = channel_socket.ChannelListener(backend.channel_folder.socket_path())
             spec = listener.spec_for(spec)
