@@ -2,7 +2,7 @@
 socket (issue 23, items 6 and 9; docs/kiosk-internals.md, "The channel's own socket").
 
 Two stand-in agents from the sandbox image answer each request line at once, one on its
-attach stream and one on its own socket (as rig_images/channel_socket.py takes it), both
+attach stream and one on its own socket (taken by rig_images/channel_socket.py's code), both
 opened by corral's Docker backend and driven by its `KioskChannel`, alternating request by
 request. Three conditions: back to back; after a 50 ms pause (every process on the way
 asleep); and while other containers start and stop beside them (two threads running
@@ -15,10 +15,12 @@ window). Run from the repository root:
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import anyio
 import docker
@@ -31,6 +33,10 @@ from orchestrator.home import Environment
 from sandboxes.isolation import locked_down
 from sandboxes.ports import ContainerBackend
 
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the stand-in's command lives in tests/
+from tests.kiosk_helpers import taking_the_socket  # noqa: E402
+
 console = Console()
 IMAGE = image_name("sandbox", Environment.from_environ(os.environ).image_tag)
 PAUSE_S = 0.05
@@ -40,17 +46,11 @@ for raw in sys.stdin:
     sys.stdout.write(json.dumps({"id": json.loads(raw)["id"], "ok": True}) + "\\n")
     sys.stdout.flush()
 """
-TAKE_SOCKET = (  # rig_images/channel_socket.py's steps, then the echo agent
-    "import os, socket, sys\n"
-    "s = socket.socket(socket.AF_UNIX)\n"
-    "s.connect(os.environ['CORRAL_CHANNEL'])\n"
-    "os.dup2(s.fileno(), 0); os.dup2(s.fileno(), 1)\n"
-    "os.execvp('python3', ['python3', '-c', sys.argv[1]])\n"
-)
 
 
 async def open_agent(backend: ContainerBackend, socket: bool) -> KioskChannel:
-    command = ("python3", "-c", TAKE_SOCKET, ECHO) if socket else ("python3", "-c", ECHO)
+    echo = ("python3", "-c", ECHO)
+    command = taking_the_socket(echo) if socket else echo
     spec = locked_down(
         image=IMAGE,
         command=command,

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import struct
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 
@@ -20,6 +21,16 @@ from tests.images import DEFAULT_KIOSK_IMAGE
 
 KIOSK_IMAGE = DEFAULT_KIOSK_IMAGE
 START_DEADLINE = 60.0
+CHANNEL_SOCKET = Path(__file__).resolve().parents[1] / "rig_images" / "channel_socket.py"
+
+
+def taking_the_socket(argv: Sequence[str]) -> tuple[str, ...]:
+    """A stand-in agent's command: the images' own `channel_socket.take` (its source, run
+    with `python3 -c`: the sandbox image has no copy), then `argv` in its place."""
+    code = CHANNEL_SOCKET.read_text() + (
+        "\ntake()\nimport sys\nos.execvp(sys.argv[1], sys.argv[1:])\n"
+    )
+    return ("python3", "-c", code, *argv)
 
 
 def data_url(html: str) -> str:

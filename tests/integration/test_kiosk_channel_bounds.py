@@ -3,7 +3,7 @@ never reads its stdin, cannot hold the gateway (a worker thread, memory, a lock)
 request's deadline. Stand-in containers from the sandbox image play the misbehaving
 kiosk; the session-level consequences are in tests/unit/test_session_rules.py. Each runs
 on both channels: the engine's attach, and the channel's own socket (`channel_socket`),
-which the stand-in takes as the kiosk agent does (rig_images/channel_socket.py) before
+which the stand-in takes with the images' own code (rig_images/channel_socket.py) before
 it runs its script."""
 
 from __future__ import annotations
@@ -22,20 +22,12 @@ from orchestrator.errors import KioskError
 from sandboxes.isolation import locked_down
 from sandboxes.liveness import SILENCE_S
 from tests.images import DEFAULT_SANDBOX_IMAGE
+from tests.kiosk_helpers import taking_the_socket
 
 pytestmark = pytest.mark.anyio
 
 SANDBOX_IMAGE = DEFAULT_SANDBOX_IMAGE
 Opener = Callable[[DockerBackend, str], Awaitable[KioskChannel]]
-# The socket's stand-in for rig_images/channel_socket.py: connect, make it stdin and
-# stdout, then run the script.
-TAKE_SOCKET = (
-    "import os, socket, sys\n"
-    "s = socket.socket(socket.AF_UNIX)\n"
-    "s.connect(os.environ['CORRAL_CHANNEL'])\n"
-    "os.dup2(s.fileno(), 0); os.dup2(s.fileno(), 1)\n"
-    "os.execvp('sh', ['sh', '-c', sys.argv[1]])\n"
-)
 
 
 @pytest.fixture(params=["attach", "socket"])
@@ -49,7 +41,7 @@ def channel_running(backend: DockerBackend, channel_kind: str) -> Opener:
         socket = channel_kind == "socket"
         spec = locked_down(
             image=SANDBOX_IMAGE,
-            command=("python3", "-c", TAKE_SOCKET, script) if socket else ("sh", "-c", script),
+            command=taking_the_socket(("sh", "-c", script)) if socket else ("sh", "-c", script),
             labels=backend.labels(kind="test-kiosk", agent="bounds", session="bounds"),
             tmpfs={"/tmp": "rw,nosuid,nodev,size=16m"},
             stdin_open=True,
