@@ -14,8 +14,11 @@ def withhold(text: str, secrets: list[str]) -> tuple[str, int]:
     longer one cannot leave the rest of it behind."""
     spellings: set[str] = set()
     for value in secrets:
-        quoted = json.dumps(value)
-        spellings |= {value, quoted, quoted[1:-1], " ".join(value.split())}
+        for form in {value, " ".join(value.split())}:
+            # JSON as Python writes it (non-ASCII escaped) and as a browser's
+            # JSON.stringify does (non-ASCII as it is): corral's own snapshot quotes so
+            for quoted in (json.dumps(form), json.dumps(form, ensure_ascii=False)):
+                spellings |= {form, quoted, quoted[1:-1]}
     count = 0
     for spelling in sorted((s for s in spellings if s.strip()), key=len, reverse=True):
         count += text.count(spelling)
