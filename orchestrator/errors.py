@@ -48,6 +48,8 @@
     │   ├── DeviceError            orchestrator.errors a phone or simulator failed a call
     │   │                                              (ADB/WDA errors translated; `lost`:
     │   │                                              the device is gone, the lease ends)
+    │   ├── RefGone                orchestrator.errors a browser ref names no element of the
+    │   │                                              page now (take a new snapshot)
     │   └── SecretField            orchestrator.errors a codrive step would type or paste
     │                                                  into a secret field (a person does it)
     └── SigningError               orchestrator.errors the signed loopback channel
@@ -232,6 +234,11 @@ class SurfaceGone(CorralError):
 
 class RigError(CorralError):
     """A rig (browser_use, computer_use) could not start, or an action on it failed."""
+
+
+class RefGone(RigError):
+    """A ref of corral's snapshot (`orchestrator.surfaces.browser.aria`) that names no
+    element of the page now: its document changed, or the element went."""
 
 
 class CdpCallFailed(RigError):

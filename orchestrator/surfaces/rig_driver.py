@@ -11,7 +11,7 @@ from orchestrator.errors import DeviceError, SessionRefused
 from orchestrator.surfaces.acts_on import input_hold
 from orchestrator.surfaces.answers import Answer, answer, text_block
 from orchestrator.surfaces.base import Surface
-from orchestrator.surfaces.browser import acts_on
+from orchestrator.surfaces.browser import acts_on, reading
 from orchestrator.surfaces.browser.rig import BrowserRig
 from orchestrator.surfaces.desktop import DesktopRig
 from orchestrator.surfaces.phones import MobileRig
@@ -77,7 +77,7 @@ async def read_target(rig: BrowserRig, page: Any, verb: Any) -> dict[str, Any]:
     known = acts_on.from_snapshot(rig.last_snapshot, verb.ref)
     if known is None:
         return acts_on.unread(f"ref {verb.ref} is not in the last extract a11y")
-    return await acts_on.element(rig.locate(page, verb), *known)
+    return await reading.read_ref(rig, page, verb.ref, *known)
 
 
 DOINGS = {"click": "Click", "fill": "Fill", "select": "Select an option in"}

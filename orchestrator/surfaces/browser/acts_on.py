@@ -49,11 +49,18 @@ async def element(locator: Locator, role: str | None, name: str | None) -> dict[
         box = await locator.bounding_box(timeout=READ_MS)
     except PlaywrightError as exc:
         return unread(f"the element could not be read ({str(exc).splitlines()[0]})")
-    shown = " ".join(p for p in (name, label, value) if p)
-    text = " ".join(text.split())[:500]
     bounds = None if box is None else [round(box[k]) for k in ("x", "y", "width", "height")]
-    return {"name": shown, "role": role, "text": text, "href": href, "error": None} | {
-        "bounds": bounds  # where it is: bound into an approval, not judged by the rules
+    read = {"text": text, "label": label, "value": value, "href": href, "bounds": bounds}
+    return judged(read, role, name)
+
+
+def judged(read: dict[str, Any], role: str | None, name: str | None) -> dict[str, Any]:
+    """An element's reading (its text, aria-label, value and href attributes, bounds) as
+    the rules judge it: the name it shows, its role, text, link URL, where it is."""
+    shown = " ".join(p for p in (name, read.get("label"), read.get("value")) if p)
+    text = " ".join(str(read.get("text") or "").split())[:500]
+    return {"name": shown, "role": role, "text": text, "href": read.get("href"), "error": None} | {
+        "bounds": read.get("bounds")  # where it is: bound into an approval, not judged
     }
 
 

@@ -24,13 +24,15 @@ from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page
 from playwright.async_api import Error as PlaywrightError
 
 from orchestrator.backends.admission import capture_slot
-from orchestrator.errors import RigError, SessionRefused
+from orchestrator.errors import RefGone, RigError, SessionRefused
 from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
 from orchestrator.surfaces.base import Surface, proxy_alive
+from orchestrator.surfaces.browser import aria, reading
 from orchestrator.surfaces.browser.at_once import both
 from orchestrator.surfaces.browser.cdp import CdpBridge
 from orchestrator.surfaces.browser.direct import DirectSessions
+from orchestrator.surfaces.browser.reading import CONSOLE_KEPT
 from orchestrator.surfaces.browser.secrets import PageSessions, page_secrets
 from sandboxes import rig_params as r
 from sandboxes.fence import fence
@@ -38,12 +40,10 @@ from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, decode, pa
 from sandboxes.ports import AttachedContainer
 from sandboxes.secret_fields import ProbeError
 from sandboxes.urls import check_url
-from sandboxes.withhold import WITHHELD, withhold
 
 ACTION_MS = 10_000
+ACTION_S = ACTION_MS / 1000
 NAVIGATE_MS = 30_000
-TEXT_MAX_CHARS = 100_000
-CONSOLE_KEPT = 200
 TABS_MAX = 20
 # X keysym names (sandboxes.keys) -> Playwright key names.
 _PW_KEYS = {
@@ -83,6 +83,7 @@ class BrowserRig(Surface):
     ignored: set[Page] = field(default_factory=set)  # Chromium's UI surfaces, not tabs
     last_snapshot: str = ""  # the last extract a11y (its refs' roles and names)
     sessions: PageSessions = field(init=False)  # one kept CDP session per page
+    worlds: aria.Worlds = field(default_factory=aria.Worlds)  # our isolated worlds
 
     def __post_init__(self) -> None:
         self.sessions = PageSessions(DirectSessions(self.bridge, self.context))
@@ -127,6 +128,11 @@ class BrowserRig(Surface):
         page = await self.page()
         try:
             return await self._run(page, verb, status)
+        except RefGone as exc:
+            raise RigError(
+                f"{getattr(verb, 'verb', '?')}: ref {exc} is not on the page now (refs come "
+                "from the last extract a11y; take a new snapshot)"
+            ) from exc
         except PlaywrightError as exc:
             raise RigError(_playwright_message(verb, exc)) from exc
 
@@ -134,19 +140,34 @@ class BrowserRig(Surface):
         if isinstance(verb, r.BrowserNavigate):
             return await self._navigate(page, verb.url, status)
         if isinstance(verb, r.BrowserClick):
-            target = self._target(page, verb)
-            if verb.double:
-                await target.dblclick(timeout=ACTION_MS)
+            if verb.ref is not None:
+                session = await self.sessions.of(page)
+                await aria.click(
+                    self.worlds, session, verb.ref, double=verb.double, deadline_s=ACTION_S
+                )
+            elif verb.double:
+                await self._target(page, verb).dblclick(timeout=ACTION_MS)
             else:
-                await target.click(timeout=ACTION_MS)
+                await self._target(page, verb).click(timeout=ACTION_MS)
             return await self._page_answer(page, f"Clicked {_named(verb)}.", status)
         if isinstance(verb, r.BrowserFill):
-            await self._target(page, verb).fill(verb.text, timeout=ACTION_MS)
+            if verb.ref is not None:
+                session = await self.sessions.of(page)
+                await aria.fill(self.worlds, session, verb.ref, verb.text, deadline_s=ACTION_S)
+            else:
+                await self._target(page, verb).fill(verb.text, timeout=ACTION_MS)
             return answer(text_block(f"Filled {_named(verb)} ({len(verb.text)} chars). {status}"))
         if isinstance(verb, r.BrowserSelect):
-            chosen = await self._target(page, verb).select_option(
-                label=verb.option, timeout=ACTION_MS
-            )
+            if verb.ref is not None:
+                session = await self.sessions.of(page)
+                count = await aria.select(
+                    self.worlds, session, verb.ref, verb.option, deadline_s=ACTION_S
+                )
+                chosen = ["x"] * count
+            else:
+                chosen = await self._target(page, verb).select_option(
+                    label=verb.option, timeout=ACTION_MS
+                )
             return answer(
                 text_block(f"Selected {len(chosen)} option(s) in {_named(verb)}. {status}")
             )
@@ -157,7 +178,7 @@ class BrowserRig(Surface):
         if isinstance(verb, r.BrowserBack):
             return await self._back(page, status)
         if isinstance(verb, r.BrowserExtract):
-            return await self._extract(page, verb.mode, status)
+            return await reading.extract(self, page, verb.mode, status)
         if isinstance(verb, r.BrowserClipboardSet):
             await self._clipboard(page, "navigator.clipboard.writeText", verb.text)
             return answer(text_block(f"Clipboard set ({len(verb.text)} chars). {status}"))
@@ -212,39 +233,6 @@ class BrowserRig(Surface):
         title = await page.title()
         about = fence(f"url: {page.url}\ntitle: {title}", "the page")
         return answer(text_block(f"{done} {status}\n{about}"))
-
-    async def _extract(self, page: Page, mode: str, status: str) -> Answer:
-        seen = await self._secret_values(page) if mode != "console" else []
-        if mode == "a11y":
-            text = await page.aria_snapshot(mode="ai", timeout=ACTION_MS)
-            note = "Elements carry [ref=ID]: pass ref to click, fill or select."
-        elif mode == "text":
-            text = await page.locator("body").inner_text(timeout=ACTION_MS)
-            note = "The page's visible text."
-        else:
-            text = "\n".join(self.console)
-            note = f"The last {len(self.console)} console message(s) (at most {CONSOLE_KEPT})."
-        if mode != "console":  # values read before and after it: one changed meanwhile is caught
-            text, count = withhold(text, seen + await self._secret_values(page))
-            note += f" {count} secret value(s) withheld, shown as {WITHHELD}." if count else ""
-        if mode == "a11y":
-            self.last_snapshot = text  # what its refs were, for the approval rules
-        cut = len(text) > TEXT_MAX_CHARS
-        if cut:
-            text = text[:TEXT_MAX_CHARS]
-            note += f" Cut at {TEXT_MAX_CHARS} characters."
-        fenced = fence(text, f"the page {page.url!r} ({mode})")
-        return answer(text_block(f"{note} {status}\n{fenced}"), mode=mode, truncated=cut)
-
-    async def _secret_values(self, page: Page) -> list[str]:
-        """The live values of the page's secret fields; no text at all when they cannot
-        be told."""
-        try:
-            return (await page_secrets(self.sessions, page, values=True, rects=False)).values
-        except ProbeError as exc:
-            raise RigError(
-                f"extract: the page's secret fields could not be checked ({exc})"
-            ) from exc
 
     async def _clipboard(self, page: Page, function: str, text: str | None) -> str:
         """Call the clipboard API in an isolated world: the page's own globals (which it

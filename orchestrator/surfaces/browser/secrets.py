@@ -26,7 +26,7 @@ Box = tuple[int, int, int, int]
 Up = Callable[[sf.Rect], sf.Rect | None]  # a session's rectangle in page pixels, or None
 
 
-def _unmoved(rect: sf.Rect) -> sf.Rect | None:
+def unmoved(rect: sf.Rect) -> sf.Rect | None:
     return rect
 
 
@@ -63,7 +63,7 @@ async def _read(kept: KeptSession, up: Up | None, values: bool) -> tuple[Found, 
     return await kept.read(use)
 
 
-async def _carrier(parent: DirectSession, parent_up: Up, session: DirectSession) -> Up:
+async def carrier(parent: DirectSession, parent_up: Up, session: DirectSession) -> Up:
     """How an out-of-process frame's rectangles reach page pixels: through the content
     box of the element that shows it (in the parent session), scaled when that box is not
     the frame's size (a CSS transform) and clipped to it, then as the parent's go."""
@@ -149,7 +149,7 @@ async def page_secrets(
 
 async def _probe(sessions: PageSessions, page: Page, *, values: bool, rects: bool) -> PageSecrets:
     main = await sessions.kept(page)
-    found, out = await _read(main, _unmoved if rects else None, values)
+    found, out = await _read(main, unmoved if rects else None, values)
     kept = sessions.frames.get(page)
     children = page.frames[1:]
     if kept is not None and all(f in children and not f.is_detached() for f in kept):
@@ -196,7 +196,7 @@ async def _frames(
 ) -> tuple[int, list[PageSecrets]]:
     """Each out-of-process frame's secret fields (parents first, so each frame's boxes are
     carried through its parent's); how many frames their sessions hold."""
-    ups: dict[Frame, tuple[DirectSession, Up]] = {page.main_frame: (main.session, _unmoved)}
+    ups: dict[Frame, tuple[DirectSession, Up]] = {page.main_frame: (main.session, unmoved)}
     held, parts = 0, list[PageSecrets]()
     for frame in sorted(kept, key=_depth):
         session = kept[frame].session
@@ -206,7 +206,7 @@ async def _frames(
             while parent is not None and parent not in ups:
                 parent = parent.parent_frame
             above, above_up = ups[parent or page.main_frame]
-            up = await _carrier(above, above_up, session)
+            up = await carrier(above, above_up, session)
             ups[frame] = (session, up)
         found, part = await _read(kept[frame], up, values)
         held, parts = held + found.frames, [*parts, part]
