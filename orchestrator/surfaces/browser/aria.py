@@ -100,10 +100,6 @@ class Worlds:
         context = self.context_of[session.id] = int(made["executionContextId"])
         return context
 
-    def forget(self, session: DirectSession) -> None:
-        self.frame_of.pop(session.id, None)
-        self.context_of.pop(session.id, None)
-
 
 @dataclass(frozen=True)
 class FramePart:
@@ -149,7 +145,10 @@ async def element_object(worlds: Worlds, session: DirectSession, ref: str) -> st
     result = await session.send(
         "Runtime.evaluate",
         {
-            "expression": f"globalThis.__corralAria?.byRef.get({json.dumps(ref)}) ?? null",
+            "expression": (
+                f"globalThis.__corralAria?.byRef.get({json.dumps(ref[len(prefix_of(ref)) :])})"
+                " ?? null"
+            ),
             "contextId": context,
         },
     )
@@ -199,7 +198,8 @@ async def on_ref(
 ) -> dict[str, Any]:
     """One op of `aria_actions.js` on the element of `request["ref"]`, asked again while
     the element is not actionable (`wait`), until `deadline_s`."""
-    expression = f"({ACTIONS})({json.dumps(request)})"
+    local = {**request, "ref": request["ref"][len(prefix_of(request["ref"])) :]}
+    expression = f"({ACTIONS})({json.dumps(local)})"
     waited = "it did not answer"
     with anyio.move_on_after(deadline_s):
         for attempt in itertools.count():

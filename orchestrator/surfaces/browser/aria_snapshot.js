@@ -8,7 +8,10 @@
 // Returns {text, frames: [ref of each iframe left to the caller], nodes: number}; past
 // maxNodes elements the walk stops, and its last line says so.
 (options) => {
+  // an element's number stays with it for the document's life (a WeakMap: a removed
+  // element is not held); `byRef` holds this snapshot's elements only, by `e<n>`
   const state = (globalThis.__corralAria ||= { next: 0, refOf: new WeakMap(), byRef: new Map() });
+  state.byRef = new Map();
   const prefix = options.prefix || "";
   const SKIP = new Set(["SCRIPT", "STYLE", "NOSCRIPT", "TEMPLATE", "HEAD", "META", "LINK", "TITLE"]);
   const HEADINGS = { H1: 1, H2: 2, H3: 3, H4: 4, H5: 5, H6: 6 };
@@ -121,13 +124,13 @@
   }
 
   function refFor(el) {
-    let ref = state.refOf.get(el);
-    if (!ref) {
-      ref = prefix + "e" + ++state.next;
-      state.refOf.set(el, ref);
+    let number = state.refOf.get(el);
+    if (!number) {
+      number = ++state.next;
+      state.refOf.set(el, number);
     }
-    state.byRef.set(ref, el);
-    return ref;
+    state.byRef.set("e" + number, el);
+    return prefix + "e" + number;  // the caller strips the prefix before asking this world
   }
 
   function states(el, role) {
