@@ -89,16 +89,20 @@ class Worlds:
         context = self.context_of.get(session.id)
         if context is not None:
             return context
+        made = await session.send(
+            "Page.createIsolatedWorld",
+            {"frameId": await self.frame(session), "worldName": WORLD, "grantUniveralAccess": True},
+        )
+        context = self.context_of[session.id] = int(made["executionContextId"])
+        return context
+
+    async def frame(self, session: DirectSession) -> str:
+        """The id of `session`'s frame (its target's main frame), asked once."""
         frame = self.frame_of.get(session.id)
         if frame is None:
             tree = await session.send("Page.getFrameTree")
             frame = self.frame_of[session.id] = str(tree["frameTree"]["frame"]["id"])
-        made = await session.send(
-            "Page.createIsolatedWorld",
-            {"frameId": frame, "worldName": WORLD, "grantUniveralAccess": True},
-        )
-        context = self.context_of[session.id] = int(made["executionContextId"])
-        return context
+        return frame
 
 
 @dataclass(frozen=True)
@@ -164,8 +168,7 @@ async def snapshot(worlds: Worlds, main: DirectSession, others: list[DirectSessi
         return part.text
     by_frame: dict[str, DirectSession] = {}
     for other in others:
-        await worlds.context(other)
-        by_frame[worlds.frame_of[other.id]] = other
+        by_frame[await worlds.frame(other)] = other
     parts: dict[str, str] = {}
     pending = [(main, part)]
     while pending:
