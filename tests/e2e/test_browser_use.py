@@ -194,6 +194,20 @@ HOSTILE = (
     " width: 1, height: 1})</script>"
 )
 ROUTES["/hostile"] = (200, {"Content-Type": "text/html"}, PAGE.format(title="h", body=HOSTILE))
+# Every kind of field a ref's fill, select and double click act on; the title says what
+# the page got (each handler writes its part).
+KINDS = (
+    "<script>const got = {}; function said(k, v) { got[k] = v;"
+    " document.title = Object.keys(got).sort().map(k => k + '=' + got[k]).join(' ') }</script>"
+    "<textarea aria-label='Note' oninput=\"said('note', this.value)\">old</textarea>"
+    "<div contenteditable aria-label='Rich' role='textbox'"
+    " oninput=\"said('rich', this.innerText)\">old</div>"
+    "<input type=date aria-label='Day' onchange=\"said('day', this.value)\">"
+    "<select aria-label='Size' onchange=\"said('size', this.value)\">"
+    "<option>S</option><option value=m>Medium</option></select>"
+    "<button ondblclick=\"said('dbl', 'yes')\">Twice</button>"
+)
+ROUTES["/kinds"] = (200, {"Content-Type": "text/html"}, PAGE.format(title="k", body=KINDS))
 ROUTES["/xframe"] = (200, {"Content-Type": "text/html"}, PAGE.format(title="x", body=XFRAME))
 ROUTES["/xinner"] = (  # a frame of the page's origin, in its renderer, bordered and padded
     200,
@@ -759,4 +773,28 @@ async def test_a_page_that_replaces_the_dom_functions_in_its_world_changes_nothi
         clicked = await use(mcp, "click", ref=ref_of(snapshot, "button", "Press"))
         assert not clicked.is_error, text_of(clicked)
         await title_becomes(mcp, "pressed")
+        await mcp.client.call_tool("rig_close", {})
+
+
+async def test_fill_select_and_double_click_by_ref_on_every_kind_of_field(
+    gateway: CorralHome,
+) -> None:
+    """A ref's fill replaces a textarea's and a contenteditable's text (one insertion) and
+    sets a date outright, its select chooses by label, its double click is one; the
+    page's own handlers say what they got."""
+    write_rig_agent(gateway, "alice", allowed_domains=[SITE])
+    async with connect(gateway, "stdio") as mcp:
+        assert not (await use(mcp, "navigate", url=f"https://{SITE}/kinds")).is_error
+        snapshot = fenced(await use(mcp, "extract", mode="a11y"))
+        steps = [
+            ("fill", ref_of(snapshot, "textbox", "Note"), {"text": "new note"}),
+            ("fill", ref_of(snapshot, "textbox", "Rich"), {"text": "rich text"}),
+            ("fill", ref_of(snapshot, "textbox", "Day"), {"text": "2026-12-05"}),
+            ("select", ref_of(snapshot, "combobox", "Size"), {"option": "Medium"}),
+            ("click", ref_of(snapshot, "button", "Twice"), {"double": True}),
+        ]
+        for verb, ref, more in steps:
+            done = await use(mcp, verb, ref=ref, **more)
+            assert not done.is_error, (verb, text_of(done))
+        await title_becomes(mcp, "day=2026-12-05 dbl=yes note=new note rich=rich text size=m")
         await mcp.client.call_tool("rig_close", {})

@@ -140,37 +140,14 @@ class BrowserRig(Surface):
         if isinstance(verb, r.BrowserNavigate):
             return await self._navigate(page, verb.url, status)
         if isinstance(verb, r.BrowserClick):
-            if verb.ref is not None:
-                session = await self.sessions.of(page)
-                await aria.click(
-                    self.worlds, session, verb.ref, double=verb.double, deadline_s=ACTION_S
-                )
-            elif verb.double:
-                await self._target(page, verb).dblclick(timeout=ACTION_MS)
-            else:
-                await self._target(page, verb).click(timeout=ACTION_MS)
+            await self._act_on(page, verb)
             return await self._page_answer(page, f"Clicked {_named(verb)}.", status)
         if isinstance(verb, r.BrowserFill):
-            if verb.ref is not None:
-                session = await self.sessions.of(page)
-                await aria.fill(self.worlds, session, verb.ref, verb.text, deadline_s=ACTION_S)
-            else:
-                await self._target(page, verb).fill(verb.text, timeout=ACTION_MS)
+            await self._act_on(page, verb)
             return answer(text_block(f"Filled {_named(verb)} ({len(verb.text)} chars). {status}"))
         if isinstance(verb, r.BrowserSelect):
-            if verb.ref is not None:
-                session = await self.sessions.of(page)
-                count = await aria.select(
-                    self.worlds, session, verb.ref, verb.option, deadline_s=ACTION_S
-                )
-                chosen = ["x"] * count
-            else:
-                chosen = await self._target(page, verb).select_option(
-                    label=verb.option, timeout=ACTION_MS
-                )
-            return answer(
-                text_block(f"Selected {len(chosen)} option(s) in {_named(verb)}. {status}")
-            )
+            chosen = await self._act_on(page, verb)
+            return answer(text_block(f"Selected {chosen} option(s) in {_named(verb)}. {status}"))
         if isinstance(verb, r.BrowserPress):
             key = playwright_key(verb.verdict.key)
             await page.keyboard.press(key)
@@ -219,6 +196,31 @@ class BrowserRig(Surface):
             return answer(text_block(f"There is no earlier page in this tab. {status}"))
         await page.go_back(wait_until="load", timeout=NAVIGATE_MS)
         return await self._page_answer(page, "Went back.", status)
+
+    async def _act_on(
+        self, page: Page, verb: r.BrowserClick | r.BrowserFill | r.BrowserSelect
+    ) -> int:
+        """A click, fill or select on its element: by ref in corral's world (`aria`), by
+        role + name with Playwright's locator and its actionability; how many options a
+        select chose (0 for the others)."""
+        ref = verb.ref
+        if ref is not None:
+            main, worlds = await self.sessions.of(page), self.worlds
+            if isinstance(verb, r.BrowserClick):
+                await aria.click(worlds, main, ref, double=verb.double, deadline_s=ACTION_S)
+            elif isinstance(verb, r.BrowserFill):
+                await aria.fill(worlds, main, ref, verb.text, deadline_s=ACTION_S)
+            else:
+                return await aria.select(worlds, main, ref, verb.option, deadline_s=ACTION_S)
+            return 0
+        target = self._target(page, verb)
+        if isinstance(verb, r.BrowserClick):
+            await (target.dblclick if verb.double else target.click)(timeout=ACTION_MS)
+        elif isinstance(verb, r.BrowserFill):
+            await target.fill(verb.text, timeout=ACTION_MS)
+        else:
+            return len(await target.select_option(label=verb.option, timeout=ACTION_MS))
+        return 0
 
     def locate(self, page: Page, verb: Any) -> Any:
         """The locator of a verb's element (its ref, or role + exact name)."""
