@@ -29,7 +29,6 @@ import os
 import secrets
 import shutil
 import socket
-import stat
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any
 import anyio
 
 from orchestrator.backends.docker.attach import RECV_BYTES, STDOUT, AttachSocket
+from orchestrator.backends.folders import private_folder
 from orchestrator.errors import EngineError
 from sandboxes.ports import BindMount, ContainerSpec
 
@@ -106,32 +106,13 @@ class ChannelFolder:
 
     def socket_path(self) -> Path:
         if self._path is None:  # a short path: a socket's may not pass 107 bytes
-            sweep(self._parent)
-            prefix = f"{PREFIX}{os.getpid()}-"
-            self._path = Path(tempfile.mkdtemp(prefix=prefix, dir=self._parent))
+            self._path = private_folder(PREFIX, self._parent)
         return self._path / secrets.token_hex(8)
 
     def remove(self) -> None:
         if self._path is not None:
             shutil.rmtree(self._path, ignore_errors=True)
             self._path = None
-
-
-def sweep(parent: Path) -> list[Path]:
-    """Remove the channel folders under `parent` that are this user's and whose process is
-    gone (what a killed gateway left); the ones removed."""
-    removed = []
-    for folder in parent.glob(f"{PREFIX}*-*"):
-        pid = folder.name[len(PREFIX) :].split("-", 1)[0]
-        try:
-            found = folder.lstat()  # a symlink is never followed, nor removed
-        except OSError:
-            continue
-        mine = stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid()
-        if mine and pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-    return removed
 
 
 class ChannelListener:

@@ -31,16 +31,15 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
 from websockets.asyncio.server import Server, ServerConnection, unix_serve
 from websockets.exceptions import ConnectionClosed
 
+from orchestrator.backends.folders import private_folder
 from orchestrator.errors import CdpCallFailed, RigError
 from sandboxes.liveness import HEARTBEAT_S, SILENCE_S, Liveness
 from sandboxes.ports import AttachedContainer
@@ -49,6 +48,7 @@ logger = logging.getLogger("corral.rigs")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a full-page screenshot in base64 fits
 MAX_READY_LINE = 64 * 1024
+DIR_PREFIX = "corral-cdp-"  # the bridge's folder: corral-cdp-<pid>-<random>
 PING_BASE = 2_000_000_000  # the heartbeat's CDP ids; Playwright's count up from 1
 OWN_BASE = 1_000_000_000  # the gateway's own calls' ids
 ID_FIRST = b'{"id":'  # how an answer begins
@@ -108,7 +108,7 @@ class CdpBridge:
     def __init__(self, container: AttachedContainer, pending: bytes = b"") -> None:
         self._container = container
         self._pending = pending
-        self._dir = Path(tempfile.mkdtemp(prefix="corral-cdp-"))  # 0700, ours only
+        self._dir = private_folder(DIR_PREFIX)  # 0700, ours only; a dead gateway's swept
         self.socket_path = self._dir / "cdp.sock"
         self._server: Server | None = None
         self._served = False
