@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -24,6 +25,7 @@ from orchestrator.errors import CdpCallFailed, RefGone, RigError
 from orchestrator.surfaces.browser.direct import DirectSession
 from orchestrator.surfaces.browser.secrets import Up, carrier, unmoved
 
+T = TypeVar("T")
 SOURCE = Path(__file__).with_name("aria_snapshot.js").read_text(encoding="utf-8")
 ACTIONS = Path(__file__).with_name("aria_actions.js").read_text(encoding="utf-8")
 READ_S = 3.0  # how long the approval rules' read of a target may wait
@@ -33,6 +35,7 @@ MAX_NODES = 20_000  # elements with a role or a pointer cursor, per frame
 NO_CONTEXT = "Cannot find context"  # Chromium: the world's document is gone
 FRAME_MARK = "- \0frame "  # a text of the page cannot hold it: JSON quoting escapes \0
 MAX_FRAME_DEPTH = 16
+MOVED = "the frame of this ref is no longer where the snapshot found it"
 
 
 @dataclass
@@ -149,10 +152,7 @@ async def element_object(worlds: Worlds, session: DirectSession, ref: str) -> st
     result = await session.send(
         "Runtime.evaluate",
         {
-            "expression": (
-                f"globalThis.__corralAria?.byRef.get({json.dumps(ref[len(prefix_of(ref)) :])})"
-                " ?? null"
-            ),
+            "expression": f"globalThis.__corralAria?.byRef.get({json.dumps(_local(ref))}) ?? null",
             "contextId": context,
         },
     )
@@ -196,26 +196,37 @@ async def _frame_shown(worlds: Worlds, session: DirectSession, ref: str) -> str:
     return str(node.get("frameId", ""))
 
 
+async def _until_ready(ask: Callable[[], Awaitable[T | str]], ref: str, deadline_s: float) -> T:
+    """`ask()` again while it answers why not yet (a str), at the RETRY_S pace, until
+    `deadline_s`; then the last reason, as an error."""
+    waited = "it did not answer"
+    with anyio.move_on_after(deadline_s):
+        for attempt in itertools.count():
+            answer = await ask()
+            if not isinstance(answer, str):
+                return answer
+            waited = answer
+            await anyio.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
+    raise RigError(f"ref {ref}: {waited} (waited {deadline_s:.0f} s)")
+
+
 async def on_ref(
     worlds: Worlds, session: DirectSession, request: dict[str, Any], deadline_s: float
 ) -> dict[str, Any]:
     """One op of `aria_actions.js` on the element of `request["ref"]`, asked again while
     the element is not actionable (`wait`), until `deadline_s`."""
-    local = {**request, "ref": request["ref"][len(prefix_of(request["ref"])) :]}
-    expression = f"({ACTIONS})({json.dumps(local)})"
-    waited = "it did not answer"
-    with anyio.move_on_after(deadline_s):
-        for attempt in itertools.count():
-            answer = await worlds.evaluate(session, expression, awaited=True)
-            if not isinstance(answer, dict):
-                raise RigError("the page could not be read: an unexpected answer")
-            if answer.get("error") == "gone":
-                raise RefGone(str(request["ref"]))
-            if "wait" not in answer:
-                return answer
-            waited = str(answer["wait"])
-            await anyio.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
-    raise RigError(f"ref {request['ref']}: {waited} (waited {deadline_s:.0f} s)")
+    ref = str(request["ref"])
+    expression = f"({ACTIONS})({json.dumps({**request, 'ref': _local(ref)})})"
+
+    async def ask() -> dict[str, Any] | str:
+        answer = await worlds.evaluate(session, expression, awaited=True)
+        if not isinstance(answer, dict):
+            raise RigError("the page could not be read: an unexpected answer")
+        if answer.get("error") == "gone":
+            raise RefGone(ref)
+        return str(answer["wait"]) if "wait" in answer else answer
+
+    return await _until_ready(ask, ref, deadline_s)
 
 
 async def click(
@@ -224,16 +235,8 @@ async def click(
     """A left click (or double) at the centre of `ref`'s element once it is visible,
     enabled, still and the one a click there reaches, in its frame and in every frame
     above (`_aimed`); sent to the page (`main`) at that point in the page's pixels."""
-    waited = "it did not answer"
-    with anyio.move_on_after(deadline_s):
-        for attempt in itertools.count():
-            aimed = await _aimed(worlds, main, ref, deadline_s)
-            if isinstance(aimed, tuple):
-                await _press(main, *aimed, double=double)
-                return
-            waited = aimed
-            await anyio.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
-    raise RigError(f"ref {ref}: {waited} (waited {deadline_s:.0f} s)")
+    x, y = await _until_ready(lambda: _aimed(worlds, main, ref, deadline_s), ref, deadline_s)
+    await _press(main, x, y, double=double)
 
 
 async def _aimed(
@@ -242,13 +245,13 @@ async def _aimed(
     """The page point a click on `ref` goes to, or why not yet: the point in its frame's
     renderer, then carried up one renderer at a time, where the iframe showing the one
     below must be what a click there reaches (not a page's element laid over it)."""
-    session, _ = await session_of(worlds, main, ref)
+    session = session_of(worlds, main, ref)
     point = await on_ref(worlds, session, {"op": "point", "ref": ref, "enabled": True}, deadline_s)
     x, y = float(point["x"]), float(point["y"])
     while session is not main:
         parent, owner = worlds.parent_of.get(session.id), worlds.owner_of.get(session.id)
         if parent is None or owner is None:
-            raise RigError("the frame of this ref is no longer where the snapshot found it")
+            raise RigError(MOVED)
         carried = (await carrier(parent, unmoved, session))([x - 0.5, y - 0.5, 1.0, 1.0])
         if carried is None:
             return "it is outside the part of its frame the page shows"
@@ -275,7 +278,7 @@ async def fill(
 ) -> None:
     """`ref`'s field focused, its content selected and replaced by `text` (typed in as
     one insertion, as Playwright's fill does; a date, colour or range set outright)."""
-    session, _ = await session_of(worlds, main, ref)
+    session = session_of(worlds, main, ref)
     done = await on_ref(worlds, session, {"op": "fill", "ref": ref, "text": text}, deadline_s)
     if "error" in done:
         raise RigError(f"fill: ref {ref}: {done['error']}")
@@ -296,7 +299,7 @@ async def select(
 ) -> int:
     """The option of `ref`'s select whose label is `option` chosen (input and change
     sent, as a person's choice sends them); how many were chosen."""
-    session, _ = await session_of(worlds, main, ref)
+    session = session_of(worlds, main, ref)
     done = await on_ref(worlds, session, {"op": "select", "ref": ref, "option": option}, deadline_s)
     if "error" in done:
         raise RigError(f"select: ref {ref}: {done['error']}")
@@ -306,11 +309,11 @@ async def select(
 async def read(worlds: Worlds, main: DirectSession, ref: str) -> dict[str, Any]:
     """What the approval rules read of `ref`'s element now (aria_actions.js, op read),
     its bounds carried into the page's pixels."""
-    session, up = await session_of(worlds, main, ref)
+    session = session_of(worlds, main, ref)
     got = await on_ref(worlds, session, {"op": "read", "ref": ref}, READ_S)
     bounds = got.get("bounds")
     if isinstance(bounds, list) and len(bounds) == 4:
-        carried = up([float(b) for b in bounds])
+        carried = (await _up(worlds, main, session, 0))([float(b) for b in bounds])
         got["bounds"] = None if carried is None else [round(v) for v in carried]
     return got
 
@@ -320,22 +323,28 @@ def prefix_of(ref: str) -> str:
     return ref[: ref.index("e")] if ref.startswith("f") and "e" in ref else ""
 
 
-async def session_of(worlds: Worlds, main: DirectSession, ref: str) -> tuple[DirectSession, Up]:
-    """The session whose world holds `ref`, and how its renderer's points reach the page's
-    (through the box of each iframe element on the way: `secrets.carrier`)."""
+def _local(ref: str) -> str:
+    """`e14` of `f2e14`: the ref as its frame's world keeps it (no prefix there)."""
+    return ref[len(prefix_of(ref)) :]
+
+
+def session_of(worlds: Worlds, main: DirectSession, ref: str) -> DirectSession:
+    """The session whose world holds `ref` (the page's, or its frame's of another site)."""
     prefix = prefix_of(ref)
     if not prefix:
-        return main, unmoved
+        return main
     session = worlds.framed.get(prefix)
     if session is None:
         raise RefGone(ref)
-    return session, await _up(worlds, main, session, 0)
+    return session
 
 
 async def _up(worlds: Worlds, main: DirectSession, session: DirectSession, depth: int) -> Up:
+    """How `session`'s renderer's points reach the page's (through the box of each iframe
+    element on the way: `secrets.carrier`)."""
     if session is main:
         return unmoved
     parent = worlds.parent_of.get(session.id)
     if parent is None or depth > MAX_FRAME_DEPTH:
-        raise RigError("the frame of this ref is no longer where the snapshot found it")
+        raise RigError(MOVED)
     return await carrier(parent, await _up(worlds, main, parent, depth + 1), session)
