@@ -155,30 +155,83 @@ async def test_a_recorded_sessions_thumbnail_is_its_recorders_frame_not_a_second
     write_agent(corral_home)
     kiosk = await started(manager, backend)
     session = manager.sessions["alice"]
-    session.use = AiUse(clock)  # the quiet time on the test's clock
-    store = RecordingStore(tmp_path)
-    meta = RecordingMeta(id="r", agent="alice", surface="kiosk", seat="alice", started_at=0)
-    store.create(meta)
-    recorder = Recorder(
-        store, meta, session.frame, 4, on_stopped=lambda _: None, clock=clock, use=session.use
-    )
-    session.recorder = recorder
+    recorder = recorded(session, clock, tmp_path)
 
     def shots() -> int:
         return len([r for r in kiosk.requests if r["op"] == "screenshot"])
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(recorder.run)
-        assert not (await call(manager, "computer_key", key="Tab")).is_error
-        entry = session.timeline[-1]
-        clock.advance(60)
-        with anyio.fail_after(10):  # a bound: the fake kiosk answers at once
-            while recorder.frame_since(entry.noted) is None:
-                await anyio.wait_all_tasks_blocked()
+        entry = await key_then_frame(manager, recorder, clock)
         taken = shots()
         await manager.oversight._thumbnail(session)
         assert entry.thumb_state == "ready" and entry.thumb
         assert shots() == taken  # no screenshot of its own
+        tg.cancel_scope.cancel()
+    recorder.close_sync("stopped by the agent")
+
+
+def recorded(session: Any, clock: FakeClock, where: Path) -> Recorder:
+    """A recorder of the session, its quiet time on the test's clock (not running yet)."""
+    session.use = AiUse(clock)
+    store = RecordingStore(where)
+    meta = RecordingMeta(id="r", agent="alice", surface="kiosk", seat="alice", started_at=0)
+    store.create(meta)
+    recorder = Recorder(
+        store, meta, session.frame, 4, on_stopped=lambda _: None, clock=clock, use=session.use
+    )
+    session.recorder = recorder
+    return recorder
+
+
+async def key_then_frame(manager: SessionManager, recorder: Recorder, clock: FakeClock) -> Any:
+    """The AI presses a key and pauses: the recorder (running) takes its frame once the
+    quiet time has passed. The key's timeline entry."""
+    assert not (await call(manager, "computer_key", key="Tab")).is_error
+    entry = manager.sessions["alice"].timeline[-1]
+    clock.advance(60)
+    with anyio.fail_after(10):  # a bound: the fake kiosk answers at once
+        while recorder.frame_since(entry.noted) is None:
+            await anyio.wait_all_tasks_blocked()
+    return entry
+
+
+async def test_no_recorder_capture_begins_while_the_ais_screenshot_runs(
+    corral_home: CorralHome,
+    manager: SessionManager,
+    backend: InMemoryBackend,
+    clock: FakeClock,
+    tmp_path: Path,
+) -> None:
+    """The AI's screenshot uses the kiosk as its inputs do: a recorder that wakes while it
+    runs, the AI's last input long past the quiet time, takes no screenshot of its own
+    beside it (which the AI's next call would wait behind on the kiosk's channel); the
+    AI's image is the recording's next frame."""
+    write_agent(corral_home)
+    kiosk = await started(manager, backend)
+    session = manager.sessions["alice"]
+    recorder = recorded(session, clock, tmp_path)
+
+    def shots() -> int:
+        return len([r for r in kiosk.requests if r["op"] == "screenshot"])
+
+    assert not (await call(manager, "computer_key", key="Tab")).is_error  # pokes it
+    assert await recorder._frame()  # its first frame, taken at once (not running yet)
+    taken, notes = shots(), recorder.notes
+    kiosk.held_ops = {"screenshot"}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(call, manager, "computer_screenshot"))
+        with anyio.fail_after(10):  # bounds, not waits: the fake kiosk answers at once
+            await kiosk.arrived.wait()  # the AI's screenshot is in flight
+            clock.advance(60)  # the quiet time after the key has long passed
+            tg.start_soon(recorder.run)  # awake: the key's poke
+            await anyio.wait_all_tasks_blocked()  # without the rule: it captures here
+            assert shots() == taken + 1
+            kiosk.held_ops = set()
+            kiosk.release()
+            while recorder.frame_since(notes + 1) is None:
+                await anyio.wait_all_tasks_blocked()
+        assert shots() == taken + 1  # the AI's image was the frame
         tg.cancel_scope.cancel()
     recorder.close_sync("stopped by the agent")
 

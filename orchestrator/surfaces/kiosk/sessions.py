@@ -124,7 +124,7 @@ class SessionManager(SurfaceManager):
         session = self._session_of(agent)
         await self._follow_settings(session, cfg)
         if tool == "computer_screenshot":
-            shot = fit_width(await self.screenshot(session, record=True), params.max_width)
+            shot = fit_width(await self.screenshot(session), params.max_width)
             return with_state(shot, session.summary(self.clock()))
         action = Action(
             tool=tool,
@@ -339,15 +339,20 @@ class SessionManager(SurfaceManager):
             await self.expire()
 
     # ------------------------------------------------------------------ screenshot
-    async def screenshot(self, session: KioskSession, *, record: bool = False) -> Answer:
-        """The masked screenshot (orchestrator.surfaces.screenshots): never an error without an
-        image, never an unmasked one. A broken kiosk channel ends the session."""
-        result = await masked_screenshot(session, self._status(session))
-        if record:
-            outcome = "failed" if result.failed else "ok"
-            self.oversight.record(
-                session, "computer_screenshot", "screenshot", outcome, png=result.png
-            )
+    async def screenshot(self, session: KioskSession) -> Answer:
+        """The AI's masked screenshot (orchestrator.surfaces.screenshots): never an error
+        without an image, never an unmasked one; in the timeline, its image the recording's
+        frame. A broken kiosk channel ends the session.
+
+        The call uses the surface (`AiUse.acting`, as the pipeline's inputs do): no
+        recorder capture begins while it runs. Without it, an AI pausing 250 ms before its
+        screenshot had the recorder take a second screenshot of the same screen beside its
+        own, and its next click waited behind that one on the kiosk's channel
+        (docs/benchmarks.md, "2026-12-05, night: the AI's screenshots")."""
+        with session.use.acting():
+            result = await masked_screenshot(session, self._status(session))
+        outcome = "failed" if result.failed else "ok"
+        self.oversight.record(session, "computer_screenshot", "screenshot", outcome, png=result.png)
         ended = await self._end_if_broken(session.agent) if result.failed else ""
         return result.noted(ended)
 
