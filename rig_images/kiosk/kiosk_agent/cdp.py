@@ -8,7 +8,7 @@ import queue
 import select
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .common import OpError, log
@@ -18,6 +18,19 @@ CDP_TIMEOUT_S = 10.0
 
 class CDPError(OpError):
     pass
+
+
+Call = tuple[str, dict[str, Any], "str | None"]  # method, params, session
+
+
+def _result(method: str, reply: dict[str, Any] | None) -> dict[str, Any] | CDPError:
+    if reply is None:
+        return CDPError(f"{method}: the browser went away")
+    if "error" in reply:
+        err = reply["error"]
+        return CDPError(f"{method}: {err.get('message', err)}")
+    result: dict[str, Any] = reply.get("result", {})
+    return result
 
 
 class _Waiter:
@@ -135,32 +148,43 @@ class CDP:
         session: str | None = None,
         timeout: float = CDP_TIMEOUT_S,
     ) -> dict[str, Any]:
+        answer = self.call_all([(method, params or {}, session)], timeout)[0]
+        if isinstance(answer, CDPError):
+            raise answer
+        return answer
+
+    def call_all(
+        self, calls: Sequence[Call], timeout: float = CDP_TIMEOUT_S
+    ) -> list[dict[str, Any] | CDPError]:
+        """Several calls written at once and their answers awaited together: each call's
+        result, or the CDPError it got. The browser answers each in turn as it always
+        does; what is saved is a round trip through this process (and the scheduler) per
+        call after the first. Only for calls that do not depend on each other's answers.
+        A pipe that fails or times out raises for them all."""
         if self.closed:
             raise CDPError("the browser is gone (CDP pipe closed)")
         deadline = time.monotonic() + timeout
-        slot = _Slot()
+        slots: list[tuple[int, str, _Slot]] = []
+        data = b""
         with self._lock:
-            self._next_id += 1
-            msg_id = self._next_id
-            self._pending[msg_id] = slot
-        msg: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
-        if session:
-            msg["sessionId"] = session
+            for method, params, session in calls:
+                self._next_id += 1
+                slots.append((self._next_id, method, _Slot()))
+                self._pending[self._next_id] = slots[-1][2]
+                msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+                if session:
+                    msg["sessionId"] = session
+                data += json.dumps(msg).encode() + b"\0"
         try:
-            self._write(json.dumps(msg).encode() + b"\0", deadline)
-            if not slot.done.wait(max(0.0, deadline - time.monotonic())):
-                raise CDPError(f"{method}: no answer within {timeout:g} s")
+            self._write(data, deadline)
+            for _, method, slot in slots:
+                if not slot.done.wait(max(0.0, deadline - time.monotonic())):
+                    raise CDPError(f"{method}: no answer within {timeout:g} s")
         finally:
             with self._lock:
-                self._pending.pop(msg_id, None)
-        reply = slot.reply
-        if reply is None:
-            raise CDPError(f"{method}: the browser went away")
-        if "error" in reply:
-            err = reply["error"]
-            raise CDPError(f"{method}: {err.get('message', err)}")
-        result: dict[str, Any] = reply.get("result", {})
-        return result
+                for msg_id, _, _ in slots:
+                    self._pending.pop(msg_id, None)
+        return [_result(method, slot.reply) for _, method, slot in slots]
 
     def expect(self, predicate: Callable[[dict[str, Any]], bool]) -> _Waiter:
         waiter = _Waiter(predicate)

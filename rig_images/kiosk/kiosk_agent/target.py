@@ -16,7 +16,7 @@ from typing import Any
 from sandboxes.secret_fields import quad_box
 
 from .browser import Browser
-from .cdp import CDP, CDPError
+from .cdp import CDP, Call, CDPError
 from .common import step_s
 from .frames import FrameReader
 
@@ -100,7 +100,14 @@ def _resolve(reader: FrameReader, sid: str, x: float, y: float, depth: int) -> d
         sid,
     )
     backend = int(hit["backendNodeId"])
-    node = reader.call("DOM.describeNode", {"backendNodeId": backend}, sid)["node"]
+    # The node and its accessibility tree asked at once (one wait, not two): the tree is
+    # not used when the node owns another renderer's frame.
+    described, tree = _all(
+        cdp,
+        ("DOM.describeNode", {"backendNodeId": backend}, sid),
+        ("Accessibility.getPartialAXTree", _ax_params(backend), sid),
+    )
+    node = _ok(described)["node"]
     frame_id = str(node.get("frameId") or "")
     is_owner = str(node.get("nodeName", "")).upper() in ("IFRAME", "FRAME")
     if is_owner and frame_id and frame_id in _iframe_targets(cdp):
@@ -108,7 +115,21 @@ def _resolve(reader: FrameReader, sid: str, x: float, y: float, depth: int) -> d
         if depth >= MAX_FRAME_DEPTH:
             return unknown("frames nested too deep")
         return _into_frame(reader, sid, frame_id, backend, (x, y), depth)
-    return _describe(reader, sid, backend, str(hit.get("frameId") or ""))
+    return _describe(reader, sid, backend, str(hit.get("frameId") or ""), _ok(tree))
+
+
+def _ax_params(backend: int) -> dict[str, Any]:
+    return {"backendNodeId": backend, "fetchRelatives": True}
+
+
+def _all(cdp: CDP, *calls: Call) -> list[dict[str, Any] | CDPError]:
+    return cdp.call_all(calls, timeout=step_s())
+
+
+def _ok(answer: dict[str, Any] | CDPError) -> dict[str, Any]:
+    if isinstance(answer, CDPError):
+        raise answer
+    return answer
 
 
 def _iframe_targets(cdp: CDP) -> set[str]:
@@ -142,13 +163,19 @@ def _into_frame(
     return _resolve(reader, child, local_x, local_y, depth + 1)
 
 
-def _describe(reader: FrameReader, sid: str, backend: int, frame_id: str) -> dict[str, Any]:
+def _describe(
+    reader: FrameReader,
+    sid: str,
+    backend: int,
+    frame_id: str,
+    tree: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The nearest interactive ancestor-or-self of a hit node (or the node itself), its
-    accessible name, role, visible text and, inside a link, the link's URL."""
+    accessible name, role, visible text and, inside a link, the link's URL. `tree`: the
+    node's partial accessibility tree when asked already."""
     cdp = reader.cdp
-    tree = reader.call(
-        "Accessibility.getPartialAXTree", {"backendNodeId": backend, "fetchRelatives": True}, sid
-    )
+    if tree is None:
+        tree = reader.call("Accessibility.getPartialAXTree", _ax_params(backend), sid)
     nodes: dict[str, dict[str, Any]] = {str(n["nodeId"]): n for n in tree.get("nodes") or []}
     hit = next((n for n in nodes.values() if n.get("backendDOMNodeId") == backend), None)
     if hit is None:
@@ -163,27 +190,32 @@ def _describe(reader: FrameReader, sid: str, backend: int, frame_id: str) -> dic
     if link is not None and link.get("backendDOMNodeId"):
         href = _href(reader, sid, int(link["backendDOMNodeId"]), frame_id)
     role = _role(chosen)
+    # Its box and its subtree asked at once. A click on no element in particular (the
+    # page's background) has no text of its own.
+    box_call: Call = ("DOM.getBoxModel", {"backendNodeId": element}, sid)
+    if role == "RootWebArea":
+        box, text = _all(cdp, box_call)[0], ""
+    else:
+        box, subtree = _all(cdp, box_call, _subtree_call(sid, element))
+        text = _text(_ok(subtree)["node"])
     return {
         "name": _value(chosen.get("name")),
         "role": role,
-        # A click on no element in particular (the page's background) has no text of its own.
-        "text": "" if role == "RootWebArea" else _text(cdp, sid, element),
+        "text": text,
         "href": href,
         "error": None,
         # Which element it is, beyond what the rules judge (an approval binds these, so a
         # look-alike put in its place is another element): its DOM node, frame and box.
         "node": element,
         "frame": frame_id or None,
-        "bounds": _bounds(cdp, sid, element),
+        "bounds": _bounds(box),
     }
 
 
-def _bounds(cdp: CDP, sid: str, backend: int) -> list[int] | None:
+def _bounds(box: dict[str, Any] | CDPError) -> list[int] | None:
     """The element's border box in its frame's CSS pixels, [left, top, width, height]
     (None: it has no box of its own)."""
-    try:
-        box = cdp.call("DOM.getBoxModel", {"backendNodeId": backend}, session=sid, timeout=step_s())
-    except CDPError:
+    if isinstance(box, CDPError):
         return None
     left, top, right, bottom = quad_box(box["model"]["border"])
     return [round(left), round(top), round(right - left), round(bottom - top)]
@@ -211,15 +243,14 @@ def _role(node: dict[str, Any]) -> str | None:
 MAX_TEXT = 500
 
 
-def _text(cdp: CDP, sid: str, backend: int) -> str:
-    """The text inside an element (its DOM subtree, shadow roots included, hidden text
-    too: more text can only make a rule match more), whitespace collapsed, bounded."""
-    root = cdp.call(
-        "DOM.describeNode",
-        {"backendNodeId": backend, "depth": -1, "pierce": True},
-        session=sid,
-        timeout=step_s(),
-    )["node"]
+def _subtree_call(sid: str, backend: int) -> Call:
+    return ("DOM.describeNode", {"backendNodeId": backend, "depth": -1, "pierce": True}, sid)
+
+
+def _text(root: dict[str, Any]) -> str:
+    """The text inside an element (its DOM subtree as `_subtree_call` describes it, shadow
+    roots included, hidden text too: more text can only make a rule match more),
+    whitespace collapsed, bounded."""
     parts: list[str] = []
     size = 0
     pending = [root]
