@@ -344,11 +344,12 @@ class SessionManager(SurfaceManager):
         without an image, never an unmasked one; in the timeline, its image the recording's
         frame. A broken kiosk channel ends the session.
 
-        The call uses the surface (`AiUse.acting`, as the pipeline's inputs do): no
-        recorder capture begins while it runs. Without it, an AI pausing 250 ms before its
-        screenshot had the recorder take a second screenshot of the same screen beside its
-        own, and its next click waited behind that one on the kiosk's channel
-        (docs/benchmarks.md, "2026-12-05, night: the AI's screenshots")."""
+        The call uses the surface (`AiUse.acting`, as the pipeline's stages do): no
+        recorder capture begins while it runs. Without it, the quiet time after the AI's
+        last input could run out while its screenshot was being taken: the recorder asked
+        for a second screenshot of the same screen, and the AI's next call waited behind
+        it on the kiosk's channel (docs/benchmarks.md, "2026-12-05, night: the AI's
+        screenshots")."""
         with session.use.acting():
             result = await masked_screenshot(session, self._status(session))
         outcome = "failed" if result.failed else "ok"
