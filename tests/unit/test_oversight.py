@@ -33,6 +33,11 @@ async def started(manager: SessionManager, backend: InMemoryBackend) -> Any:
     return kiosk
 
 
+def shots(kiosk: Any) -> int:
+    """The screenshots the fake kiosk was asked for so far."""
+    return len([r for r in kiosk.requests if r["op"] == "screenshot"])
+
+
 async def held_then(manager: SessionManager, decide: Any) -> Answer:
     answers: list[Answer] = []
 
@@ -125,19 +130,19 @@ async def test_no_thumbnail_is_captured_while_an_ais_call_uses_the_kiosk(
     session = manager.sessions["alice"]
     assert not (await call(manager, "computer_key", key="Tab")).is_error
     clock.advance(60)  # the entry's quiet time long past
-    shots = len([r for r in kiosk.requests if r["op"] == "screenshot"])
+    taken = shots(kiosk)
     kiosk.held_ops.add("key")
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(call, manager, "computer_key", key="Tab"))
         with anyio.fail_after(10):  # bounds, not waits: the fake kiosk answers at once
             await kiosk.arrived.wait()  # the next call's input is in flight
             await manager.oversight._thumbnail(session)  # without the rule: blocks here
-        assert len([r for r in kiosk.requests if r["op"] == "screenshot"]) == shots
+        assert shots(kiosk) == taken
         assert session.timeline[-1].thumb_state == "pending"
         kiosk.release()
     clock.advance(60)
     await manager.oversight._thumbnail(session)
-    assert len([r for r in kiosk.requests if r["op"] == "screenshot"]) == shots + 1
+    assert shots(kiosk) == taken + 1
     assert session.timeline[-1].thumb_state == "ready" and session.timeline[-1].thumb
 
 
@@ -157,16 +162,13 @@ async def test_a_recorded_sessions_thumbnail_is_its_recorders_frame_not_a_second
     session = manager.sessions["alice"]
     recorder = recorded(session, clock, tmp_path)
 
-    def shots() -> int:
-        return len([r for r in kiosk.requests if r["op"] == "screenshot"])
-
     async with anyio.create_task_group() as tg:
         tg.start_soon(recorder.run)
         entry = await key_then_frame(manager, recorder, clock)
-        taken = shots()
+        taken = shots(kiosk)
         await manager.oversight._thumbnail(session)
         assert entry.thumb_state == "ready" and entry.thumb
-        assert shots() == taken  # no screenshot of its own
+        assert shots(kiosk) == taken  # no screenshot of its own
         tg.cancel_scope.cancel()
     recorder.close_sync("stopped by the agent")
 
@@ -212,12 +214,9 @@ async def test_no_recorder_capture_begins_while_the_ais_screenshot_runs(
     session = manager.sessions["alice"]
     recorder = recorded(session, clock, tmp_path)
 
-    def shots() -> int:
-        return len([r for r in kiosk.requests if r["op"] == "screenshot"])
-
     assert not (await call(manager, "computer_key", key="Tab")).is_error  # pokes it
     assert await recorder._frame()  # its first frame, taken at once (not running yet)
-    taken, notes = shots(), recorder.notes
+    taken, notes = shots(kiosk), recorder.notes
     kiosk.held_ops = {"screenshot"}
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(call, manager, "computer_screenshot"))
@@ -226,12 +225,12 @@ async def test_no_recorder_capture_begins_while_the_ais_screenshot_runs(
             clock.advance(60)  # the quiet time after the key has long passed
             tg.start_soon(recorder.run)  # awake: the key's poke
             await anyio.wait_all_tasks_blocked()  # without the rule: it captures here
-            assert shots() == taken + 1
+            assert shots(kiosk) == taken + 1
             kiosk.held_ops = set()
             kiosk.release()
             while recorder.frame_since(notes + 1) is None:
                 await anyio.wait_all_tasks_blocked()
-        assert shots() == taken + 1  # the AI's image was the frame
+        assert shots(kiosk) == taken + 1  # the AI's image was the frame
         tg.cancel_scope.cancel()
     recorder.close_sync("stopped by the agent")
 
