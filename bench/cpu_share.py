@@ -98,19 +98,21 @@ class Sampler:
         return {group: used / hz for group, used in ticks.most_common()}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("soak_args", nargs="*", help="soak.py's arguments (after --)")
-    args = parser.parse_args(argv)
+def sampled_soak(
+    soak_args: Sequence[str], echo: bool = True
+) -> tuple[dict[str, float], float, int]:
+    """Run `bench/soak.py soak_args`; CPU seconds by group from the moment its sessions have
+    all started to its end, that span's seconds, and its exit code."""
     sampler = Sampler()
     thread = threading.Thread(target=sampler.run, daemon=True)
     thread.start()
-    soak = [sys.executable, "bench/soak.py", *(args.soak_args or SOAK_DEFAULT)]
     began = 0.0
+    soak = [sys.executable, "bench/soak.py", *soak_args]
     with subprocess.Popen(soak, stdout=subprocess.PIPE, text=True) as process:
         assert process.stdout is not None
         for line in process.stdout:
-            console.out(line.rstrip("\n"), highlight=False)
+            if echo:
+                console.out(line.rstrip("\n"), highlight=False)
             if STARTED in line and not sampler.marked.is_set():
                 began = time.monotonic()
                 sampler.marked.set()
@@ -118,7 +120,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     thread.join()
     if not sampler.marked.is_set():
         raise BenchError("the soak never said its sessions had started")
-    seconds, wall = sampler.shares(), time.monotonic() - began
+    return sampler.shares(), time.monotonic() - began, process.returncode
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("soak_args", nargs="*", help="soak.py's arguments (after --)")
+    args = parser.parse_args(argv)
+    seconds, wall, code = sampled_soak(args.soak_args or SOAK_DEFAULT)
     total = sum(seconds.values())
     table = Table(title=f"CPU from the sessions' start to the soak's end: {wall:.0f} s")
     for column in ("process", "CPU s", "share"):
@@ -127,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         table.add_row(group, f"{used:.1f}", f"{100 * used / total:.0f} %")
     console.print(table)
     console.print(f"all processes: {total:.1f} CPU-s in {wall:.0f} s on {os.cpu_count()} CPUs")
-    return process.returncode
+    return code
 
 
 if __name__ == "__main__":

@@ -29,6 +29,11 @@ One run:
    corral.managed=true whose owner labels name this process, the gateway or one of the
    `corral mcp` servers. Whatever is found is counted as leaked, then removed.
 
+`--only TOOL` makes every action that one tool (`idle`: none sent, the sessions open as
+long), `--no-confirm-words` gives the agents no confirm words (no click reads its target
+first) and `--summary PATH` writes each tool's latencies as JSON: bench/action_cost.py
+runs the soak that way, once per kind of action, for what one action costs.
+
 Targets, printed PASS/FAIL (exit code 1 if one fails): no error, nothing leaked, gateway RSS
 growth under 20 MiB, click p95 under 50 ms. Ctrl-C stops the run: the MCP servers are closed,
 the gateway gets SIGTERM (which ends the sessions), and the leftover check after it reports and
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
 import tempfile
@@ -57,20 +63,30 @@ import anyio
 import mcp_types as types
 import memory_trace
 import profiles
-from _common import BenchError, run_main, running_children, sigint_ignored, write_section
+from _common import (
+    BenchError,
+    nearest_rank,
+    run_main,
+    running_children,
+    sigint_ignored,
+    write_section,
+)
 from computer_use import Gateway, corral_bin, corral_env, free_port, running_gateway
+from computer_use import agent_toml as kiosk_agent_toml
 from computer_use_paths import result_text
 from computer_use_report import describe_machine
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from rich.markup import escape
 from soak_report import (
+    ACTION_TOOLS,
     CLICK,
     DEFAULT_ACTIONS,
     DEFAULT_AGENTS,
     DEFAULT_SCRIPT_CLIENTS,
     DEFAULT_SCRIPTS,
     HEIGHT,
+    IDLE,
     KEY,
     MAX_ACTIONS,
     SCREENSHOT_EVERY,
@@ -114,23 +130,14 @@ def agent_names(count: int) -> list[str]:
     return [f"soak-{i:0{width}d}" for i in range(1, count + 1)]
 
 
-def agent_toml(name: str, computer_use: bool) -> str:
-    """The rendered template; with computer_use on and the largest action budget if asked."""
-    lines = render_new_agent(name).splitlines()
+def agent_toml(name: str, computer_use: bool, rules: bool = True) -> str:
+    """A kiosk agent's: computer_use on, the largest action budget, no network and (unless
+    `rules` is off) the template's confirm words (`computer_use.agent_toml`); the scripts'
+    agent: the template as rendered."""
     if computer_use:
-        for key, value in {"computer_use": "true", "max_actions": str(MAX_ACTIONS)}.items():
-            hits = [i for i, line in enumerate(lines) if line.split("=")[0].strip() == key]
-            if len(hits) != 1:
-                raise BenchError(f"the agent template has {len(hits)} `{key} = ...` lines, not 1")
-            lines[hits[0]] = f"{key} = {value}"
-    text = "\n".join(lines) + "\n"
-    caps = AgentConfig.model_validate(tomllib.loads(text)).capabilities
-    budget = caps.computer_use_config.max_actions
-    if (
-        caps.computer_use != computer_use
-        or (computer_use and budget != MAX_ACTIONS)
-        or caps.computer_use_config.allowed_domains
-    ):
+        return kiosk_agent_toml(name, (), rules=rules)
+    text = render_new_agent(name)
+    if AgentConfig.model_validate(tomllib.loads(text)).capabilities.computer_use:
         raise BenchError(f"the agent.toml of {name} does not say what the benchmark needs")
     return text
 
@@ -154,7 +161,7 @@ def prepare_home(home: CorralHome, port: int, plan: Plan) -> None:
     for name, computer_use in agents:
         path = home.agent_file(name)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path.write_text(agent_toml(name, computer_use), encoding="utf-8")
+        path.write_text(agent_toml(name, computer_use, plan.confirm_words), encoding="utf-8")
 
 
 # --- processes ------------------------------------------------------------------------
@@ -239,11 +246,13 @@ async def call(
     return result, elapsed_ms
 
 
-def action(index: int) -> tuple[str, dict[str, Any]]:
-    """The index-th action of an agent: every 10th a screenshot, else click, scroll, key."""
-    if index % SCREENSHOT_EVERY == SCREENSHOT_EVERY - 1:
+def action(index: int, only: str = "") -> tuple[str, dict[str, Any]]:
+    """The index-th action of an agent: every 10th a screenshot, else click, scroll, key;
+    with `only` (a tool of ACTION_TOOLS), every action that one."""
+    if only == SHOT or (not only and index % SCREENSHOT_EVERY == SCREENSHOT_EVERY - 1):
         return SHOT, {}
-    turn = index - index // SCREENSHOT_EVERY
+    kinds = (CLICK, SCROLL, KEY)
+    turn = 3 * index + kinds.index(only) if only else index - index // SCREENSHOT_EVERY
     x = 40 + (index * 97) % (WIDTH - 80)
     y = 40 + (index * 61) % (HEIGHT - 80)
     if turn % 3 == 0:
@@ -263,10 +272,12 @@ async def act(client: Client, run: Run, slot: int) -> None:
     interval = plan.agents / plan.rate if plan.rate else 0.0
     began = time.perf_counter() + slot / plan.rate if plan.rate else 0.0
     for index in range(plan.actions):
-        tool, arguments = action(index)
+        tool, arguments = action(index, "" if plan.only == IDLE else plan.only)
         if interval:
             # the load model, not a synchronisation
             await anyio.sleep(max(0.0, began + index * interval - time.perf_counter()))
+        if plan.only == IDLE:
+            continue  # the sessions' cost with no input (bench/action_cost.py's baseline)
         loaded = record.scripts_in_flight > 0
         result, elapsed_ms = await call(client, tool, arguments, record)
         if result is None:
@@ -438,6 +449,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "recording costs under the load",
     )
     parser.add_argument(
+        "--only",
+        choices=(*ACTION_TOOLS, IDLE),
+        default="",
+        help="every action this tool (idle: none sent, the sessions open for as long), for "
+        "the cost of one kind of action (bench/action_cost.py)",
+    )
+    parser.add_argument(
+        "--no-confirm-words",
+        action="store_true",
+        help="agents without the template's confirm words: no click reads its target first",
+    )
+    parser.add_argument(
+        "--summary", metavar="PATH", help="write each tool's latencies and the load as JSON"
+    )
+    parser.add_argument(
         "--write", metavar="PATH", help="write/replace the results section in this markdown file"
     )
     parser.add_argument(
@@ -470,6 +496,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--actions is at most {MAX_ACTIONS} (the session's action budget)")
     if not 1 <= args.script_clients <= MAX_SCRIPT_CLIENTS:
         parser.error(f"--script-clients must be from 1 to {MAX_SCRIPT_CLIENTS}")
+    if args.write and (args.only or args.no_confirm_words):
+        parser.error("--only and --no-confirm-words runs are not the soak: --write is for the mix")
     return args
 
 
@@ -487,6 +515,18 @@ def canonical_command(plan: Plan, write: str | None) -> str:
     if write is not None:
         argv += ["--write", write]
     return shlex.join(argv)
+
+
+def summary(record: Record) -> dict[str, Any]:
+    """Each tool's p50 and p95 (ms) and count, the load phase's length and actions a second."""
+    tools = {
+        tool: {"p50": nearest_rank(ms, 50), "p95": nearest_rank(ms, 95), "n": len(ms)}
+        for tool, ms in record.latencies_ms.items()
+        if ms
+    }
+    seconds = record.load_phase_s
+    rate = record.actions_ok / seconds if seconds else 0.0
+    return {"tools": tools, "load_s": seconds, "actions_per_s": rate, "errors": record.error_count}
 
 
 def final_check(owners: set[Owner], leaks: Leaks, when: str, idle_pool: int = 0) -> None:
@@ -511,6 +551,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.think_ms,
         args.rate,
         not args.no_recording,
+        args.only,
+        not args.no_confirm_words,
     )
     machine = describe_machine()
     record = Record()
@@ -556,6 +598,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             console.print(f"[yellow]  {escape(line)}[/yellow]")
         return EXIT_INTERRUPTED
     passed = print_report(machine, plan, record, leaks)
+    if args.summary is not None:
+        Path(args.summary).write_text(json.dumps(summary(record)), encoding="utf-8")
     if args.write is not None:
         section = markdown_section(
             machine, plan, record, leaks, canonical_command(plan, args.write)

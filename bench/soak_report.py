@@ -41,6 +41,7 @@ CLICK_P95_TARGET_MS = 50.0
 RSS_GROWTH_TARGET_MIB = 20.0
 SETTLE_S = 12.0  # after the sessions end, before the settled RSS is read
 
+IDLE = "idle"  # --only idle: the agents' schedule kept, no action sent
 CLICK, SCROLL, KEY, SHOT = (
     "computer_click",
     "computer_scroll",
@@ -65,6 +66,8 @@ class Plan:
     think_ms: int = 0  # each agent's pause between its actions (0: back to back)
     rate: int = 0  # actions a second across all agents, on a schedule (0: back to back)
     recording: bool = True  # the sessions recorded, as by default ([recording] enabled)
+    only: str = ""  # every action this tool (or IDLE: none sent); "" the mix
+    confirm_words: bool = True  # the template's confirm words (a click reads its target)
 
     @property
     def section(self) -> str:
