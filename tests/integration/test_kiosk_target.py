@@ -266,3 +266,32 @@ async def test_the_same_element_reads_the_same_and_a_look_alike_put_in_its_place
     assert {k: v for k, v in clone.items() if k != "node"} == {
         k: v for k, v in first.items() if k != "node"
     }
+
+
+def side_by_side(left: str, right: str) -> str:
+    style = "position:absolute;top:10px;width:200px;height:60px"
+    return (
+        f'<!doctype html><title>two</title><body style="margin:0">'
+        f'<button style="{style};left:0">{left}</button>'
+        f'<button style="{style};left:200px">{right}</button></body>'
+    )
+
+
+async def test_a_read_after_another_document_or_a_change_names_what_is_there_now(
+    kiosk: KioskChannel,
+) -> None:
+    """A read after the first asks the viewport and the hit test in one wait, the hit test
+    at the point the last viewport gives (rig_images/kiosk/kiosk_agent/viewport.py): a new
+    document between two reads is read in its own isolated world, and what the page moved
+    under the point is what the hit test finds. (A viewport that changes between two reads
+    is tests/unit/test_kiosk_viewport.py: the AI's zoom keys are refused, sandboxes/keys.py,
+    and a zoomed page reads as outside.)"""
+    await kiosk.request("navigate", 30, url=data_url(side_by_side("Keep", "Pay")))
+    assert (await target(kiosk, 210, 40))["name"] == "Pay"
+    assert (await target(kiosk, 210, 40))["name"] == "Pay"  # the viewport known: one wait
+    await kiosk.request("navigate", 30, url=data_url(side_by_side("Pay", "Keep")))
+    assert (await target(kiosk, 210, 40))["name"] == "Keep"
+    swap = "const [a, b] = document.querySelectorAll('button'); a.before(b);"
+    swap += "[a.style.left, b.style.left] = [b.style.left, a.style.left]; 1"
+    await kiosk.request("eval", 10, expression=swap)
+    assert (await target(kiosk, 210, 40))["name"] == "Pay"

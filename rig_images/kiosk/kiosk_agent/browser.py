@@ -26,6 +26,9 @@ PAINT_WAIT_S = 0.5  # after load, for the first paint to be presented (see _awai
 RAF2_JS = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))"
 
 
+WorldKey = tuple[str, str, str]  # (page session, main frame, loader): one document
+
+
 class Browser:
     """One Chromium process and its CDP pipe; `session` is the attached page's."""
 
@@ -37,7 +40,9 @@ class Browser:
         self.session: str | None = None
         self.target_id: str | None = None
         self.sandbox = False
-        self._world: tuple[tuple[str, str, str], int] | None = None  # (session, frame, loader)
+        self._world: tuple[WorldKey, int] | None = None
+        # The main frame's viewport as last read, and in which world (viewport.py).
+        self.viewport: tuple[int, dict[str, Any]] | None = None
         self.frame_state = FrameState()  # other frames' sessions and worlds (frames.py)
 
     def start(
@@ -237,7 +242,7 @@ class Browser:
         if tree is None:
             tree = self.frame_tree(timeout)
         frame = tree["frameTree"]["frame"]
-        key = (sid, str(frame["id"]), str(frame.get("loaderId", "")))
+        key = self.world_key(sid, tree)
         if self._world is not None and self._world[0] == key:
             return self._world[1]
         world = cdp.call(
@@ -249,6 +254,17 @@ class Browser:
         context = int(world["executionContextId"])
         self._world = (key, context)
         return context
+
+    @staticmethod
+    def world_key(sid: str, tree: dict[str, Any]) -> WorldKey:
+        """Which document a world belongs to: the page session, the main frame and its
+        loader (a navigation gives a new one), from the frame tree."""
+        frame = tree["frameTree"]["frame"]
+        return (sid, str(frame["id"]), str(frame.get("loaderId", "")))
+
+    def cached_world(self) -> tuple[WorldKey, int] | None:
+        """The probe's world last made, with its document's key (not checked here)."""
+        return self._world
 
     def forget_world(self) -> None:
         """Drop the cached world (after an evaluation found it gone)."""

@@ -151,7 +151,7 @@ TRACKER_JS = (
 
 # The probe's read, in an isolated world of each frame it is given (frames.py), never in
 # the page's own world: the fields now and every place they left within the linger, the
-# frame counts, and the viewport's place on the screen (target.VIEWPORT_JS: same formula).
+# frame counts, and the viewport's place on the screen (viewport.VIEWPORT_JS: same formula).
 PROBE_JS = (
     r"""
 (() => {

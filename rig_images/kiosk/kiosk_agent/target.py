@@ -19,6 +19,7 @@ from .browser import Browser
 from .cdp import CDP, Call, CDPError
 from .common import step_s
 from .frames import FrameReader
+from .viewport import VIEWPORT_JS, css_point, hit_params, main_viewport, viewport_and_hit
 
 # The roles a click lands on as one control: the nearest of these above the hit element
 # is the target.
@@ -38,16 +39,6 @@ INTERACTIVE_ROLES = frozenset(
 )
 MAX_FRAME_DEPTH = 8
 
-# The probe's viewport read (probe.PROBE_JS uses the same formula), in a frame's isolated
-# world: where the frame's viewport is on the screen, its size and its zoom.
-VIEWPORT_JS = r"""
-(() => ({
-  offX: window.screenX + Math.max(0, window.outerWidth - window.innerWidth),
-  offY: window.screenY + Math.max(0, window.outerHeight - window.innerHeight),
-  vw: window.innerWidth, vh: window.innerHeight, dpr: window.devicePixelRatio || 1,
-}))()
-"""
-
 
 def unknown(error: str) -> dict[str, Any]:
     return {"name": None, "role": None, "text": None, "href": None, "error": error}
@@ -59,46 +50,27 @@ def target(browser: Browser, x: int, y: int) -> dict[str, Any]:
     `error` when it cannot be told."""
     cdp = browser.live_cdp()
     sid = browser.page_session()
-    view = _main_viewport(browser, cdp, sid)
-    zoom = float(view.get("dpr") or 1.0)
-    css_x = x / zoom - float(view.get("offX") or 0)
-    css_y = y / zoom - float(view.get("offY") or 0)
-    width, height = float(view.get("vw") or 0), float(view.get("vh") or 0)
-    if not (0 <= css_x < width and 0 <= css_y < height):
+    view, hit = viewport_and_hit(browser, cdp, sid, x, y)
+    point = css_point(view, x, y)
+    if point is None:
         return unknown(f"{x},{y} is outside the page")
     reader = FrameReader(cdp, sid, browser.frame_state, VIEWPORT_JS, lambda _c, _s: [])
-    return _resolve(reader, sid, css_x, css_y, 0)
+    return _resolve(reader, sid, *point, 0, hit)
 
 
-def _main_viewport(browser: Browser, cdp: CDP, sid: str) -> dict[str, Any]:
-    for attempt in (0, 1):
-        try:
-            res = cdp.call(
-                "Runtime.evaluate",
-                {
-                    "expression": VIEWPORT_JS,
-                    "returnByValue": True,
-                    "contextId": browser.probe_world(step_s()),
-                },
-                session=sid,
-                timeout=step_s(),
-            )
-            break
-        except CDPError:
-            if attempt:
-                raise
-            browser.forget_world()  # the document changed under the cached world
-    value: dict[str, Any] = res.get("result", {}).get("value") or {}
-    return value
-
-
-def _resolve(reader: FrameReader, sid: str, x: float, y: float, depth: int) -> dict[str, Any]:
+def _resolve(
+    reader: FrameReader,
+    sid: str,
+    x: float,
+    y: float,
+    depth: int,
+    hit: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What is at CSS point (x, y) of session `sid`'s frame; `hit`: the hit test there, when
+    asked already."""
     cdp = reader.cdp
-    hit = reader.call(
-        "DOM.getNodeForLocation",
-        {"x": int(x), "y": int(y), "includeUserAgentShadowDOM": False},
-        sid,
-    )
+    if hit is None:
+        hit = reader.call("DOM.getNodeForLocation", hit_params(x, y), sid)
     backend = int(hit["backendNodeId"])
     # The node and its accessibility tree asked at once (one wait, not two): the tree is
     # not used when the node owns another renderer's frame.
@@ -341,7 +313,7 @@ def focused(browser: Browser) -> dict[str, Any]:
     `submit` is its form's submit control (or the form), None outside a form."""
     cdp = browser.live_cdp()
     sid = browser.page_session()
-    _main_viewport(browser, cdp, sid)  # fresh isolated world for the document now shown
+    main_viewport(browser, cdp, sid)  # fresh isolated world for the document now shown
     reader = FrameReader(cdp, sid, browser.frame_state, VIEWPORT_JS, lambda _c, _s: [])
     res = reader.call(
         "Runtime.evaluate",
