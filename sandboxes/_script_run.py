@@ -45,10 +45,14 @@ async def _drive(
     started = time.monotonic()
     watched = events is not NO_EVENTS
 
-    async def report() -> None:
-        """Elapsed of timeout and the new output lines, every PROGRESS_INTERVAL_SECONDS."""
+    async def report(stop: anyio.Event) -> None:
+        """Elapsed of timeout and the new output lines, every PROGRESS_INTERVAL_SECONDS,
+        until `stop` (what is left goes in the final progress)."""
         while True:
-            await anyio.sleep(PROGRESS_INTERVAL_SECONDS)
+            with anyio.move_on_after(PROGRESS_INTERVAL_SECONDS):
+                await stop.wait()
+            if stop.is_set():
+                return
             elapsed = time.monotonic() - started
             await events.progress(
                 "running",
@@ -87,13 +91,26 @@ async def _drive(
 
 
 async def _reporting(
-    report: Callable[[], Coroutine[Any, Any, None]], body: Callable[[], Awaitable[T]]
+    report: Callable[[anyio.Event], Coroutine[Any, Any, None]], body: Callable[[], Awaitable[T]]
 ) -> T:
-    """`body()`, with `report()` running beside it until it ends. An error of the body is
-    raised as itself (not wrapped in an exception group)."""
+    """`body()`, with `report(stop)` running beside it until it ends. Once the body has
+    returned, a report being sent is let finish (it has taken its lines from the tail:
+    cancelled mid-send, they would be said nowhere), then `stop` ends the reports. An
+    error of the body cancels them and is raised as itself (not in an exception group)."""
+    stop, stopped = anyio.Event(), anyio.Event()
+
+    async def reporter() -> None:
+        try:
+            await report(stop)
+        finally:
+            stopped.set()
+
     async with tasks_beside() as reporters:
-        reporters.start_soon(report)
-        return await body()
+        reporters.start_soon(reporter)
+        result = await body()
+        stop.set()
+        await stopped.wait()
+        return result
 
 
 @contextlib.asynccontextmanager
