@@ -118,6 +118,7 @@ def test_another_document_between_two_reads_gets_its_own_world_and_hit_test(
     view, hit = read(browser, page)
     assert hit is None and view["offY"] == 100
     assert page.asked[-2:] == [["Page.createIsolatedWorld"], ["Runtime.evaluate"]]
+    assert len(page.asked) == 3  # the frame tree of the one wait is not read again
     assert page.worlds[max(page.worlds)] == "loader-2"
     view, hit = read(browser, page)
     assert hit == {"backendNodeId": 300 * 10_000 + 100, "loader": "loader-2"}

@@ -49,11 +49,14 @@ def hit_params(x: float, y: float) -> dict[str, Any]:
     return {"x": int(x), "y": int(y), "includeUserAgentShadowDOM": False}
 
 
-def main_viewport(browser: Browser, cdp: CDP, sid: str) -> dict[str, Any]:
+def main_viewport(
+    browser: Browser, cdp: CDP, sid: str, tree: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The main frame's viewport, read in the probe's world for the document now shown (a
-    new world when the document changed), and kept for the next read's guess."""
+    new world when the document changed), and kept for the next read's guess. `tree`: the
+    frame tree, when the caller has just read it."""
     for attempt in (0, 1):
-        context = browser.probe_world(step_s())
+        context = browser.probe_world(step_s(), tree)
         try:
             res = cdp.call("Runtime.evaluate", _read(context), session=sid, timeout=step_s())
             break
@@ -61,6 +64,7 @@ def main_viewport(browser: Browser, cdp: CDP, sid: str) -> dict[str, Any]:
             if attempt:
                 raise
             browser.forget_world()  # the document changed under the cached world
+            tree = None  # and maybe since the tree was read: read it again
     value: dict[str, Any] = res.get("result", {}).get("value") or {}
     browser.viewport = (context, value)
     return value
@@ -83,10 +87,11 @@ def viewport_and_hit(
         ),
         timeout=step_s(),
     )
-    if isinstance(tree, CDPError) or isinstance(read, CDPError):
+    if isinstance(tree, CDPError):
         return main_viewport(browser, cdp, sid), None
-    if browser.world_key(sid, tree) != key:  # another document: its own world
-        return main_viewport(browser, cdp, sid), None
+    if isinstance(read, CDPError) or browser.world_key(sid, tree) != key:
+        browser.forget_world()  # gone, or another document's: a world for the one now shown
+        return main_viewport(browser, cdp, sid, tree), None
     view: dict[str, Any] = read.get("result", {}).get("value") or {}
     browser.viewport = (context, view)
     fresh = css_point(view, x, y)
