@@ -272,12 +272,12 @@ async def act(client: Client, run: Run, slot: int) -> None:
     interval = plan.agents / plan.rate if plan.rate else 0.0
     began = time.perf_counter() + slot / plan.rate if plan.rate else 0.0
     for index in range(plan.actions):
-        tool, arguments = action(index, "" if plan.only == IDLE else plan.only)
         if interval:
             # the load model, not a synchronisation
             await anyio.sleep(max(0.0, began + index * interval - time.perf_counter()))
         if plan.only == IDLE:
             continue  # the sessions' cost with no input (bench/action_cost.py's baseline)
+        tool, arguments = action(index, plan.only)
         loaded = record.scripts_in_flight > 0
         result, elapsed_ms = await call(client, tool, arguments, record)
         if result is None:
