@@ -87,6 +87,8 @@ bench: setup
 	$(BIN)/python bench/kiosk_pool.py --write docs/benchmarks.md
 	$(BIN)/python bench/scale.py --write docs/benchmarks.md
 	$(BIN)/python bench/soak.py --write docs/benchmarks.md
+	$(BIN)/python bench/soak.py --rate 50 --write docs/benchmarks.md
+	$(BIN)/python bench/soak.py --rate 50 --in-step --write docs/benchmarks.md
 	$(BIN)/python bench/action_cost.py --write docs/benchmarks.md
 	$(BIN)/python bench/layers.py --write docs/benchmarks.md
 	$(BIN)/python bench/channel.py --write docs/benchmarks.md

@@ -24,6 +24,10 @@ One run:
 4. at the same time (actions and scripts both start once every session has started):
    --scripts execute_program calls over --script-clients MCP servers of soak-scripts, each
    server running its share one after another;
+   out of step (the default), agent k begins its cycle of 10 actions at its own place in it
+   and script server i waits i x 5 / --script-clients s before its first script, so no kind
+   of action and no wave of containers falls due everywhere at once; `--in-step` starts
+   them all together (a stress case);
 5. the leftover check, twice: once every session stopped and every script returned (the
    gateway still running), and after the gateway stopped: containers and networks labelled
    corral.managed=true whose owner labels name this process, the gateway or one of the
@@ -266,7 +270,8 @@ def action(index: int, only: str = "") -> tuple[str, dict[str, Any]]:
 async def act(client: Client, run: Run, slot: int) -> None:
     """The agent's actions: back to back, with a pause after each, or (`--rate`) each at
     its time on a schedule; agent `slot`'s schedule is offset by slot / rate so that the
-    agents' actions interleave rather than fall due at once."""
+    agents' actions interleave rather than fall due at once, and (out of step) it begins
+    its cycle of actions at its own place in it (`Plan.first_action`)."""
     record = run.record
     plan = run.plan
     interval = plan.agents / plan.rate if plan.rate else 0.0
@@ -277,7 +282,7 @@ async def act(client: Client, run: Run, slot: int) -> None:
             await anyio.sleep(max(0.0, began + index * interval - time.perf_counter()))
         if plan.only == IDLE:
             continue  # the sessions' cost with no input (bench/action_cost.py's baseline)
-        tool, arguments = action(index, plan.only)
+        tool, arguments = action(plan.first_action(slot) + index, plan.only)
         loaded = record.scripts_in_flight > 0
         result, elapsed_ms = await call(client, tool, arguments, record)
         if result is None:
@@ -341,6 +346,7 @@ async def run_scripts(index: int, count: int, run: Run) -> None:
     try:
         async with mcp_client(run, SCRIPT_AGENT, f"scripts-{index}") as client:
             await run.ready.done.wait()
+            await anyio.sleep(run.plan.scripts_after(index))  # the load model (`Plan`)
             for _ in range(count):
                 record.scripts_run += 1
                 record.scripts_in_flight += 1
@@ -449,6 +455,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "recording costs under the load",
     )
     parser.add_argument(
+        "--in-step",
+        action="store_true",
+        help="every agent at the same place of its cycle of actions and every script "
+        "server starting at once (a stress case: each kind of action, and each wave of "
+        "containers, falls due everywhere in the same moment)",
+    )
+    parser.add_argument(
         "--only",
         choices=(*ACTION_TOOLS, IDLE),
         default="",
@@ -512,6 +525,8 @@ def canonical_command(plan: Plan, write: str | None) -> str:
         argv += ["--rate", str(plan.rate)]
     if not plan.recording:
         argv += ["--no-recording"]
+    if plan.in_step:
+        argv += ["--in-step"]
     if write is not None:
         argv += ["--write", write]
     return shlex.join(argv)
@@ -553,6 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         not args.no_recording,
         args.only,
         not args.no_confirm_words,
+        args.in_step,
     )
     machine = describe_machine()
     record = Record()

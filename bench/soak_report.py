@@ -31,7 +31,8 @@ DEFAULT_ACTIONS = 300
 DEFAULT_SCRIPTS = 20
 DEFAULT_SCRIPT_CLIENTS = 4
 SCREENSHOT_EVERY = 10
-SCRIPT_CODE = 'import time; time.sleep(5); print("ok")'
+SCRIPT_SECONDS = 5  # each script sleeps this long
+SCRIPT_CODE = f'import time; time.sleep({SCRIPT_SECONDS}); print("ok")'
 SCRIPT_OUTPUT = "ok"
 SCRIPT_AGENT = "soak-scripts"
 WIDTH, HEIGHT = 1280, 800
@@ -68,13 +69,48 @@ class Plan:
     recording: bool = True  # the sessions recorded, as by default ([recording] enabled)
     only: str = ""  # every action this tool (or IDLE: none sent); "" the mix
     confirm_words: bool = True  # the template's confirm words (a click reads its target)
+    # Every agent at the same place of its cycle of actions and every script server
+    # starting its scripts at once (the soak before 2026-12-06): each kind of action, and
+    # each wave of scripts, falls due everywhere in the same moment.
+    in_step: bool = False
+
+    def first_action(self, slot: int) -> int:
+        """Where agent `slot` begins its cycle of SCREENSHOT_EVERY actions: out of step,
+        the agents spread evenly over it (so screenshots, clicks, scrolls and keys each
+        come from a few agents at a time); in step, every agent at the cycle's start."""
+        return 0 if self.in_step else slot * SCREENSHOT_EVERY // self.agents
+
+    def scripts_after(self, index: int) -> float:
+        """Seconds script server `index` waits before its first script: out of step, the
+        servers spread evenly over one script's length (so containers start and end a few
+        at a time); in step, none."""
+        return 0.0 if self.in_step else index * SCRIPT_SECONDS / self.script_clients
 
     @property
     def section(self) -> str:
         """Back to back is the stress run; paced and rate-held runs get sections of their
         own."""
         base = f"{SECTION}-rate" if self.rate else f"{SECTION}-paced" if self.think_ms else SECTION
+        base = f"{base}-in-step" if self.in_step else base
         return base if self.recording else f"{base}-unrecorded"
+
+    @property
+    def schedule(self) -> str:
+        """Where each agent and script server begins, in words."""
+        if self.in_step:
+            return (
+                "in step: every agent begins its cycle of actions at its first, so the "
+                f"{self.agents} agents' screenshots fall due in the same moment, and every "
+                "script server starts its first script at once, so the scripts' containers "
+                "start and end in waves (`--in-step`, a stress case)"
+            )
+        return (
+            f"out of step: agent k begins its cycle of {SCREENSHOT_EVERY} actions at action "
+            f"k x {SCREENSHOT_EVERY} / {self.agents} (so each kind of action comes from a few "
+            "agents at a time, not from all of them in the same moment), and script server i "
+            f"starts its first script i x {SCRIPT_SECONDS} / {self.script_clients} s after the "
+            "sessions have started (so containers start and end a few at a time)"
+        )
 
     @property
     def pace(self) -> str:
@@ -297,6 +333,7 @@ def title(plan: Plan) -> str:
             else "back to back"
         )
         + ("" if plan.recording else ", sessions not recorded")
+        + (", in step" if plan.in_step else "")
     )
 
 
@@ -353,15 +390,16 @@ def markdown_section(
     outcome = "Every target was met." if all_passed(table_rows) else "**A target was missed.**"
     start, end = markers(plan.section)
     pace = plan.pace
+    in_step = ", in step" if plan.in_step else ""
     recorded = (
         "each session recorded, as by default"
         if plan.recording
         else "off ([recording] enabled = false)"
     )
     return f"""{start}
-## soak: {plan.agents} kiosk sessions and {plan.scripts} scripts at once, {pace.split(",")[0]}
+## soak: {plan.agents} kiosk sessions and {plan.scripts} scripts at once, {pace.split(",")[0]}{in_step}
 
-Pace: {pace}. Recording: {recorded}.
+Pace: {pace}. Schedule: {plan.schedule}. Recording: {recorded}.
 
 Whether corral holds up when several agents use it at the same time: errors, containers or
 networks left behind, the gateway's memory, and the click round trip under that load.
