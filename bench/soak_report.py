@@ -390,14 +390,14 @@ def markdown_section(
     outcome = "Every target was met." if all_passed(table_rows) else "**A target was missed.**"
     start, end = markers(plan.section)
     pace = plan.pace
-    in_step = ", in step" if plan.in_step else ""
+    heading = pace.split(",")[0] + (", in step" if plan.in_step else "")
     recorded = (
         "each session recorded, as by default"
         if plan.recording
         else "off ([recording] enabled = false)"
     )
     return f"""{start}
-## soak: {plan.agents} kiosk sessions and {plan.scripts} scripts at once, {pace.split(",")[0]}{in_step}
+## soak: {plan.agents} kiosk sessions and {plan.scripts} scripts at once, {heading}
 
 Pace: {pace}. Schedule: {plan.schedule}. Recording: {recorded}.
 
