@@ -9,7 +9,7 @@ It owns Xvfb (:99), a session D-Bus (AT-SPI is activated through it), and
 Debian's Chromium in kiosk mode, spoken to over CDP on a pipe
 (--remote-debugging-pipe: fd 3 = commands in, fd 4 = replies out, JSON
 messages terminated by NUL). Input goes through XTest (python-xlib);
-screenshots are Xlib get_image + Pillow. Every X action is flushed and the op
+screenshots are Pillow's own X grab (XCB). Every X action is flushed and the op
 returns at once: callers read effects back by polling, never by sleeping.
 x11vnc serves the display on a unix socket for the operators' live view;
 `vnc_relay.py`, run by the gateway through `docker exec`, connects to it (and starts
