@@ -28,8 +28,8 @@ class Screen:
     def grab(self) -> Image.Image:
         """The whole screen, now: Pillow's own grab (XCB, in C, on a connection of its
         own), the same pixels as python-xlib's `get_image` without parsing the 4 MB reply
-        in Python (a 1280x800 grab paced as an agent acts: 9.4-11.5 -> 7.8-8.0 ms,
-        docs/benchmarks.md, issue 23 item 6)."""
+        in Python (a 1280x800 screenshot paced as an agent acts: about 3 ms less of the
+        kiosk's CPU, the grab 9.3-12.0 -> 7.6-9.0 ms; docs/benchmarks.md, issue 23)."""
         image = ImageGrab.grab(xdisplay=self.d.get_display_name())
         if image.size != (self.width, self.height):  # the screen is the session's size
             image = image.crop((0, 0, self.width, self.height))
