@@ -95,6 +95,11 @@ class Plan:
         return base if self.recording else f"{base}-unrecorded"
 
     @property
+    def step_words(self) -> str:
+        """What a title adds for the schedule: nothing out of step (the default)."""
+        return ", in step" if self.in_step else ""
+
+    @property
     def schedule(self) -> str:
         """Where each agent and script server begins, in words."""
         if self.in_step:
@@ -333,7 +338,7 @@ def title(plan: Plan) -> str:
             else "back to back"
         )
         + ("" if plan.recording else ", sessions not recorded")
-        + (", in step" if plan.in_step else "")
+        + plan.step_words
     )
 
 
@@ -390,7 +395,7 @@ def markdown_section(
     outcome = "Every target was met." if all_passed(table_rows) else "**A target was missed.**"
     start, end = markers(plan.section)
     pace = plan.pace
-    heading = pace.split(",")[0] + (", in step" if plan.in_step else "")
+    heading = pace.split(",")[0] + plan.step_words
     recorded = (
         "each session recorded, as by default"
         if plan.recording
