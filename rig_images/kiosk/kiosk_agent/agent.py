@@ -134,6 +134,7 @@ class Kiosk:
         assert self.screen is not None  # made by the display stage
         self.screen.focus_first_window(deadline)
         self.atspi = Atspi(app_name="chrom")
+        self.atspi.warm_up()
         self.started = True
         out: dict[str, Any] = {"chromium_sandbox": self.browser.sandbox}
         if no_sandbox_reason:
@@ -162,6 +163,7 @@ class Kiosk:
         else:
             self.browser.fresh_page(time.monotonic() + START_DEADLINE_S)
             self.atspi = Atspi(app_name="chrom")
+            self.atspi.warm_up()
             out = {"chromium_sandbox": self.browser.sandbox, "restarted": False}
         out["ms"] = round((time.monotonic() - t0) * 1000, 1)
         return out

@@ -29,9 +29,10 @@ class Atspi:
 
     def __init__(self, app_name: str) -> None:
         self.app_name = app_name.lower()
-        self._jobs: queue.Queue[tuple[Callable[[], object], queue.Queue[tuple[bool, object]]]] = (
-            queue.Queue()
-        )
+        # (job, where its answer goes: None for the warm-up, which nobody waits for)
+        self._jobs: queue.Queue[
+            tuple[Callable[[], object], queue.Queue[tuple[bool, object]] | None]
+        ] = queue.Queue()
         self._busy = threading.Event()
         self._mod: Any = None
         self._thread = threading.Thread(target=self._loop, name="atspi", daemon=True)
@@ -41,11 +42,21 @@ class Atspi:
         while True:
             fn, out = self._jobs.get()
             try:
-                out.put((True, fn()))
+                answer: tuple[bool, object] = (True, fn())
             except Exception as exc:
-                out.put((False, exc))
-            finally:
+                answer = (False, exc)
+            if out is not None:  # a caller's lookup, not the warm-up
+                out.put(answer)
                 self._busy.clear()
+
+    def warm_up(self) -> None:
+        """Start libatspi and look at the tree once, on the AT-SPI thread, now: the GI
+        import, the bus connection and the first walk of Chromium's tree cost the first
+        lookup ~40 ms more than the next (measured), which was the session's first
+        screenshot. Nobody waits for it; a lookup submitted meanwhile queues behind it
+        (its own timeout covers the wait), and a warm-up that fails is the next lookup's
+        to report."""
+        self._jobs.put((self._password_rects, None))
 
     def submit(self, fn: Callable[[], _T]) -> Callable[[float], _T]:
         """Start `fn` on the AT-SPI thread now; the returned function waits for its result
