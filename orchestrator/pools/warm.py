@@ -144,11 +144,13 @@ class WarmPool(ReadyPool[Warm[B]]):
         settings: WarmSettings,
         start_on: Callable[[PreparedNetwork], Awaitable[B]],
         on_ready: Callable[[int], None] | None = None,
+        settle: Callable[[B], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(backend, settings.image, settings.size)
         self.what = settings.kind
         self.settings = settings
         self._start_on = start_on
+        self._settle = settle
         self._on_ready = on_ready  # told how many wait, each time a started member joins
         self._last_claim = -1e9
 
@@ -175,7 +177,14 @@ class WarmPool(ReadyPool[Warm[B]]):
 
     async def _create(self) -> Warm[B]:
         async with boot_slot():  # a member boots as a surface does: in turn with them
-            return await self._booted()
+            warm = await self._booted()
+        if self._settle is not None:  # what the member waits for after its boot (it
+            try:  # uses little CPU), outside the slot: a session's start need not wait
+                await self._settle(warm.body)
+            except BaseException:
+                await warm.discard()  # shielded
+                raise
+        return warm
 
     async def _booted(self) -> Warm[B]:
         settings = self.settings
@@ -219,7 +228,10 @@ def open_warm_pool(
     settings: WarmSettings,
     start_on: Callable[[PreparedNetwork], Awaitable[B]],
     on_ready: Callable[[int], None] | None = None,
+    settle: Callable[[B], Awaitable[None]] | None = None,
 ) -> contextlib.AbstractAsyncContextManager[WarmPool[B]]:
     """A pool refilling in the background while the block runs; every idle member (and its
-    network) is removed when it ends, shielded. A claimed member is its claimer's."""
-    return running(WarmPool(backend, settings, start_on, on_ready))
+    network) is removed when it ends, shielded. A claimed member is its claimer's.
+    `settle`: what a started member still waits for, out of its boot slot, before it
+    joins (a kiosk's Chromium opening its cache)."""
+    return running(WarmPool(backend, settings, start_on, on_ready, settle))

@@ -239,6 +239,21 @@ def test_start_sandboxed_and_screenshot(started: KioskAgent) -> None:
 
 
 @pytest.mark.slow
+def test_settle_is_refused_before_start_and_leaves_a_claimable_kiosk(kiosk: KioskAgent) -> None:
+    """A pool kiosk's `settle` (orchestrator/pools/kiosks.py): it needs a browser, and the
+    kiosk it leaves takes its claim as any other (the claim's page reset included; that it
+    no longer waits for Chromium's cache is measured in docs/benchmarks.md, not here)."""
+    refused = kiosk.call("settle")
+    assert refused["ok"] is False and "not started" in refused["error"], refused
+    kiosk.ok("start", timeout=60, width=WIDTH, height=HEIGHT, proxy=None, ca_pem=None, url=None)
+    assert kiosk.ok("settle", timeout=60)["ms"] >= 0
+    kiosk.ok("navigate", url=data_url(BUTTON_PAGE))
+    claimed = kiosk.ok("claim", timeout=60, width=WIDTH, height=HEIGHT)
+    assert claimed["restarted"] is False, claimed
+    assert kiosk.ok("page")["url"] == "about:blank"
+
+
+@pytest.mark.slow
 def test_click_changes_title(started: KioskAgent) -> None:
     nav = started.ok("navigate", url=data_url(BUTTON_PAGE))
     assert nav["error_text"] is None

@@ -168,6 +168,14 @@ class Kiosk:
         out["ms"] = round((time.monotonic() - t0) * 1000, 1)
         return out
 
+    def op_settle(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A pool kiosk, once started, waits here for what Chromium opens after its start
+        (`Browser.settle`): the claim that comes later need not."""
+        self._require()
+        t0 = time.monotonic()
+        self.browser.settle(t0 + START_DEADLINE_S)
+        return {"ms": round((time.monotonic() - t0) * 1000, 1)}
+
     def shutdown(self) -> None:
         self.vnc.stop()
         self.browser.close()
@@ -345,6 +353,7 @@ def main() -> int:
         "focused": kiosk.op_focused,
         "vnc": kiosk.op_vnc,
         "claim": kiosk.op_claim,
+        "settle": kiosk.op_settle,
     }
 
     def on_term(signum: int, frame: FrameType | None) -> None:

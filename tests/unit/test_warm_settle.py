@@ -1,0 +1,119 @@
+"""A warm pool member's settle (`orchestrator.pools.warm`): what a started member still
+waits for before it joins the pool (a kiosk's Chromium opening its HTTP cache), out of its
+boot slot. The real path on the real engine: tests/integration/test_kiosk_pool.py (every
+pool kiosk there settles before its claim). This fake backend stands below it."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import anyio
+import pytest
+
+from orchestrator.backends.admission import admission, boot_slot
+from orchestrator.errors import CorralError
+from orchestrator.pools.warm import WarmSettings, open_warm_pool
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass(eq=False)
+class Network:
+    session_id: str
+    removed: bool = False
+    name: str = "net"
+    gateway: str | None = None
+    proxy_url: str = "http://proxy:3128"
+
+    async def disconnect(self, container_id: str) -> None:
+        pass
+
+    async def remove(self, *, raise_errors: bool = True) -> None:
+        self.removed = True
+
+
+@dataclass(eq=False)
+class Body:
+    id: str
+    closed: bool = False
+    dead: bool = False
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class Engine:
+    """Enough of a backend for the pool: every member runs, the image is `img`."""
+
+    def __init__(self) -> None:
+        self.networks: list[Network] = []
+
+    async def image_id(self, image: str) -> str:
+        return "sha256:img"
+
+    async def is_running(self, container_id: str) -> bool:
+        return True
+
+    async def prepare_network(self, agent: str, proxy_image: str | None, prefix: str) -> Network:
+        network = Network(f"s{len(self.networks)}")
+        self.networks.append(network)
+        return network
+
+
+SETTINGS = WarmSettings("kiosk", "img", 1, None)
+
+
+async def until(check: object) -> None:
+    with anyio.fail_after(5):
+        while not check():  # type: ignore[operator]
+            await anyio.sleep(0)
+
+
+async def test_a_member_joins_only_once_settled_and_settles_out_of_its_boot_slot() -> None:
+    bodies: list[Body] = []
+    settling: list[Body] = []
+    release = anyio.Event()
+
+    async def start_on(network: Network) -> Body:
+        bodies.append(Body(f"c{len(bodies)}"))
+        return bodies[-1]
+
+    async def settle(body: Body) -> None:
+        settling.append(body)
+        await release.wait()
+
+    engine = Engine()
+    async with open_warm_pool(engine, SETTINGS, start_on, settle=settle) as pool:  # type: ignore[arg-type]
+        await until(lambda: settling)
+        assert pool.idle() == []  # started, not yet settled: not handed out
+        # Every boot slot is free while it settles: a session's start need not wait.
+        with anyio.fail_after(5):
+            async with contextlib.AsyncExitStack() as slots:
+                for _ in range(admission().boots.max_value):
+                    await slots.enter_async_context(boot_slot())
+        release.set()
+        await until(lambda: len(pool.idle()) == 1)
+        claimed = await pool.claim()
+        assert claimed is not None and claimed.body is settling[0]
+
+
+async def test_a_member_whose_settle_fails_is_removed_with_its_network() -> None:
+    bodies: list[Body] = []
+    failed = anyio.Event()
+
+    async def start_on(network: Network) -> Body:
+        bodies.append(Body(f"c{len(bodies)}"))
+        return bodies[-1]
+
+    async def settle(body: Body) -> None:
+        if len(bodies) == 1:
+            failed.set()
+            raise CorralError("the kiosk did not settle")
+
+    engine = Engine()
+    async with open_warm_pool(engine, SETTINGS, start_on, settle=settle) as pool:  # type: ignore[arg-type]
+        with anyio.fail_after(5):
+            await failed.wait()
+        await until(lambda: bodies[0].closed and engine.networks[0].removed)
+        assert all(entry.body is not bodies[0] for entry in pool.idle())
