@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import anyio
@@ -49,6 +50,21 @@ def mcp(agent: str, use_http: bool, port: int, show_token: bool, rotate_token: b
         anyio.run(serve_http, home, agent, port)
     else:
         anyio.run(serve_stdio, home, agent)
+    leave_at_once()
+
+
+def leave_at_once() -> None:
+    """End the process now that the server has returned: its pool's containers removed,
+    every answer written. The interpreter's own teardown (unloading the ~1000 modules an
+    MCP server imports) cost 0.24-0.28 s of CPU and as long in wall time at every
+    conversation's end, beside the other agents' calls on the same host (measured with
+    py-spy: no Python frame in it); nothing of corral's waits on it (no atexit hook, no
+    finalizer), so the logs and standard streams are flushed and the process leaves. An
+    exception out of the server does not come here: it ends the process as usual."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _print_token(home: CorralHome, agent: str, *, rotate: bool) -> None:
