@@ -6,6 +6,7 @@ pool kiosk there settles before its claim). This fake backend stands below it.""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -64,6 +65,16 @@ class Engine:
 SETTINGS = WarmSettings("kiosk", "img", 1, None)
 
 
+def starter(bodies: list[Body]) -> Callable[[Network], Awaitable[Body]]:
+    """A recipe that starts a member and keeps it in `bodies`."""
+
+    async def start(network: Network) -> Body:
+        bodies.append(Body(f"c{len(bodies)}"))
+        return bodies[-1]
+
+    return start
+
+
 async def until(check: object) -> None:
     with anyio.fail_after(5):
         while not check():  # type: ignore[operator]
@@ -75,16 +86,12 @@ async def test_a_member_joins_only_once_settled_and_settles_out_of_its_boot_slot
     settling: list[Body] = []
     release = anyio.Event()
 
-    async def start_on(network: Network) -> Body:
-        bodies.append(Body(f"c{len(bodies)}"))
-        return bodies[-1]
-
     async def settle(body: Body) -> None:
         settling.append(body)
         await release.wait()
 
     engine = Engine()
-    async with open_warm_pool(engine, SETTINGS, start_on, settle=settle) as pool:  # type: ignore[arg-type]
+    async with open_warm_pool(engine, SETTINGS, starter(bodies), settle=settle) as pool:  # type: ignore[arg-type]
         await until(lambda: settling)
         assert pool.idle() == []  # started, not yet settled: not handed out
         # Every boot slot is free while it settles: a session's start need not wait.
@@ -102,17 +109,13 @@ async def test_a_member_whose_settle_fails_is_removed_with_its_network() -> None
     bodies: list[Body] = []
     failed = anyio.Event()
 
-    async def start_on(network: Network) -> Body:
-        bodies.append(Body(f"c{len(bodies)}"))
-        return bodies[-1]
-
     async def settle(body: Body) -> None:
         if len(bodies) == 1:
             failed.set()
             raise CorralError("the kiosk did not settle")
 
     engine = Engine()
-    async with open_warm_pool(engine, SETTINGS, start_on, settle=settle) as pool:  # type: ignore[arg-type]
+    async with open_warm_pool(engine, SETTINGS, starter(bodies), settle=settle) as pool:  # type: ignore[arg-type]
         with anyio.fail_after(5):
             await failed.wait()
         await until(lambda: bodies[0].closed and engine.networks[0].removed)
