@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "rig_images" / "kio
 from kiosk_agent.cdp import CDP, CDPError
 
 pytestmark = pytest.mark.unit
+READERS_END_S = 30.0  # a bound on teardown only: the readers end at EOF, at once
 
 
 class Browser:
@@ -30,7 +32,7 @@ class Browser:
     def __init__(self, read_fd: int, write_fd: int, count: int) -> None:
         self.read_fd, self.write_fd, self.count = read_fd, write_fd, count
         self.seen: list[dict[str, Any]] = []
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._run, name="fake-browser", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
@@ -50,22 +52,54 @@ class Browser:
             os.write(self.write_fd, json.dumps(reply).encode() + b"\0")
 
 
+@dataclass
+class Pipes:
+    """Both directions' pipes, and the threads reading them (the fake browser's, the
+    client's reader): closed in an order that no thread can outlive."""
+
+    to_browser_r: int
+    to_browser_w: int
+    to_agent_r: int
+    to_agent_w: int
+    readers: list[threading.Thread] = field(default_factory=list)
+
+    def browser(self, count: int) -> Browser:
+        browser = Browser(self.to_browser_r, self.to_agent_w, count)
+        self.readers.append(browser.thread)
+        return browser
+
+    def cdp(self) -> CDP:
+        cdp = CDP(self.to_browser_w, self.to_agent_r)
+        self.readers.append(cdp._reader)
+        return cdp
+
+    def close(self) -> None:
+        """The write ends first (EOF to both readers), then wait until both readers have
+        ended, then the read ends. Closing a read end under a reader that has not yet
+        come back to `os.read` let the next test's pipe take the same descriptor number,
+        and that old reader took the next test's answer (seen once under two CPU burners:
+        "no answer within 10 s")."""
+        for fd in (self.to_agent_w, self.to_browser_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for reader in self.readers:
+            reader.join(READERS_END_S)
+            assert not reader.is_alive(), f"{reader.name} did not end at EOF"
+        for fd in (self.to_browser_r, self.to_agent_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 @pytest.fixture
-def pipes() -> Iterator[tuple[int, int, int, int]]:
-    to_browser_r, to_browser_w = os.pipe()
-    to_agent_r, to_agent_w = os.pipe()
-    yield to_browser_r, to_browser_w, to_agent_r, to_agent_w
-    for fd in (to_agent_w, to_browser_w, to_browser_r, to_agent_r):  # EOF to the readers first
-        with contextlib.suppress(OSError):
-            os.close(fd)
+def pipes() -> Iterator[Pipes]:
+    made = Pipes(*os.pipe(), *os.pipe())
+    yield made
+    made.close()
 
 
-def test_calls_sent_at_once_get_their_own_answers_and_errors(
-    pipes: tuple[int, int, int, int],
-) -> None:
-    to_browser_r, to_browser_w, to_agent_r, to_agent_w = pipes
-    browser = Browser(to_browser_r, to_agent_w, 3)
-    cdp = CDP(to_browser_w, to_agent_r)
+def test_calls_sent_at_once_get_their_own_answers_and_errors(pipes: Pipes) -> None:
+    browser = pipes.browser(3)
+    cdp = pipes.cdp()
     answers = cdp.call_all(
         [
             ("DOM.describeNode", {"backendNodeId": 7}, "S1"),
@@ -84,19 +118,15 @@ def test_calls_sent_at_once_get_their_own_answers_and_errors(
     assert first["id"] < third["id"]
 
 
-def test_one_call_raises_its_own_error(pipes: tuple[int, int, int, int]) -> None:
-    to_browser_r, to_browser_w, to_agent_r, to_agent_w = pipes
-    Browser(to_browser_r, to_agent_w, 1)
-    cdp = CDP(to_browser_w, to_agent_r)
+def test_one_call_raises_its_own_error(pipes: Pipes) -> None:
+    pipes.browser(1)
+    cdp = pipes.cdp()
     with pytest.raises(CDPError, match=r"Fail\.x: no such node"):
         cdp.call("Fail.x", {}, timeout=10)
 
 
-def test_a_browser_that_does_not_answer_them_all_times_out(
-    pipes: tuple[int, int, int, int],
-) -> None:
-    to_browser_r, to_browser_w, to_agent_r, to_agent_w = pipes
-    Browser(to_browser_r, to_agent_w, 3)  # waits for a third call that never comes
-    cdp = CDP(to_browser_w, to_agent_r)
+def test_a_browser_that_does_not_answer_them_all_times_out(pipes: Pipes) -> None:
+    pipes.browser(3)  # waits for a third call that never comes
+    cdp = pipes.cdp()
     with pytest.raises(CDPError, match=r"no answer within 0\.2 s"):
         cdp.call_all([("A.a", {}, None), ("B.b", {}, None)], timeout=0.2)
