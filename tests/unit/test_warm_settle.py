@@ -15,6 +15,7 @@ import pytest
 from orchestrator.backends.admission import admission, boot_slot
 from orchestrator.errors import CorralError
 from orchestrator.pools.warm import WarmSettings, open_warm_pool
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -75,12 +76,6 @@ def starter(bodies: list[Body]) -> Callable[[Network], Awaitable[Body]]:
     return start
 
 
-async def until(check: object) -> None:
-    with anyio.fail_after(5):
-        while not check():  # type: ignore[operator]
-            await anyio.sleep(0)
-
-
 async def test_a_member_joins_only_once_settled_and_settles_out_of_its_boot_slot() -> None:
     bodies: list[Body] = []
     settling: list[Body] = []
@@ -92,7 +87,7 @@ async def test_a_member_joins_only_once_settled_and_settles_out_of_its_boot_slot
 
     engine = Engine()
     async with open_warm_pool(engine, SETTINGS, starter(bodies), settle=settle) as pool:  # type: ignore[arg-type]
-        await until(lambda: settling)
+        await wait_until(lambda: settling)
         assert pool.idle() == []  # started, not yet settled: not handed out
         # Every boot slot is free while it settles: a session's start need not wait.
         with anyio.fail_after(5):
@@ -100,7 +95,7 @@ async def test_a_member_joins_only_once_settled_and_settles_out_of_its_boot_slot
                 for _ in range(admission().boots.max_value):
                     await slots.enter_async_context(boot_slot())
         release.set()
-        await until(lambda: len(pool.idle()) == 1)
+        await wait_until(lambda: len(pool.idle()) == 1)
         claimed = await pool.claim()
         assert claimed is not None and claimed.body is settling[0]
 
@@ -118,5 +113,5 @@ async def test_a_member_whose_settle_fails_is_removed_with_its_network() -> None
     async with open_warm_pool(engine, SETTINGS, starter(bodies), settle=settle) as pool:  # type: ignore[arg-type]
         with anyio.fail_after(5):
             await failed.wait()
-        await until(lambda: bodies[0].closed and engine.networks[0].removed)
+        await wait_until(lambda: bodies[0].closed and engine.networks[0].removed)
         assert all(entry.body is not bodies[0] for entry in pool.idle())
