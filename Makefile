@@ -90,6 +90,7 @@ bench: setup
 	$(BIN)/python bench/soak.py --rate 50 --write docs/benchmarks.md
 	$(BIN)/python bench/soak.py --rate 50 --in-step --write docs/benchmarks.md
 	$(BIN)/python bench/action_cost.py --write docs/benchmarks.md
+	$(BIN)/python bench/kiosk_input_cpu.py --write docs/benchmarks.md
 	$(BIN)/python bench/layers.py --write docs/benchmarks.md
 	$(BIN)/python bench/channel.py --write docs/benchmarks.md
 	$(BIN)/python bench/spans.py --write docs/benchmarks.md
