@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import machine_cpu
 import mcp_types as types
 import memory_trace
 import profiles
@@ -365,9 +366,14 @@ async def run_scripts(index: int, count: int, run: Run) -> None:
 
 
 async def sample(run: Run) -> None:
-    """The gateway's RSS and this process's children, every RSS_INTERVAL_S, until cancelled."""
+    """The gateway's RSS and this process's children, every RSS_INTERVAL_S, and (once the
+    load began) how busy the machine's cores were since the last sample, until cancelled."""
     record = run.record
+    cores = machine_cpu.BusyMeter()
     while True:
+        busy = cores.read()
+        if busy is not None and run.ready.done.is_set():
+            record.cpu_busy_shares.append(busy)
         value = rss_kib(run.gateway.proc.pid)
         if value is not None:
             record.rss_samples_kib.append(value)

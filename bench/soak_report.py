@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import machine_cpu
 from _common import docker_cli, markers, nearest_rank
 from computer_use_report import Machine, local_version, machine_line, machine_paragraph
 from rich.console import Console
@@ -154,6 +155,7 @@ class Record:
     rss_end_kib: int | None = None
     rss_settled_kib: int | None = None  # SETTLE_S after the end: idle worker threads gone
     load_phase_s: float = 0.0
+    cpu_busy_shares: list[float] = field(default_factory=list)  # a second each, loaded
     owners: set[Owner] = field(default_factory=set)
 
     def error(self, message: str) -> None:
@@ -314,6 +316,7 @@ def rows(plan: Plan, record: Record, leaks: Leaks) -> list[Row]:
         Row("leaked containers", str(len(leaks.containers)), "0", not leaks.containers),
         Row("leaked networks", str(len(leaks.networks)), "0", not leaks.networks),
         Row("load phase", f"{record.load_phase_s:.1f} s, {rate:.1f} actions/s"),
+        Row("machine CPU busy in the load phase", machine_cpu.summary(record.cpu_busy_shares)),
     ]
     return result
 
