@@ -4,9 +4,16 @@ agents encode their screenshots with it too, carried into their images by
 
 Every row unfiltered, zlib at level 1: about half the time of Pillow's encoder at its
 fastest, which still chooses a filter for every row (a 1280x800 page here: 5 ms against
-11), and as small for pages of text and flat colour. A busy image (a photograph)
-compresses badly unfiltered: past a byte per 8 pixels (`BUSY_BYTES_PER_PIXEL`), the caller's
-fallback encoder (Pillow's, filtered) is run too and the smaller PNG kept.
+11), and as small for pages of text and flat colour. A photograph compresses badly
+unfiltered: past 3 bytes per 8 pixels (`BUSY_BYTES_PER_PIXEL`), the caller's fallback
+encoder (Pillow's, filtered) is run too and the smaller PNG kept.
+
+Where that line lies (1280x800 screenshots of a kiosk, bytes a pixel unfiltered, and what
+Pillow's filtered PNG weighed against it): a form 0.07 (1.05x), a page of paragraphs 0.24
+(0.98x), a full-page CSS gradient 0.28 (1.12x), a smooth photograph-like picture 0.48
+(0.79x). Pages of text and UI come well under it, so their screenshot is encoded once:
+the filtered second pass cost a page of paragraphs 27 ms more for 2 % fewer bytes while
+the line was at one byte per 8 pixels (issue 23, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
-BUSY_BYTES_PER_PIXEL = 1 / 8
+BUSY_BYTES_PER_PIXEL = 3 / 8
 ROWS_AT_ONCE = 64  # rows filtered and compressed at a time
 
 

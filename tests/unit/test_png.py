@@ -10,7 +10,7 @@ import random
 import pytest
 from PIL import Image
 
-from sandboxes.png import ROWS_AT_ONCE, encode_rgb
+from sandboxes.png import BUSY_BYTES_PER_PIXEL, ROWS_AT_ONCE, encode_rgb
 
 
 @pytest.mark.parametrize("height", [1, ROWS_AT_ONCE - 1, ROWS_AT_ONCE, 2 * ROWS_AT_ONCE + 3])
@@ -34,6 +34,21 @@ def test_a_busy_image_keeps_the_fallbacks_png_when_smaller_and_a_plain_one_never
         raise AssertionError("a flat image needs no fallback")
 
     assert encode_rgb(flat, 64, 48, fallback=never).startswith(b"\x89PNG")
+
+
+def test_a_page_of_text_s_weight_is_encoded_once() -> None:
+    """A screenshot of paragraphs weighs ~0.24 bytes a pixel unfiltered, where Pillow's
+    filtered PNG saves ~2 % for twice the time: under the line, no second pass."""
+    width, height = 64, 48
+    busy_rows = random.Random(5).randbytes(4 * width * 3)  # 4 rows of noise, 44 flat
+    raw = busy_rows + bytes((height - 4) * width * 3)
+    png = encode_rgb(raw, width, height)
+    assert width * height / 8 < len(png) < width * height * BUSY_BYTES_PER_PIXEL
+
+    def never() -> bytes:
+        raise AssertionError("a page of text's weight needs no second pass")
+
+    assert encode_rgb(raw, width, height, fallback=never) == png
 
 
 def test_pixels_that_are_not_the_size_said_are_refused() -> None:
