@@ -7,15 +7,16 @@ Run from the repository root:
 
 One kiosk container (the image and hardening of a session without network, as
 bench/computer_use.py's reference) is started and driven through corral's kiosk channel,
-on about:blank. Each row sends --runs inputs of one kind (or the soak's cycle of ten:
-three clicks each with its target read first, three scrolls, three Tab keys, one
-screenshot), either paced, one every PACE_S seconds (an agent of `bench/soak.py --rate
-50`: ten agents share 50 actions a second), or back to back. The container's CPU (the
-engine's one-shot stats: every process of it, Chromium's, Xvfb's and the kiosk agent's)
-is read before and after each row; a row of no input, paced as long, gives what the idle
-kiosk costs meanwhile. With a local engine, each process's share is read too (from
-/proc, through the engine's `top`). Rows run in the order listed after one uncounted
-warm-up pass of the cycle. The container is removed at the end.
+on about:blank and then on a page of text (`PAGES`). Each row sends --runs inputs of one
+kind (or the soak's cycle of ten: three clicks each with its target read first, three
+scrolls, three Tab keys, one screenshot), either paced, one every PACE_S seconds (an
+agent of `bench/soak.py --rate 50`: ten agents share 50 actions a second), or back to
+back. The container's CPU (the engine's one-shot stats: every process of it, Chromium's,
+Xvfb's and the kiosk agent's) is read before and after each row; a row of no input,
+paced as long, gives what the idle kiosk costs meanwhile. With a local engine, each
+process's share is read too (from /proc, through the engine's `top`). On each page, rows
+run in the order listed after one uncounted warm-up pass of the cycle. The container is
+removed at the end.
 
 Not a latency benchmark: it says where the soak's CPU goes on the kiosk's side.
 """
@@ -26,6 +27,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import anyio
 import docker
@@ -92,6 +94,23 @@ async def soak_cycle(channel: KioskChannel, i: int) -> None:
         await key(channel, i)
 
 
+_PARAGRAPH = (
+    "The quarterly report lists every invoice the team approved, the supplier, the amount "
+    "and the date it was paid; totals follow each section, with the notes of the auditor."
+)
+# about:blank, and a page of text (headings, paragraphs, a form) as agents mostly see: a
+# data: URL, so the kiosk needs no network. Its screenshots weigh ~0.2 bytes a pixel.
+PAGES: dict[str, str | None] = {
+    "about:blank": None,
+    "a page of text": "data:text/html,"
+    + quote(
+        "<body style='font:15px serif;margin:24px'><h1>Quarterly report</h1>"
+        + "".join(f"<h3>Section {i}</h3><p>{_PARAGRAPH * (2 + i % 3)}</p>" for i in range(12))
+        + "<form><label>Name <input></label> <label>Password <input type=password>"
+        "</label> <button>Sign in</button></form></body>"
+    ),
+}
+
 KINDS: dict[str, Input] = {
     "no input (the idle kiosk)": nothing,
     "click": click,
@@ -105,6 +124,7 @@ KINDS: dict[str, Input] = {
 
 @dataclass(frozen=True, slots=True)
 class Row:
+    page: str
     kind: str
     paced: bool
     inputs: int
@@ -154,7 +174,7 @@ def _process_kind(args: str) -> str:
 
 
 async def measure_row(
-    channel: KioskChannel, cpu: KioskCpu, kind: str, paced: bool, runs: int
+    channel: KioskChannel, cpu: KioskCpu, page: str, kind: str, paced: bool, runs: int
 ) -> Row:
     send = KINDS[kind]
     shares_before = await anyio.to_thread.run_sync(cpu.by_process)
@@ -169,7 +189,7 @@ async def measure_row(
     shares_after = await anyio.to_thread.run_sync(cpu.by_process)
     shares = {k: v - shares_before.get(k, 0.0) for k, v in shares_after.items()}
     kept = {k: v for k, v in shares.items() if v > 0} if shares_before else {}
-    return Row(kind, paced, runs, after - before, seconds, kept)
+    return Row(page, kind, paced, runs, after - before, seconds, kept)
 
 
 async def measure(runs: int) -> list[Row]:
@@ -177,12 +197,15 @@ async def measure(runs: int) -> list[Row]:
     async with started_kiosk(local_backend(), Observations()) as channel:
         cpu = KioskCpu(channel.id)
         try:
-            for i in range(10):
-                await soak_cycle(channel, i)  # warm-up: AT-SPI, the first frames
-            rows.append(await measure_row(channel, cpu, next(iter(KINDS)), True, runs))
-            for kind in list(KINDS)[1:]:
-                for paced in (True, False):
-                    rows.append(await measure_row(channel, cpu, kind, paced, runs))
+            for page, url in PAGES.items():
+                if url is not None:
+                    await _request(channel, "navigate", url=url)
+                for i in range(10):
+                    await soak_cycle(channel, i)  # warm-up: AT-SPI, the first frames
+                rows.append(await measure_row(channel, cpu, page, next(iter(KINDS)), True, runs))
+                for kind in list(KINDS)[1:]:
+                    for paced in (True, False):
+                        rows.append(await measure_row(channel, cpu, page, kind, paced, runs))
         finally:
             cpu.close()
     if any(row.cpu_ms <= 0 for row in rows[1:]):
@@ -202,19 +225,23 @@ def section(rows: list[Row], runs: int) -> str:
         "<!-- bench:kiosk_input_cpu:start -->",
         "## What one input costs the kiosk in CPU, paced and back to back",
         "",
-        f"`bench/kiosk_input_cpu.py --runs {runs}`: a real kiosk container on about:blank",
-        f"through corral's kiosk channel; {runs} inputs a row, paced one every {PACE_S} s",
-        "(an agent of `bench/soak.py --rate 50`) or back to back; the container's CPU from",
-        "the engine's stats, each process's from /proc.",
+        f"`bench/kiosk_input_cpu.py --runs {runs}`: a real kiosk container on about:blank,",
+        "then on a page of text (headings, paragraphs, a form with a password field; a",
+        f"data: URL), through corral's kiosk channel; {runs} inputs a row, paced one every",
+        f"{PACE_S} s (an agent of `bench/soak.py --rate 50`) or back to back; the container's",
+        "CPU from the engine's stats, each process's from /proc.",
         "",
-        "| input | sent | CPU ms an input | inputs a second | top processes (CPU ms an input) |",
-        "|---|---|---:|---:|---|",
+        "| page | input | sent | CPU ms an input | inputs a second "
+        "| top processes (CPU ms an input) |",
+        "|---|---|---|---:|---:|---|",
     ]
     for row in rows:
         sent = "paced" if row.paced else "back to back"
         per = row.cpu_ms / row.inputs
         rate = row.inputs / row.seconds if row.seconds else 0.0
-        lines.append(f"| {row.kind} | {sent} | {per:.1f} | {rate:.1f} | {_shares(row)} |")
+        lines.append(
+            f"| {row.page} | {row.kind} | {sent} | {per:.1f} | {rate:.1f} | {_shares(row)} |"
+        )
     lines += [
         "",
         "The idle row is CPU per paced interval with nothing sent. One machine, one run:",
