@@ -43,6 +43,14 @@ KIOSK_SHM_BYTES = 256 * MiB
 
 PROXY_PORT = 3128
 
+# CPU weights (Docker's --cpu-shares, 1024 its default): a warm pool's member boots at an
+# eighth of a session's surface, so a refill that falls due while sessions are being
+# driven takes the CPU they leave (a kiosk's boot is ~1.5 CPU-s: Xvfb, D-Bus, Chromium),
+# and it takes the session's weight when claimed. The weights only order containers
+# against each other; a member alone on an idle machine boots at full speed.
+POOL_CPU_SHARES = 128
+SESSION_CPU_SHARES = 1024
+
 
 def locked_down(
     *,
@@ -65,6 +73,7 @@ def locked_down(
     deadline_seconds: int | None = None,
     runtime: str | None = None,
     channel_socket: bool = False,
+    cpu_shares: int | None = None,
 ) -> ContainerSpec:
     """The one way a ContainerSpec is made. Only what differs between kinds is a parameter;
     read-only root, no capabilities, no-new-privileges and no swap are not."""
@@ -99,6 +108,7 @@ def locked_down(
         deadline_seconds=deadline_seconds,
         runtime=runtime,
         channel_socket=channel_socket,
+        cpu_shares=cpu_shares,
     )
 
 
@@ -109,11 +119,13 @@ def kiosk_spec(
     network: str | None,
     seccomp: str | None,
     dns: Sequence[str] = (),
+    cpu_shares: int | None = None,
 ) -> ContainerSpec:
     """A kiosk container (SPEC S2.3): the S1.2 limits, Chromium's seccomp profile, a tmpfs
     home, and the agent's channel: on a socket of its own where the backend gives one,
     else stdin (open) and stdout. On a session network, DNS goes only to its gateway (where
-    the INPUT rule drops it). The desktop and browser rigs' containers are made here too."""
+    the INPUT rule drops it). The desktop and browser rigs' containers are made here too;
+    a warm pool's at `POOL_CPU_SHARES`."""
     return locked_down(
         image=image,
         labels=labels,
@@ -125,6 +137,7 @@ def kiosk_spec(
         dns=dns,
         stdin_open=True,
         channel_socket=True,
+        cpu_shares=cpu_shares,
     )
 
 

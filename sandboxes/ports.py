@@ -62,6 +62,10 @@ class ContainerSpec:
     # CORRAL_CHANNEL when the backend gives one (rig_images/channel_socket.py): the kiosk,
     # desktop and browser images. A backend may ignore it: the channel is the attach then.
     channel_socket: bool = False
+    # Its CPU weight against the other containers (Docker's --cpu-shares; None: the engine's
+    # 1024). A warm pool's member boots at a low weight, under the sessions' surfaces when
+    # both want the CPU, and takes the normal one when claimed (`set_cpu_shares`).
+    cpu_shares: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +220,9 @@ class ContainerBackend(Protocol):
 
     async def is_running(self, container_id: str) -> bool:
         """Whether the container exists and runs."""
+
+    async def set_cpu_shares(self, container_id: str, shares: int) -> None:
+        """Give a running container another CPU weight (`ContainerSpec.cpu_shares`)."""
 
     async def memory_bytes(self, container_id: str) -> int | None:
         """The memory the container holds now (its working set), or None if unknown."""

@@ -249,6 +249,9 @@ class InMemoryBackend:
     async def is_running(self, container_id: str) -> bool:
         return container_id in self.live
 
+    async def set_cpu_shares(self, container_id: str, shares: int) -> None:
+        raise EngineError("the in-memory backend has no pool members to reweigh")
+
     async def image_id(self, image: str) -> str:
         return f"sha256:{image}"
 

@@ -37,7 +37,7 @@ from orchestrator.backends.admission import boot_slot
 from orchestrator.backends.channel import KioskChannel, load_seccomp
 from orchestrator.errors import CorralError
 from orchestrator.pools.ready import ReadyPool, running
-from sandboxes.isolation import kiosk_spec
+from sandboxes.isolation import POOL_CPU_SHARES, SESSION_CPU_SHARES, kiosk_spec
 from sandboxes.ports import ContainerBackend, ContainerSpec, PreparedNetwork
 
 logger = logging.getLogger("corral.pool")
@@ -157,6 +157,32 @@ class WarmPool(ReadyPool[Warm[B]]):
     def _claimed(self) -> None:
         self._last_claim = anyio.current_time()
 
+    async def claim(self) -> Warm[B] | None:
+        """The oldest live member (`ReadyPool.claim`) at a session's CPU weight: it booted
+        and waited at the pool's. One the engine could not reweigh is handed out as it is
+        if it still runs (an engine that cannot weigh containers at all), else dropped for
+        the next, or None: start cold."""
+        while (warm := await super().claim()) is not None:
+            try:
+                await self.backend.set_cpu_shares(warm.id, SESSION_CPU_SHARES)
+            except CorralError as exc:
+                logger.info("a pool %s could not take a session's CPU weight: %s", self.what, exc)
+                if await self._runs(warm):
+                    return warm
+                await self._drop(warm)
+                continue
+            except BaseException:  # cancelled: the member is no one's now
+                await self._drop(warm)
+                raise
+            return warm
+        return None
+
+    async def _runs(self, warm: Warm[B]) -> bool:
+        try:
+            return await self.backend.is_running(warm.id)
+        except CorralError:
+            return False
+
     def _refill_wait(self) -> float:
         return self._last_claim + REFILL_DELAY_SECONDS - anyio.current_time()
 
@@ -213,13 +239,15 @@ def pool_spec(
     backend: ContainerBackend, image: str, kind: str, network: PreparedNetwork
 ) -> ContainerSpec:
     """The locked-down spec of a pool member of `kind` (its container label) on `network`,
-    exactly a session's but for its owner labels (agent `warm-pool`)."""
+    exactly a session's but for its owner labels (agent `warm-pool`) and its CPU weight
+    until claimed (`POOL_CPU_SHARES`: a refill yields to the sessions being driven)."""
     return kiosk_spec(
         image=image,
         labels=backend.labels(kind=kind, agent=POOL_AGENT, session=network.session_id),
         network=network.name,
         seccomp=load_seccomp(),
         dns=[network.gateway] if network.gateway else [],
+        cpu_shares=POOL_CPU_SHARES,
     )
 
 

@@ -29,6 +29,7 @@ from orchestrator.home import CorralHome
 from orchestrator.pools.kiosks import KioskPool, KioskPoolSettings, open_kiosk_pool
 from orchestrator.runtime import Runtime, open_runtime
 from orchestrator.surfaces.kiosk.sessions import SessionManager
+from sandboxes.isolation import POOL_CPU_SHARES, SESSION_CPU_SHARES
 from sandboxes.params import SessionStartParams
 from tests.images import DEFAULT_PROXY_IMAGE
 from tests.integration.conftest import control_labels, wait_until
@@ -103,6 +104,10 @@ def _manager(
     return manager
 
 
+def _cpu_shares(client: docker.DockerClient, container_id: str) -> int:
+    return int(client.api.inspect_container(container_id)["HostConfig"]["CpuShares"])
+
+
 def _interfaces(client: docker.DockerClient, container_id: str) -> list[str]:
     out = client.containers.get(container_id).exec_run(["ls", "/sys/class/net"]).output
     return sorted(out.decode().split())
@@ -128,11 +133,14 @@ async def test_a_claimed_kiosk_shows_nothing_from_before_and_has_no_network_with
             return _red_pixels(await _shot(waiting.body.channel)) > 500_000
 
         await wait_until(shows_red, limit=10)  # control: the planted page does show
+        # Waiting in the pool, it has the pool's CPU weight; claimed, a session's.
+        assert _cpu_shares(docker_client, waiting.id) == POOL_CPU_SHARES
         manager = _manager(corral_home, config, runtime, pool)
         await manager.start("pool-agent", SessionStartParams(), ComputerUseConfig())
         session = manager.sessions["pool-agent"]
         try:
             assert session.channel is waiting.body.channel  # the pool's kiosk, claimed
+            assert _cpu_shares(docker_client, session.channel.id) == SESSION_CPU_SHARES
             assert _red_pixels(await _shot(session.channel)) == 0
             page = await session.channel.request("page", 10)
             assert (page["url"], page["title"]) == ("about:blank", "about:blank") or (

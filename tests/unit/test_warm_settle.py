@@ -1,7 +1,8 @@
 """A warm pool member's settle (`orchestrator.pools.warm`): what a started member still
 waits for before it joins the pool (a kiosk's Chromium opening its HTTP cache), out of its
-boot slot. The real path on the real engine: tests/integration/test_kiosk_pool.py (every
-pool kiosk there settles before its claim). This fake backend stands below it."""
+boot slot; and its CPU weight at the claim. The real path on the real engine:
+tests/integration/test_kiosk_pool.py (every pool kiosk there settles before its claim, and
+its weight is read back). This fake backend stands below it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from orchestrator.backends.admission import admission, boot_slot
 from orchestrator.errors import CorralError
 from orchestrator.pools.warm import WarmSettings, open_warm_pool
+from sandboxes.isolation import SESSION_CPU_SHARES
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -50,12 +52,23 @@ class Engine:
 
     def __init__(self) -> None:
         self.networks: list[Network] = []
+        self.cpu_shares: dict[str, int] = {}  # each member's weight, once set
+        self.cannot_reweigh: set[str] = set()  # members whose weight the engine refuses
+        self.gone: set[str] = set()  # members the engine has lost
+        self.vanish_on_reweigh: set[str] = set()  # lost just before their reweigh
+
+    async def set_cpu_shares(self, container_id: str, shares: int) -> None:
+        if container_id in self.vanish_on_reweigh:
+            self.gone.add(container_id)
+        if container_id in self.cannot_reweigh | self.gone:
+            raise CorralError(f"the engine could not update {container_id}")
+        self.cpu_shares[container_id] = shares
 
     async def image_id(self, image: str) -> str:
         return "sha256:img"
 
     async def is_running(self, container_id: str) -> bool:
-        return True
+        return container_id not in self.gone
 
     async def prepare_network(self, agent: str, proxy_image: str | None, prefix: str) -> Network:
         network = Network(f"s{len(self.networks)}")
@@ -115,3 +128,39 @@ async def test_a_member_whose_settle_fails_is_removed_with_its_network() -> None
             await failed.wait()
         await wait_until(lambda: bodies[0].closed and engine.networks[0].removed)
         assert all(entry.body is not bodies[0] for entry in pool.idle())
+
+
+async def test_a_claimed_member_takes_a_session_s_cpu_weight() -> None:
+    bodies: list[Body] = []
+    engine = Engine()
+    async with open_warm_pool(engine, SETTINGS, starter(bodies)) as pool:  # type: ignore[arg-type]
+        await wait_until(lambda: len(pool.idle()) == 1)
+        assert engine.cpu_shares == {}  # waiting: the weight it was created with
+        claimed = await pool.claim()
+        assert claimed is not None
+        assert engine.cpu_shares == {claimed.id: SESSION_CPU_SHARES}
+
+
+async def test_a_member_gone_before_its_reweigh_is_removed_and_not_handed_out() -> None:
+    bodies: list[Body] = []
+    engine = Engine()
+    async with open_warm_pool(engine, SETTINGS, starter(bodies)) as pool:  # type: ignore[arg-type]
+        await wait_until(lambda: len(pool.idle()) == 1)
+        # Gone between the pool's own look at it and the reweigh.
+        engine.vanish_on_reweigh.add(bodies[0].id)
+        assert await pool.claim() is None  # no other member yet: the session starts cold
+        await wait_until(lambda: bodies[0].closed and engine.networks[0].removed)
+        await wait_until(lambda: len(pool.idle()) == 1)  # refilled: the next one is given
+        claimed = await pool.claim()
+        assert claimed is not None and claimed.body is bodies[1]
+        assert engine.cpu_shares == {bodies[1].id: SESSION_CPU_SHARES}
+
+
+async def test_a_running_member_the_engine_cannot_reweigh_is_handed_out_as_it_is() -> None:
+    bodies: list[Body] = []
+    engine = Engine()
+    async with open_warm_pool(engine, SETTINGS, starter(bodies)) as pool:  # type: ignore[arg-type]
+        await wait_until(lambda: len(pool.idle()) == 1)
+        engine.cannot_reweigh.add(bodies[0].id)
+        claimed = await pool.claim()
+        assert claimed is not None and claimed.body is bodies[0] and not bodies[0].closed

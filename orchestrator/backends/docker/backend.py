@@ -106,6 +106,12 @@ class DockerBackend:
         state = await self.inspect_container(container_id)
         return bool(state.get("State", {}).get("Running"))
 
+    async def set_cpu_shares(self, container_id: str, shares: int) -> None:
+        """Its cgroup's CPU weight now (one engine call: `docker update --cpu-shares`)."""
+        await blocking(
+            self.url, lambda: self.client.api.update_container(container_id, cpu_shares=shares)
+        )
+
     async def memory_bytes(self, container_id: str) -> int | None:
         """Its cgroup's memory use less the inactive page cache (what `docker stats` shows),
         from one one-shot stats call; None if the engine says nothing: the container is

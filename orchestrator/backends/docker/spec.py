@@ -73,6 +73,8 @@ def create_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         kwargs["dns"] = list(spec.dns)
     if spec.runtime is not None:
         kwargs["runtime"] = spec.runtime
+    if spec.cpu_shares is not None:
+        kwargs["cpu_shares"] = spec.cpu_shares
     return kwargs
 
 

@@ -270,6 +270,9 @@ class KubernetesBackend:
             return False
         return (pod.get("status") or {}).get("phase") == "Running"
 
+    async def set_cpu_shares(self, container_id: str, shares: int) -> None:
+        raise _no_pools("a pool member's CPU weight")
+
     async def memory_bytes(self, container_id: str) -> int | None:
         return None  # the metrics API is optional on a cluster: `corral doctor` says unknown
 
