@@ -155,7 +155,7 @@ class Record:
     rss_end_kib: int | None = None
     rss_settled_kib: int | None = None  # SETTLE_S after the end: idle worker threads gone
     load_phase_s: float = 0.0
-    cpu_busy_shares: list[float] = field(default_factory=list)  # a second each, loaded
+    cpu_busy_shares: list[machine_cpu.Share] = field(default_factory=list)  # a second each
     owners: set[Owner] = field(default_factory=set)
 
     def error(self, message: str) -> None:
