@@ -7,7 +7,7 @@ its weight is read back). This fake backend stands below it."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -15,7 +15,7 @@ import pytest
 
 from orchestrator.backends.admission import admission, boot_slot
 from orchestrator.errors import CorralError
-from orchestrator.pools.warm import WarmSettings, open_warm_pool
+from orchestrator.pools.warm import WarmPool, WarmSettings, open_warm_pool
 from sandboxes.isolation import SESSION_CPU_SHARES
 from tests.helpers import wait_until
 
@@ -130,11 +130,18 @@ async def test_a_member_whose_settle_fails_is_removed_with_its_network() -> None
         assert all(entry.body is not bodies[0] for entry in pool.idle())
 
 
+@contextlib.asynccontextmanager
+async def one_member_waiting(engine: Engine, bodies: list[Body]) -> AsyncIterator[WarmPool[Body]]:
+    """A pool of one, once its member waits in it."""
+    async with open_warm_pool(engine, SETTINGS, starter(bodies)) as pool:  # type: ignore[arg-type]
+        await wait_until(lambda: len(pool.idle()) == 1)
+        yield pool
+
+
 async def test_a_claimed_member_takes_a_session_s_cpu_weight() -> None:
     bodies: list[Body] = []
     engine = Engine()
-    async with open_warm_pool(engine, SETTINGS, starter(bodies)) as pool:  # type: ignore[arg-type]
-        await wait_until(lambda: len(pool.idle()) == 1)
+    async with one_member_waiting(engine, bodies) as pool:
         assert engine.cpu_shares == {}  # waiting: the weight it was created with
         claimed = await pool.claim()
         assert claimed is not None
@@ -144,8 +151,7 @@ async def test_a_claimed_member_takes_a_session_s_cpu_weight() -> None:
 async def test_a_member_gone_before_its_reweigh_is_removed_and_not_handed_out() -> None:
     bodies: list[Body] = []
     engine = Engine()
-    async with open_warm_pool(engine, SETTINGS, starter(bodies)) as pool:  # type: ignore[arg-type]
-        await wait_until(lambda: len(pool.idle()) == 1)
+    async with one_member_waiting(engine, bodies) as pool:
         # Gone between the pool's own look at it and the reweigh.
         engine.vanish_on_reweigh.add(bodies[0].id)
         assert await pool.claim() is None  # no other member yet: the session starts cold
@@ -159,8 +165,7 @@ async def test_a_member_gone_before_its_reweigh_is_removed_and_not_handed_out() 
 async def test_a_running_member_the_engine_cannot_reweigh_is_handed_out_as_it_is() -> None:
     bodies: list[Body] = []
     engine = Engine()
-    async with open_warm_pool(engine, SETTINGS, starter(bodies)) as pool:  # type: ignore[arg-type]
-        await wait_until(lambda: len(pool.idle()) == 1)
+    async with one_member_waiting(engine, bodies) as pool:
         engine.cannot_reweigh.add(bodies[0].id)
         claimed = await pool.claim()
         assert claimed is not None and claimed.body is bodies[0] and not bodies[0].closed
