@@ -27,51 +27,55 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 import anyio
 import docker
 from _common import BenchError, local_backend, publish, run_main, runs_and_write
-from computer_use_paths import HEIGHT, KIOSK_ACTION_DEADLINE_S, WIDTH, Observations, started_kiosk
+from computer_use_paths import KIOSK_ACTION_DEADLINE_S, Observations, started_kiosk
+from cpu_share import cpu_ticks, group_of
 from rich.console import Console
+from soak import action as soak_action
+from soak_report import CLICK, KEY, SCROLL, SHOT
 
 from orchestrator.backends.channel import KioskChannel
 
 PACE_S = 0.2  # one agent's actions in the soak at 50 actions a second over 10 agents
 HZ = os.sysconf("SC_CLK_TCK")
 Input = Callable[[KioskChannel, int], Awaitable[None]]
+CHANNEL_OP = {CLICK: "click", SCROLL: "scroll", KEY: "key", SHOT: "screenshot"}
+CLICK_EXTRA = {"button": "left", "double": False}
+IN_A_CONTAINER = " (in a container)"  # what `group_of` adds for a container's process
 
 
-def _xy(i: int) -> tuple[int, int]:
-    return 40 + (i * 97) % (WIDTH - 80), 40 + (i * 61) % (HEIGHT - 80)
-
-
-async def _request(channel: KioskChannel, op: str, **fields: object) -> None:
+async def _request(channel: KioskChannel, op: str, **fields: Any) -> None:
     await channel.request(op, KIOSK_ACTION_DEADLINE_S, **fields)
 
 
-async def click(channel: KioskChannel, i: int) -> None:
-    x, y = _xy(i)
-    await _request(channel, "click", x=x, y=y, button="left", double=False)
+async def _act(
+    channel: KioskChannel, tool: str, arguments: dict[str, Any], *, read_target: bool
+) -> None:
+    """One of the soak's actions (`soak.action`) as the kiosk channel's ops: a click's
+    target read first when `read_target` (the confirm words make the pipeline read it)."""
+    if tool == CLICK and read_target:
+        await _request(channel, "target", **arguments)
+    extra = CLICK_EXTRA if tool == CLICK else {}
+    await _request(channel, CHANNEL_OP[tool], **arguments, **extra)
+
+
+def only(tool: str) -> Input:
+    """The soak's actions of one kind (`soak.action(i, tool)`), no target read."""
+
+    async def send(channel: KioskChannel, i: int) -> None:
+        await _act(channel, *soak_action(i, tool), read_target=False)
+
+    return send
 
 
 async def target(channel: KioskChannel, i: int) -> None:
-    x, y = _xy(i)
-    await _request(channel, "target", x=x, y=y)
-
-
-async def scroll(channel: KioskChannel, i: int) -> None:
-    x, y = _xy(i)
-    direction = "down" if i % 2 == 0 else "up"
-    await _request(channel, "scroll", x=x, y=y, direction=direction, amount=1)
-
-
-async def key(channel: KioskChannel, i: int) -> None:
-    await _request(channel, "key", key="Tab")
-
-
-async def screenshot(channel: KioskChannel, i: int) -> None:
-    await _request(channel, "screenshot")
+    _, at = soak_action(i, CLICK)
+    await _request(channel, "target", **at)
 
 
 async def nothing(channel: KioskChannel, i: int) -> None:
@@ -79,19 +83,8 @@ async def nothing(channel: KioskChannel, i: int) -> None:
 
 
 async def soak_cycle(channel: KioskChannel, i: int) -> None:
-    """The soak's i-th action: every 10th a screenshot, else a click (its target read
-    first, as the confirm words make the pipeline do), a scroll or a key, in turn."""
-    if i % 10 == 9:
-        await screenshot(channel, i)
-        return
-    turn = i - i // 10
-    if turn % 3 == 0:
-        await target(channel, i)
-        await click(channel, i)
-    elif turn % 3 == 1:
-        await scroll(channel, i)
-    else:
-        await key(channel, i)
+    """The soak's i-th action, as its agents send it."""
+    await _act(channel, *soak_action(i), read_target=True)
 
 
 _PARAGRAPH = (
@@ -113,11 +106,11 @@ PAGES: dict[str, str | None] = {
 
 KINDS: dict[str, Input] = {
     "no input (the idle kiosk)": nothing,
-    "click": click,
+    "click": only(CLICK),
     "target read (a click's confirm-word check)": target,
-    "scroll": scroll,
-    "key Tab": key,
-    "screenshot (masked)": screenshot,
+    "scroll": only(SCROLL),
+    "key Tab": only(KEY),
+    "screenshot (masked)": only(SHOT),
     "the soak's cycle": soak_cycle,
 }
 
@@ -145,32 +138,20 @@ class KioskCpu:
         return float(stats["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e6
 
     def by_process(self) -> dict[str, float]:
-        """CPU ms so far of each kind of process (by name; Chromium's by --type)."""
+        """CPU ms so far of each kind of process (`cpu_share.group_of`: by name, Chromium's
+        by its type; the kiosk agent is the container's python3)."""
         found: dict[str, float] = {}
-        top = self.client.api.top(self.id, ps_args="-eo pid,args")
-        for pid, args in top.get("Processes") or []:
-            try:
-                with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
+        top = self.client.api.top(self.id, ps_args="-eo pid")
+        for (pid,) in top.get("Processes") or []:
+            group, ticks = group_of(pid), cpu_ticks(pid)
+            if group is None or ticks is None:
                 return {}  # not this machine's processes (a remote engine)
-            kind = _process_kind(args)
-            found[kind] = found.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) * 1000 / HZ
+            kind = group.removesuffix(IN_A_CONTAINER).replace("python3", "kiosk agent")
+            found[kind] = found.get(kind, 0.0) + ticks * 1000 / HZ
         return found
 
     def close(self) -> None:
         self.client.close()
-
-
-def _process_kind(args: str) -> str:
-    words = args.split()
-    for word in words:
-        if word.startswith("--type="):
-            return f"chromium {word[7:]}"
-    name = os.path.basename(words[0]) if words else "?"
-    if name == "chromium":
-        return "chromium browser"
-    return "kiosk agent" if "kiosk_agent" in args else name
 
 
 async def measure_row(
