@@ -370,10 +370,12 @@ async def sample(run: Run) -> None:
     load began) how busy the machine's cores were since the last sample, until cancelled."""
     record = run.record
     cores = machine_cpu.BusyMeter()
+    loading = False  # whether the load had begun at the previous read
     while True:
         busy = cores.read()
-        if busy is not None and run.ready.done.is_set():
+        if busy is not None and loading:  # a second wholly in the load
             record.cpu_busy_shares.append(busy)
+        loading = run.ready.done.is_set()
         value = rss_kib(run.gateway.proc.pid)
         if value is not None:
             record.rss_samples_kib.append(value)
