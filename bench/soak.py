@@ -15,8 +15,9 @@ One run:
    with computer_use = true, max_actions = 10000 and no allowed_domains, so the sessions have
    no network) and soak-scripts (the template as rendered: execute_program only);
 2. `corral gateway` as a subprocess, in its own session so that Ctrl-C reaches this process
-   only, which then stops everything in order; the gateway's RSS (VmRSS, /proc/PID/status)
-   is read once the first session has started, every second, and at the end;
+   only, which then stops everything in order; the gateway's resident memory
+   (/proc/PID/status: VmRSS, and its anonymous and file-backed parts) is read before the
+   first session starts, every second (RSS), at the end and once settled;
 3. every agent at once: `corral mcp --agent NAME` over stdio (the MCP SDK's `Client(...,
    mode="legacy")`), `computer_session_start`, then --actions actions (every 10th a
    computer_screenshot, the others computer_click, computer_scroll and computer_key "Tab" in
@@ -38,8 +39,9 @@ long), `--no-confirm-words` gives the agents no confirm words (no click reads it
 first) and `--summary PATH` writes each tool's latencies as JSON: bench/action_cost.py
 runs the soak that way, once per kind of action, for what one action costs.
 
-Targets, printed PASS/FAIL (exit code 1 if one fails): no error, nothing leaked, gateway RSS
-growth under 20 MiB, click p95 under 50 ms. Ctrl-C stops the run: the MCP servers are closed,
+Targets, printed PASS/FAIL (exit code 1 if one fails): no error, nothing leaked, the gateway's
+anonymous memory back within 20 MiB of where it was before the sessions (its RSS's growth is
+shown beside it, split), click p95 under 50 ms. Ctrl-C stops the run: the MCP servers are closed,
 the gateway gets SIGTERM (which ends the sessions), and the leftover check after it reports and
 removes whatever is still there (exit code 130).
 
@@ -103,11 +105,13 @@ from soak_report import (
     SHOT,
     WIDTH,
     Leaks,
+    Memory,
     Owner,
     Plan,
     Record,
     console,
     markdown_section,
+    parse_memory,
     print_report,
     remove_leftovers,
 )
@@ -172,16 +176,12 @@ def prepare_home(home: CorralHome, port: int, plan: Plan) -> None:
 # --- processes ------------------------------------------------------------------------
 
 
-def rss_kib(pid: int) -> int | None:
-    """VmRSS of `pid` in KiB, or None if it no longer runs."""
+def memory_of(pid: int) -> Memory | None:
+    """The resident memory of `pid` (/proc/PID/status), or None if it no longer runs."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+        return parse_memory(Path(f"/proc/{pid}/status").read_text(encoding="utf-8"))
     except OSError:
         return None
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return None  # a zombie has no VmRSS line
 
 
 def children(pid: int) -> set[Owner]:
@@ -307,12 +307,10 @@ async def run_agent(slot: int, name: str, run: Run) -> None:
             started, _ = await call(client, "computer_session_start", size, record)
             if started is not None:
                 record.sessions_started += 1
-                if record.rss_start_kib is None:
-                    record.rss_start_kib = rss_kib(run.gateway.proc.pid)
-                    if run.home.env.traced_frames:
-                        await anyio.to_thread.run_sync(
-                            memory_trace.take, run.gateway.proc.pid, run.home.root / "debug", 1
-                        )
+                if record.sessions_started == 1 and run.home.env.traced_frames:
+                    await anyio.to_thread.run_sync(
+                        memory_trace.take, run.gateway.proc.pid, run.home.root / "debug", 1
+                    )
             run.ready.arrive()
             arrived = True
             await run.ready.done.wait()
@@ -376,9 +374,9 @@ async def sample(run: Run) -> None:
         if busy is not None and loading:  # a second wholly in the load
             record.cpu_busy_shares.append(busy)
         loading = run.ready.done.is_set()
-        value = rss_kib(run.gateway.proc.pid)
+        value = memory_of(run.gateway.proc.pid)
         if value is not None:
-            record.rss_samples_kib.append(value)
+            record.rss_samples_kib.append(value.rss)
         elif not any("the gateway exited" in message for message in record.errors):
             record.error(f"the gateway exited during the run: {run.gateway.log_tail()[-400:]}")
         record.owners |= children(os.getpid())
@@ -398,6 +396,7 @@ async def soak(
     profile: Path | None = None,
 ) -> None:
     run = Run(home, plan, gateway, logs, record, Countdown(plan.agents))
+    record.memory_before = memory_of(gateway.proc.pid)  # healthy, before any session
     files: dict[str, Path] = {}
     async with anyio.create_task_group() as outer:
         outer.start_soon(sample, run)
@@ -420,14 +419,14 @@ async def soak(
                     files = profiling.enter_context(profiles.profiled(pids, profile))
                 began = time.perf_counter()
         record.load_phase_s = time.perf_counter() - began
-        record.rss_end_kib = rss_kib(run.gateway.proc.pid)
-        if record.rss_end_kib is not None:
-            record.rss_samples_kib.append(record.rss_end_kib)
+        record.memory_end = memory_of(run.gateway.proc.pid)
+        if record.memory_end is not None:
+            record.rss_samples_kib.append(record.memory_end.rss)
         outer.cancel_scope.cancel()
     # The gateway's idle worker threads (anyio's retire after 10 s idle) still hold their
     # stacks at the end: its memory once the sessions ended is read once they are gone.
     await anyio.sleep(SETTLE_S)  # what the measure is, not a synchronisation
-    record.rss_settled_kib = rss_kib(run.gateway.proc.pid)
+    record.memory_settled = memory_of(run.gateway.proc.pid)
     if run.home.env.traced_frames:
         await anyio.to_thread.run_sync(print_growth, run)
     if files:

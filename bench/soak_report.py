@@ -40,8 +40,8 @@ WIDTH, HEIGHT = 1280, 800
 MAX_ACTIONS = 10_000  # the session budget (the most agent.toml allows)
 
 CLICK_P95_TARGET_MS = 50.0
-RSS_GROWTH_TARGET_MIB = 20.0
-SETTLE_S = 12.0  # after the sessions end, before the settled RSS is read
+MEMORY_GROWTH_TARGET_MIB = 20.0  # the gateway's anonymous memory, settled - before
+SETTLE_S = 12.0  # after the sessions end, before the settled memory is read
 
 IDLE = "idle"  # --only idle: the agents' schedule kept, no action sent
 CLICK, SCROLL, KEY, SHOT = (
@@ -57,6 +57,31 @@ SHOWN_ERRORS = 10
 console = Console(width=None if sys.stdout.isatty() else 120)
 
 Owner = tuple[int, int | None]  # (pid, start time in clock ticks, from /proc/PID/stat)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A process's resident memory in KiB (/proc/PID/status): all of it (`rss`), the pages
+    no file backs (`anonymous`: its heap, its threads' stacks, its buffers: what it holds)
+    and the pages of files it maps (`files`: mostly its libraries' code, read from the page
+    cache on first use, shared with other processes and dropped by the kernel at will)."""
+
+    rss: int
+    anonymous: int
+    files: int
+
+
+def parse_memory(status: str) -> Memory | None:
+    """The Memory of a /proc/PID/status text; None for a zombie's (no VmRSS line)."""
+    fields: dict[str, int] = {}
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+            fields[name] = int(value.split()[0])
+    if "VmRSS" not in fields:
+        return None
+    files = fields.get("RssFile", 0) + fields.get("RssShmem", 0)
+    return Memory(fields["VmRSS"], fields.get("RssAnon", fields["VmRSS"] - files), files)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +176,9 @@ class Record:
     scripts_in_flight: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     rss_samples_kib: list[int] = field(default_factory=list)
-    rss_start_kib: int | None = None
-    rss_end_kib: int | None = None
-    rss_settled_kib: int | None = None  # SETTLE_S after the end: idle worker threads gone
+    memory_before: Memory | None = None  # the gateway as the agents found it
+    memory_end: Memory | None = None
+    memory_settled: Memory | None = None  # SETTLE_S after the end: idle worker threads gone
     load_phase_s: float = 0.0
     cpu_busy_shares: list[machine_cpu.Share] = field(default_factory=list)  # a second each
     owners: set[Owner] = field(default_factory=set)
@@ -260,12 +285,21 @@ def mib(kib: int | None) -> str:
     return "?" if kib is None else f"{kib / 1024:.1f}"
 
 
-def rss_growth_mib(record: Record) -> float | None:
-    """Settled RSS (else the end's) minus the start's."""
-    last = record.rss_settled_kib if record.rss_settled_kib is not None else record.rss_end_kib
-    if record.rss_start_kib is None or last is None:
+def memory_growth(record: Record) -> Memory | None:
+    """The gateway's settled memory (else the end's) less its memory before the sessions,
+    in KiB."""
+    last = record.memory_settled or record.memory_end
+    first = record.memory_before
+    if first is None or last is None:
         return None
-    return (last - record.rss_start_kib) / 1024
+    return Memory(last.rss - first.rss, last.anonymous - first.anonymous, last.files - first.files)
+
+
+def growth_value(growth: Memory) -> str:
+    return (
+        f"{growth.rss / 1024:+.1f} MiB: {growth.anonymous / 1024:+.1f} anonymous, "
+        f"{growth.files / 1024:+.1f} of files"
+    )
 
 
 def latency_value(samples: Sequence[float]) -> str:
@@ -280,8 +314,10 @@ def latency_value(samples: Sequence[float]) -> str:
 def rows(plan: Plan, record: Record, leaks: Leaks) -> list[Row]:
     clicks = record.latencies_ms[CLICK]
     click_p95 = nearest_rank(clicks, 95) if clicks else None
-    growth = rss_growth_mib(record)
+    growth = memory_growth(record)
     peak = max(record.rss_samples_kib, default=None)
+    rss = [record.memory_before, record.memory_end, record.memory_settled]
+    before, end, settled = (None if m is None else m.rss for m in rss)
     rate = record.actions_ok / record.load_phase_s if record.load_phase_s > 0 else 0.0
     result = [
         Row("sessions started / stopped", f"{record.sessions_started} / {record.sessions_stopped}"),
@@ -302,15 +338,19 @@ def rows(plan: Plan, record: Record, leaks: Leaks) -> list[Row]:
     ]
     result += [
         Row(
-            "gateway RSS start / peak / end / settled",
-            f"{mib(record.rss_start_kib)} / {mib(peak)} / {mib(record.rss_end_kib)} / "
-            f"{mib(record.rss_settled_kib)} MiB ({len(record.rss_samples_kib)} samples)",
+            "gateway RSS before / peak / end / settled",
+            f"{mib(before)} / {mib(peak)} / {mib(end)} / {mib(settled)} MiB "
+            f"({len(record.rss_samples_kib)} samples)",
         ),
         Row(
-            "gateway RSS growth (settled - start)",
-            "?" if growth is None else f"{growth:+.1f} MiB",
-            f"< {RSS_GROWTH_TARGET_MIB:g} MiB",
-            growth is not None and growth < RSS_GROWTH_TARGET_MIB,
+            "gateway RSS growth (settled - before)",
+            "?" if growth is None else growth_value(growth),
+        ),
+        Row(
+            "  of it anonymous (what the gateway holds)",
+            "?" if growth is None else f"{growth.anonymous / 1024:+.1f} MiB",
+            f"< {MEMORY_GROWTH_TARGET_MIB:g} MiB",
+            growth is not None and growth.anonymous / 1024 < MEMORY_GROWTH_TARGET_MIB,
         ),
         Row("scripts run / ok", f"{record.scripts_run} / {record.scripts_ok} of {plan.scripts}"),
         Row("leaked containers", str(len(leaks.containers)), "0", not leaks.containers),
@@ -427,11 +467,15 @@ networks left behind, the gateway's memory, and the click round trip under that 
   `execute_program` calls of `{SCRIPT_CODE}` over {plan.script_clients} MCP servers of agent
   `{SCRIPT_AGENT}`, each server running its share one after another. A script is ok when it
   ran sandboxed, exited 0 and printed `{SCRIPT_OUTPUT}`.
-- Gateway RSS: `VmRSS` of `/proc/PID/status`, read when the first session has started
-  (start), every second (peak), after the last session stopped and the last script
-  returned (end), and {SETTLE_S:g} s later (settled: the gateway's idle worker threads,
-  which anyio retires after 10 s, hold their stacks until then). The growth target is on
-  the settled reading.
+- The gateway's memory, from `/proc/PID/status`: read once it is healthy and before the
+  first session starts (before), its RSS every second (peak), after the last session
+  stopped and the last script returned (end), and {SETTLE_S:g} s later (settled: the
+  gateway's idle worker threads, which anyio retires after 10 s, hold their stacks until
+  then). RSS (`VmRSS`) is split into anonymous pages (`RssAnon`: the heap, the stacks,
+  the buffers: what the gateway holds) and pages of files (`RssFile`, `RssShmem`: mostly
+  its libraries' code, mapped as it first runs (the recordings' encoder: libavcodec,
+  libvpx), shared, and dropped by the kernel when it needs the room). The growth target
+  is on the anonymous part of the settled reading.
 - An error is a result with `is_error`, an exception (a call over 120 s included), a
   screenshot without an image, or a script that was not ok.
 - Leaks: containers and networks labelled `corral.managed=true` whose owner labels (pid and
@@ -439,7 +483,8 @@ networks left behind, the gateway's memory, and the click round trip under that 
   once every session stopped (the gateway still running) and again after the gateway
   stopped (SIGTERM); what is found is counted, then removed.
 
-Targets: no error, nothing leaked, gateway RSS growth under {RSS_GROWTH_TARGET_MIB:g} MiB,
+Targets: no error, nothing leaked, the gateway's anonymous memory back within
+{MEMORY_GROWTH_TARGET_MIB:g} MiB of before,
 click p95 under {CLICK_P95_TARGET_MS:g} ms through MCP. {outcome}
 
 Command (from the repository root):
