@@ -1,8 +1,10 @@
 """A finished recording as the tests read it (issue 24): its meta and every frame of its
-video, decoded (PyAV)."""
+video, decoded (PyAV); the wait for a recording's encoder process to end."""
 
 from __future__ import annotations
 
+import os
+import select
 from pathlib import Path
 
 import av
@@ -16,6 +18,23 @@ def frames(path: Path) -> list[tuple[float, Image.Image]]:
     """Every frame of a video file: (its time in s, its image)."""
     with av.open(str(path)) as video:
         return [(float(f.time or 0.0), f.to_image().convert("RGB")) for f in video.decode(video=0)]
+
+
+EXIT_BOUND_S = 60.0  # a failure bound: the wait ends on the process's exit
+
+
+def exited(pid: int) -> bool:
+    """Wait for process `pid` (any process, a child or not: a recording's encoder) to exit:
+    its pidfd turns readable then. Whether it did within EXIT_BOUND_S."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], EXIT_BOUND_S)
+        return bool(readable)
+    finally:
+        os.close(fd)
 
 
 def recorded(home: CorralHome, surface_id: str) -> tuple[RecordingMeta, list[Image.Image]]:

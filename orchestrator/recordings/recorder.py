@@ -34,7 +34,7 @@ import av
 from orchestrator.errors import CorralError
 from orchestrator.recordings.store import LIVE_VIDEO, TIMELINE, RecordingMeta, RecordingStore
 from orchestrator.recordings.use import AiUse
-from orchestrator.recordings.video import VideoFile
+from orchestrator.recordings.video import VideoError, VideoFile
 from sandboxes.masking import png_size
 from sandboxes.recording import Mark
 
@@ -225,7 +225,7 @@ class Recorder:
             await anyio.to_thread.run_sync(
                 self._encode, frame.png, at_ms, marks, limiter=self.encoders
             )
-        except (OSError, av.error.FFmpegError, ValueError) as exc:
+        except (OSError, VideoError, ValueError) as exc:
             self._stop(f"the video could not be written ({str(exc)[:200]})")
             return False
         self._last = digest
@@ -298,9 +298,12 @@ class Recorder:
         if self._video is not None:
             try:
                 self._video.close()
+            except (OSError, VideoError) as exc:  # what it wrote plays: finished below
+                logger.warning("recording %s: the video did not close (%s)", self.meta.id, exc)
+            try:
                 self.store.finish_video(self.meta.id)
             except (OSError, av.error.FFmpegError) as exc:
-                logger.warning("recording %s: the video did not close (%s)", self.meta.id, exc)
+                logger.warning("recording %s: the video was not finished (%s)", self.meta.id, exc)
         self._timeline.close()
         frames = 0 if self._video is None else self._video.frames
         self.meta = self.meta.model_copy(

@@ -64,8 +64,10 @@ class Recordings:
         self.audit = audit
         self.live: dict[str, _Live] = {}
         self._tg: TaskGroup | None = None
-        # Encoding is CPU work: every recorder of the gateway shares these threads, so
-        # recordings never take the threads the rest of the gateway runs its work in.
+        # Encoding is CPU work, in each recording's encoder process: every recorder of the
+        # gateway waits on its process from these threads, so no more encoders work at
+        # once than there are of them, and recordings never take the threads the rest of
+        # the gateway runs its work in.
         self._encoders = anyio.CapacityLimiter(ENCODER_THREADS)
 
     @contextlib.asynccontextmanager

@@ -14,94 +14,132 @@ then writes the frames into a WebM file with its cues and duration, without re-e
 gateway's start for a file a killed one left, and on demand for a live recording's
 player (`orchestrator.recordings.store`).
 
+The encoding runs in a process of its own per recording (`orchestrator.recordings.encoder`
+says why); `VideoFile` is the gateway's end of it. The remux (`finish`) runs here.
+
 Blocking calls: the recorder runs them in a worker thread.
 """
 
 from __future__ import annotations
 
-import io
+import json
 import os
+import subprocess
+import sys
+import threading
 import uuid
-from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
-from PIL import Image
 
-from sandboxes.recording import Mark, draw_marks
+from orchestrator.recordings.encoder import mark_fields
+from sandboxes.recording import Mark
 
-MS = Fraction(1, 1000)
-LIVE_OPTIONS = {"flush_packets": "1"}
-VP9_OPTIONS = {
-    "deadline": "realtime",
-    "cpu-used": "8",
-    "row-mt": "1",
-    "lag-in-frames": "0",
-    "crf": "36",
-    "b": "0",
-    # libvpx's mode for screen content (text, flat areas, no camera noise): a frame of a
-    # desktop costs a little less to encode and ~10 % fewer bytes (issue 23 item 6).
-    "tune-content": "screen",
-}
-# One thread per encoder. At these sizes in realtime mode libvpx's own threads cost more
-# CPU handing rows over than they save (measured: 14-15 -> 11 ms of CPU a 1280x800 frame
-# with the steps around it), and the recorders already run side by side on the
-# recordings' encoder threads (`orchestrator.recordings.service`).
-LIBVPX_THREADS = 1
+# The longest an encoder may take to open its file, take a frame or close: then it is
+# killed and the recording stops (a frame takes ~10-40 ms of CPU; this is for a process
+# stopped or starved for good, not a slow one).
+ANSWER_DEADLINE = 60.0
+
+
+class VideoError(Exception):
+    """The recording's encoder failed, or is gone (the recording stops, the session not)."""
 
 
 class VideoFile:
     """One recording's video, opened at its first frame's size (even, as VP9 needs; later
-    frames of another size are scaled to it)."""
+    frames of another size are scaled to it), encoded by a process of its own."""
 
     def __init__(self, path: Path, size: tuple[int, int], fps: int) -> None:
         self.path = path
         self.size = (max(2, size[0] - size[0] % 2), max(2, size[1] - size[1] % 2))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner-only
         os.close(fd)
-        self._out = av.open(str(path), "w", format="ivf", options=LIVE_OPTIONS)
-        stream = self._out.add_stream("libvpx-vp9", rate=fps, options=dict(VP9_OPTIONS))
-        stream.width, stream.height = self.size
-        stream.pix_fmt = "yuv420p"
-        stream.time_base = MS
-        stream.codec_context.time_base = MS
-        stream.codec_context.gop_size = fps * 4  # a key frame at least every 4 s of frames
-        stream.codec_context.thread_count = LIBVPX_THREADS
-        self._stream = stream
-        self._last_ms = -1
-        self._closed = False
         self.frames = 0
+        self._closed = False
+        argv = [sys.executable, "-m", "orchestrator.recordings.encoder", str(path)]
+        argv += [str(self.size[0]), str(self.size[1]), str(fps)]
+        self._proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            # Its own session: a Ctrl-C at the gateway's terminal reaches the gateway,
+            # which closes each recording; the encoder ends when its stdin does.
+            start_new_session=True,
+        )
+        try:
+            self._exchange(b"")
+        except VideoError:
+            self._closed = True
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
 
     def add(self, png: bytes, at_ms: int, marks: tuple[Mark, ...] = ()) -> None:
         """Encode one masked frame (PNG) shown from `at_ms`, with `marks` drawn on it."""
-        with Image.open(io.BytesIO(png)) as opened:
-            # An RGB frame (every masked screenshot so far) is used as decoded: no copy
-            # (the frame below copies it while the file is open).
-            image = opened if opened.mode == "RGB" else opened.convert("RGB")
-            if image.size != self.size:
-                image = image.resize(self.size, Image.Resampling.BILINEAR)
-            frame = av.VideoFrame.from_image(draw_marks(image, marks))  # type: ignore[no-untyped-call]
-        frame.pts = max(at_ms, self._last_ms + 1)  # strictly increasing
-        frame.time_base = MS
-        self._last_ms = frame.pts
-        for packet in self._stream.encode(frame):
-            self._out.mux(packet)
-        self.frames += 1
+        if self._closed:
+            raise VideoError("the video is closed")
+        request = {"at_ms": at_ms, "marks": [mark_fields(m) for m in marks], "png": len(png)}
+        self._exchange(json.dumps(request).encode() + b"\n" + png)
 
     def close(self) -> None:
-        """Flush the encoder and close the file (it plays; `finish` makes it seekable).
-        The encoder is let go here, not when this object is: a closed recording's object
-        may be held a while longer, and its VP9 encoder holds about 90 MiB of frame
-        buffers at 1280x800 until its last reference goes (issue 23 item 6). Once only."""
+        """Flush the encoder and close the file (it plays; `finish` makes it seekable);
+        the encoder's process ends, and its memory with it. Once only."""
         if self._closed:
             return
         self._closed = True
         try:
-            for packet in self._stream.encode(None):
-                self._out.mux(packet)
+            self._exchange(b'{"close": true}\n')
         finally:
-            self._out.close()
-            del self._stream, self._out
+            self._end()
+
+    def _exchange(self, request: bytes) -> None:
+        """Send `request` (nothing: read the opening's answer) and read the answer; the
+        process is killed when it does not answer within ANSWER_DEADLINE."""
+        proc = self._proc
+        assert proc.stdin is not None and proc.stdout is not None
+        watchdog = threading.Timer(ANSWER_DEADLINE, proc.kill)
+        watchdog.start()
+        try:
+            if request:
+                proc.stdin.write(request)
+                proc.stdin.flush()
+            line = proc.stdout.readline()
+        except OSError as exc:
+            raise VideoError(f"the encoder is gone ({exc}){self._ended()}") from None
+        finally:
+            watchdog.cancel()
+        if not line:
+            raise VideoError(f"the encoder is gone{self._ended()}")
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise VideoError(f"the encoder could not go on: {answer['error']}")
+        self.frames = int(answer.get("frames", self.frames))
+
+    def _ended(self) -> str:
+        """How the encoder's process ended (it is reaped), for an error message."""
+        self._closed = True
+        code = self._end()
+        if code is None:
+            return ""
+        return f": killed by signal {-code}" if code < 0 else f": exit status {code}"
+
+    def _end(self) -> int | None:
+        """Close our ends of the pipes and reap the process (killed if it lingers)."""
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+        try:
+            return self._proc.wait(timeout=ANSWER_DEADLINE)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            return self._proc.wait()
 
 
 def finish(live: Path, path: Path) -> int:

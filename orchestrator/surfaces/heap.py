@@ -1,8 +1,9 @@
 """Give the heap memory a surface freed back to the system (issue 23 item 6).
 
-A surface's end frees a lot at once: its recording's VP9 encoder and frames (libvpx and
-Pillow, in C), its channel's buffers, its Playwright objects. glibc keeps what is freed
-in its arenas (one per thread that allocated, and the encoder runs in worker threads) for
+A surface's end frees a lot at once: its masked frames (Pillow, in C), its channel's
+buffers, its Playwright objects (its recording's VP9 encoder is a process of its own,
+`orchestrator.recordings.encoder`). glibc keeps what is freed in its arenas (one per
+thread that allocated, and the screenshots' masking runs in worker threads) for
 the next allocation, so without help the gateway's RSS stays at its peak long after the
 sessions ended. `malloc_trim(0)` hands every arena's free pages back (it walks them
 under their locks: a few milliseconds, in a worker thread, one at a time). Elsewhere
@@ -22,8 +23,8 @@ import anyio
 # glibc's mallopt parameter for the number of arenas (malloc.h: M_ARENA_MAX is -8)
 M_ARENA_MAX = -8
 # The gateway's arenas: glibc makes up to 8 per core, one for each thread that allocates
-# while the others live. The gateway's worker threads (the screenshots' masking, the
-# recordings' encoding) each filled one and left it fragmented: on a soak at 47 actions/s
+# while the others live. The gateway's worker threads (the screenshots' masking, then the
+# recordings' encoding too) each filled one and left it fragmented: on a soak at 47 actions/s
 # its memory settled 17.6-27.9 MiB above its start in six runs with glibc's default, and
 # 11.7-14.5 in three with two arenas, clicks no slower (docs/benchmarks.md).
 GATEWAY_ARENAS = 2

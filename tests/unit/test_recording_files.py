@@ -35,6 +35,7 @@ from orchestrator.recordings.store import (
 from orchestrator.recordings.use import QUIET_SECONDS
 from orchestrator.recordings.video import VideoFile, duration_ms, finish
 from sandboxes.recording import Mark
+from tests.recorded import exited
 
 pytestmark = pytest.mark.anyio
 
@@ -59,7 +60,7 @@ video = VideoFile(Path(sys.argv[1]), (320, 200), 4)
 frames = [bytes.fromhex(h) for h in sys.stdin.read().split()]
 for i, data in enumerate(frames):
     video.add(data, i * 500)
-print("written", flush=True)
+print("written", video.pid, flush=True)
 sys.stdin.close()
 os.kill(os.getpid(), 9)
 """
@@ -79,6 +80,7 @@ def test_a_writer_killed_mid_recording_leaves_a_video_that_plays_and_finish_seek
         timeout=120,
     )
     assert killed.returncode == -9 and "written" in killed.stdout, killed.stderr
+    assert exited(int(killed.stdout.split()[1]))  # its encoder closed the file and ended
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     decoded = frames_of(path)  # plays as the killed writer left it
     assert len(decoded) >= len(colours) - 4  # at most the last second's cluster lost

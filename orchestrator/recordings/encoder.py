@@ -1,0 +1,171 @@
+"""A recording's encoder, in a process of its own (issue 23 item 6): PNG frames in, VP9 out
+to the recording's IVF file (`orchestrator.recordings.video` says why IVF).
+
+Why a process and not a thread of the gateway: a VP9 encoder holds about 90 MiB of frame
+buffers at 1280x800 while its recording runs, and the first one maps some 14 MiB of
+FFmpeg's and libvpx's code into whatever process runs it. In the gateway that was a
+gigabyte at the peak of a soak with ten sessions and 14 MiB that stayed after they ended;
+here it is this process's, and it goes when the recording ends. A crash or a kill of the
+encoder (out of memory, a codec bug) stops that recording only: the gateway sees the pipe
+close and the session goes on (`Recorder._stop`).
+
+`python -m orchestrator.recordings.encoder PATH WIDTH HEIGHT FPS`, started by
+`video.VideoFile`. On stdin, each request a JSON line, a frame's followed by its PNG bytes:
+
+    {"at_ms": 1200, "marks": [["clicked", [40, 50], null]], "png": 51234}\\n<51234 bytes>
+    {"close": true}\\n
+
+On stdout, one JSON line answers the opening and each request: `{"ok": true, "frames": N}`
+or `{"error": "..."}`. At the end of stdin (the gateway gone, killed or not) the file is
+closed as it stands, so it plays up to its last frame.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import av
+from PIL import Image
+
+from sandboxes.recording import LABEL_MAX, Mark, draw_marks
+
+MS = Fraction(1, 1000)
+LIVE_OPTIONS = {"flush_packets": "1"}
+VP9_OPTIONS = {
+    "deadline": "realtime",
+    "cpu-used": "8",
+    "row-mt": "1",
+    "lag-in-frames": "0",
+    "crf": "36",
+    "b": "0",
+    # libvpx's mode for screen content (text, flat areas, no camera noise): a frame of a
+    # desktop costs a little less to encode and ~10 % fewer bytes (issue 23 item 6).
+    "tune-content": "screen",
+}
+# One thread per encoder. At these sizes in realtime mode libvpx's own threads cost more
+# CPU handing rows over than they save (measured: 14-15 -> 11 ms of CPU a 1280x800 frame
+# with the steps around it), and the recorders run side by side, one process each.
+LIBVPX_THREADS = 1
+MAX_PNG_BYTES = 64 << 20  # a masked screenshot is a few MiB at most
+ERRORS = (OSError, av.error.FFmpegError, ValueError)
+
+
+class Encoder:
+    """One recording's VP9 stream in its IVF file, opened at `size` (even, as VP9 needs;
+    frames of another size are scaled to it)."""
+
+    def __init__(self, path: Path, size: tuple[int, int], fps: int) -> None:
+        self._out = av.open(str(path), "w", format="ivf", options=LIVE_OPTIONS)
+        stream = self._out.add_stream("libvpx-vp9", rate=fps, options=dict(VP9_OPTIONS))
+        stream.width, stream.height = size
+        stream.pix_fmt = "yuv420p"
+        stream.time_base = MS
+        stream.codec_context.time_base = MS
+        stream.codec_context.gop_size = fps * 4  # a key frame at least every 4 s of frames
+        stream.codec_context.thread_count = LIBVPX_THREADS
+        self.size = size
+        self._stream = stream
+        self._last_ms = -1
+        self._closed = False
+        self.frames = 0
+
+    def add(self, png: bytes, at_ms: int, marks: tuple[Mark, ...] = ()) -> None:
+        """Encode one masked frame (PNG) shown from `at_ms`, with `marks` drawn on it."""
+        with Image.open(io.BytesIO(png)) as opened:
+            # An RGB frame (every masked screenshot so far) is used as decoded: no copy
+            # (the frame below copies it while the file is open).
+            image = opened if opened.mode == "RGB" else opened.convert("RGB")
+            if image.size != self.size:
+                image = image.resize(self.size, Image.Resampling.BILINEAR)
+            frame = av.VideoFrame.from_image(draw_marks(image, marks))  # type: ignore[no-untyped-call]
+        frame.pts = max(at_ms, self._last_ms + 1)  # strictly increasing
+        frame.time_base = MS
+        self._last_ms = frame.pts
+        for packet in self._stream.encode(frame):
+            self._out.mux(packet)
+        self.frames += 1
+
+    def close(self) -> None:
+        """Flush the encoder and close the file. Once only."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for packet in self._stream.encode(None):
+                self._out.mux(packet)
+        finally:
+            self._out.close()
+
+
+def marks_of(raw: Any) -> tuple[Mark, ...]:
+    """The marks of a frame request, `[[label, [x, y] | null, arrow | null], ...]`."""
+    if not isinstance(raw, list):
+        raise ValueError("marks must be a list")
+    marks = []
+    for label, point, arrow in raw:
+        at = None if point is None else (int(point[0]), int(point[1]))
+        if arrow not in (None, "up", "down", "left", "right"):
+            raise ValueError(f"a mark's arrow {arrow!r}")
+        marks.append(Mark(str(label)[:LABEL_MAX], at, arrow))
+    return tuple(marks)
+
+
+def mark_fields(mark: Mark) -> list[Any]:
+    """A mark as a frame request carries it (`marks_of` reads it back)."""
+    return [mark.label, None if mark.point is None else list(mark.point), mark.arrow]
+
+
+def _answer(out: BinaryIO, answer: dict[str, Any]) -> None:
+    out.write(json.dumps(answer).encode() + b"\n")
+    out.flush()
+
+
+def serve(encoder: Encoder, inp: BinaryIO, out: BinaryIO) -> None:
+    """Answer frame requests until a close or the end of `inp`; the file closed either way."""
+    try:
+        while line := inp.readline():
+            request = json.loads(line)
+            if request.get("close"):
+                encoder.close()
+                _answer(out, {"ok": True, "frames": encoder.frames})
+                return
+            size = int(request["png"])
+            if not 0 < size <= MAX_PNG_BYTES:
+                raise ValueError(f"a frame of {size} bytes")
+            png = inp.read(size)
+            if len(png) != size:
+                return  # the gateway went mid-frame
+            try:
+                encoder.add(png, int(request["at_ms"]), marks_of(request.get("marks", [])))
+            except ERRORS as exc:
+                _answer(out, {"error": str(exc)[:300] or type(exc).__name__})
+                continue
+            _answer(out, {"ok": True, "frames": encoder.frames})
+    finally:
+        encoder.close()
+
+
+def main(argv: list[str]) -> int:
+    out = sys.stdout.buffer
+    try:
+        path, width, height, fps = Path(argv[0]), int(argv[1]), int(argv[2]), int(argv[3])
+        encoder = Encoder(path, (width, height), fps)
+    except (*ERRORS, IndexError) as exc:
+        _answer(out, {"error": str(exc)[:300] or type(exc).__name__})
+        return 1
+    _answer(out, {"ok": True, "frames": 0})
+    try:
+        serve(encoder, sys.stdin.buffer, out)
+    except BrokenPipeError:
+        return 0  # the gateway went while an answer was written: the file is closed
+    return 0
+
+
+if __name__ == "__main__":
+    av.logging.set_level(None)  # FFmpeg's own log lines: nobody reads this stderr
+    sys.exit(main(sys.argv[1:]))

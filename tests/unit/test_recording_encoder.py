@@ -1,0 +1,103 @@
+"""A recording's encoder runs in a process of its own (orchestrator.recordings.encoder,
+issue 23 item 6), for real (PyAV's libvpx, real files, real processes): a frame it cannot
+take is refused and the next one taken; an encoder killed mid-recording stops that
+recording only, with the reason, and what it wrote is still finished into a video that
+plays. (An encoder whose gateway was killed closes its file and ends:
+tests/unit/test_recording_files.py, the killed writer.)"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream
+from PIL import Image
+
+from orchestrator.recordings.recorder import Frame, Recorder
+from orchestrator.recordings.store import LIVE_VIDEO, VIDEO, RecordingMeta, RecordingStore
+from orchestrator.recordings.video import VideoError, VideoFile
+from tests.recorded import exited, frames
+
+pytestmark = pytest.mark.anyio
+
+
+def png(colour: tuple[int, int, int], size: tuple[int, int] = (320, 200)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, colour).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_a_frame_the_encoder_cannot_take_is_refused_and_the_next_taken(tmp_path: Path) -> None:
+    video = VideoFile(tmp_path / LIVE_VIDEO, (320, 200), 4)
+    with pytest.raises(VideoError, match="could not go on"):
+        video.add(b"not a png at all", 0)
+    video.add(png((0, 200, 0)), 500)
+    video.close()
+    assert video.frames == 1 and len(frames(tmp_path / LIVE_VIDEO)) == 1
+    assert exited(video.pid)
+
+
+def test_each_recording_has_its_encoder_process_until_it_closes(tmp_path: Path) -> None:
+    videos = [VideoFile(tmp_path / f"v{n}.ivf", (320, 200), 4) for n in range(2)]
+    assert len({v.pid for v in videos} | {os.getpid()}) == 3
+    for n, video in enumerate(videos):
+        video.add(png((40 * n, 0, 0)), 0)
+        video.close()
+        video.close()  # once only
+        with pytest.raises(ProcessLookupError):
+            os.kill(video.pid, 0)  # ended and reaped by close
+    assert [len(frames(tmp_path / f"v{n}.ivf")) for n in range(2)] == [1, 1]
+
+
+async def test_an_encoder_killed_mid_recording_stops_that_recording_only(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path)
+    meta = RecordingMeta(id="k1", agent="a", surface="kiosk", seat="a", started_at=time.time())
+    store.create(meta)
+    send, taken = anyio.create_memory_object_stream[int](16)
+    colours = iter([(255, 0, 0), (255, 0, 0), (0, 0, 255), (0, 0, 255)])
+
+    async def capture() -> Frame:
+        send.send_nowait(1)
+        return Frame(png(next(colours)))
+
+    stopped = anyio.Event()
+    reasons: list[str] = []
+
+    def on_stopped(why: str) -> None:
+        reasons.append(why)
+        stopped.set()
+
+    recorder = Recorder(store, meta, capture, 4, on_stopped=on_stopped)
+    with send, taken:
+        await record_until_the_encoder_is_killed(recorder, taken, stopped)
+    assert reasons == [recorder.stopped]
+    assert "the video could not be written" in reasons[0] and "signal 9" in reasons[0]
+    ended = recorder.close_sync("stopped by the agent")
+    assert ended.stopped == reasons[0] and ended.frames == 1
+    assert len(frames(tmp_path / "k1" / VIDEO)) == 1  # what it wrote, finished: it plays
+
+
+async def record_until_the_encoder_is_killed(
+    recorder: Recorder, taken: MemoryObjectReceiveStream[int], stopped: anyio.Event
+) -> None:
+    """The recorder's first frame written, its encoder killed, the next frame taken: until
+    the recording stops."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorder.run)
+        recorder.poke()  # red written, red again: still
+        with anyio.fail_after(30):
+            await taken.receive()
+            await taken.receive()
+        video = recorder._video
+        assert video is not None and video.frames == 1
+        os.kill(video.pid, signal.SIGKILL)
+        assert exited(video.pid)
+        recorder.poke()  # blue: the encoder is gone
+        with anyio.fail_after(30):
+            await stopped.wait()
+        tg.cancel_scope.cancel()
