@@ -39,11 +39,11 @@ long), `--no-confirm-words` gives the agents no confirm words (no click reads it
 first) and `--summary PATH` writes each tool's latencies as JSON: bench/action_cost.py
 runs the soak that way, once per kind of action, for what one action costs.
 
-Targets, printed PASS/FAIL (exit code 1 if one fails): no error, nothing leaked, the gateway's
-anonymous memory back within 20 MiB of where it was before the sessions (its RSS's growth is
-shown beside it, split), click p95 under 50 ms. Ctrl-C stops the run: the MCP servers are closed,
-the gateway gets SIGTERM (which ends the sessions), and the leftover check after it reports and
-removes whatever is still there (exit code 130).
+Targets, printed PASS/FAIL (exit code 1 if one fails): no error, nothing leaked (no
+recording's encoder process left either), the gateway's RSS back within 20 MiB of where it
+was before the sessions (shown split: anonymous, files), click p95 under 50 ms. Ctrl-C stops
+the run: the MCP servers are closed, the gateway gets SIGTERM (which ends the sessions), and
+the leftover check after it reports and removes whatever is still there (exit code 130).
 
 This file is the command: the CORRAL_HOME, the gateway, the agents and the scripts, main.
 The plan, the record, the leftover check and the report are in bench/soak_report.py.
@@ -182,6 +182,12 @@ def memory_of(pid: int) -> Memory | None:
         return parse_memory(Path(f"/proc/{pid}/status").read_text(encoding="utf-8"))
     except OSError:
         return None
+
+
+def encoders_of(pid: int) -> list[int]:
+    """The pids of the recordings' encoder processes `pid` (the gateway) runs."""
+    marker = b"orchestrator.recordings.encoder"
+    return [c.pid for c in running_children(pid) if marker in c.argv]
 
 
 def children(pid: int) -> set[Owner]:
@@ -380,6 +386,9 @@ async def sample(run: Run) -> None:
         elif not any("the gateway exited" in message for message in record.errors):
             record.error(f"the gateway exited during the run: {run.gateway.log_tail()[-400:]}")
         record.owners |= children(os.getpid())
+        encoders = [m.rss for m in map(memory_of, encoders_of(run.gateway.proc.pid)) if m]
+        if sum(encoders) > record.encoders_peak[1]:
+            record.encoders_peak = (len(encoders), sum(encoders))
         await anyio.sleep(RSS_INTERVAL_S)
 
 
@@ -427,6 +436,7 @@ async def soak(
     # stacks at the end: its memory once the sessions ended is read once they are gone.
     await anyio.sleep(SETTLE_S)  # what the measure is, not a synchronisation
     record.memory_settled = memory_of(run.gateway.proc.pid)
+    record.encoders_left = len(encoders_of(run.gateway.proc.pid))
     if run.home.env.traced_frames:
         await anyio.to_thread.run_sync(print_growth, run)
     if files:
