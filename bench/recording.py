@@ -11,9 +11,10 @@ HTTPS site (bench/computer_use_site.py): one records (the default), one has `[re
 enabled = false`. One kiosk session on each opens the heavy page; then --runs rounds, each
 a click and a screenshot on both gateways in rotating order (a click on the page's empty
 part: the page does not change, the recorder draws the click's mark and takes the frames
-after it). The gateways' CPU time (/proc) over the rounds, divided by their wall time, is
-each one's CPU share; the difference is what recording one busy session costs. Then both
-sessions sit idle --idle seconds: the recording's growth then is the idle rate.
+after it). The gateways' CPU time (/proc; their running children, the recordings' encoder
+processes, included) over the rounds, divided by their wall time, is each one's CPU share;
+the difference is what recording one busy session costs. Then both sessions sit idle
+--idle seconds: the recording's growth then is the idle rate.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
-from _common import BenchError, markers, nearest_rank, run_main, write_section
+from _common import (
+    BenchError,
+    markers,
+    nearest_rank,
+    run_main,
+    running_children,
+    write_section,
+)
 from computer_use import free_port, mcp_params, prepare_home, running_gateway
 from computer_use_paths import WEB_AGENT
 from computer_use_report import check_leftovers, describe_machine, machine_paragraph
@@ -50,9 +58,19 @@ console = Console()
 
 
 def ticks(pid: int) -> float:
-    """CPU seconds used by `pid` and its reaped children (utime, stime, cutime, cstime)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds used by `pid`, its reaped children (utime, stime, cutime, cstime) and
+    its running ones (the recordings' encoder processes among them: utime, stime)."""
+    own = sum(_stat(pid)[11:15])
+    running = sum(sum(_stat(child.pid)[11:13]) for child in running_children(pid))
+    return (own + running) / os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[int]:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # a child that ended meanwhile: its time is in cutime now
+        return [0] * 15
+    return [int(v) if v.lstrip("-").isdigit() else 0 for v in fields[:15]]
 
 
 def recorded_bytes(home: CorralHome) -> int:
@@ -142,8 +160,8 @@ def table(result: Result, runs: int) -> tuple[Table, str]:
         grid.add_row(*row)
         lines.append("| " + " | ".join(row) + " |")
     extra = [
-        ("gateway CPU, busy session (% of a core)", f"{on['cpu']:.1f}", f"{off['cpu']:.1f}",
-         f"{on['cpu'] - off['cpu']:+.1f} points", "-"),
+        ("gateway CPU, its encoders included, busy session (% of a core)",
+         f"{on['cpu']:.1f}", f"{off['cpu']:.1f}", f"{on['cpu'] - off['cpu']:+.1f} points", "-"),
         ("recording, busy page (MB/min)", f"{on['busy_mb_min']:.2f}", "-", "-", "-"),
         ("recording, idle page (MB/min)", f"{on['idle_mb_min']:.2f}", "-", "-", "-"),
     ]  # fmt: skip
