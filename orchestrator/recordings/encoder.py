@@ -167,5 +167,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    av.logging.set_level(None)  # FFmpeg's own log lines: nobody reads this stderr
+    av.logging.set_level(None)  # FFmpeg's own log lines: not in the gateway's log
     sys.exit(main(sys.argv[1:]))

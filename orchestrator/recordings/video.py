@@ -63,7 +63,7 @@ class VideoFile:
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=None,  # the gateway's: a traceback of the encoder's lands in its log
             # Its own session: a Ctrl-C at the gateway's terminal reaches the gateway,
             # which closes each recording; the encoder ends when its stdin does.
             start_new_session=True,
