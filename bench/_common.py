@@ -193,18 +193,26 @@ class Child:
 def running_children(parent: int) -> list[Child]:
     """The running (not zombie) children of `parent`, read from /proc: the one scan the
     benchmarks use to find the `corral mcp` servers they started."""
-    found = []
+    return children_of({parent})[parent]
+
+
+def children_of(parents: set[int]) -> dict[int, list[Child]]:
+    """The running children of each of `parents`, in one scan of /proc (a command line is
+    read only for a child of one of them)."""
+    found: dict[int, list[Child]] = {parent: [] for parent in parents}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             raw = (entry / "stat").read_text(encoding="utf-8")
+            fields = raw[raw.rindex(")") + 2 :].split()
+            parent = int(fields[1])
+            if parent not in found or fields[0] in ("Z", "X"):
+                continue
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        fields = raw[raw.rindex(")") + 2 :].split()
-        if int(fields[1]) == parent and fields[0] not in ("Z", "X"):
-            found.append(Child(int(entry.name), int(fields[19]), argv))
+        found[parent].append(Child(int(entry.name), int(fields[19]), argv))
     return found
 
 

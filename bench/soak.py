@@ -72,6 +72,8 @@ import memory_trace
 import profiles
 from _common import (
     BenchError,
+    Child,
+    children_of,
     nearest_rank,
     run_main,
     running_children,
@@ -184,15 +186,14 @@ def memory_of(pid: int) -> Memory | None:
         return None
 
 
-def encoders_of(pid: int) -> list[int]:
-    """The pids of the recordings' encoder processes `pid` (the gateway) runs."""
-    marker = b"orchestrator.recordings.encoder"
-    return [c.pid for c in running_children(pid) if marker in c.argv]
+def encoders_among(children: list[Child]) -> list[int]:
+    """The pids of the recordings' encoder processes among the gateway's `children`."""
+    return [c.pid for c in children if b"orchestrator.recordings.encoder" in c.argv]
 
 
-def children(pid: int) -> set[Owner]:
-    """(pid, start time) of the running children of `pid`: the `corral mcp` servers are."""
-    return {(child.pid, child.start_time) for child in running_children(pid)}
+def owners(children: list[Child]) -> set[Owner]:
+    """(pid, start time) of each of `children`: this process's are the `corral mcp` servers."""
+    return {(child.pid, child.start_time) for child in children}
 
 
 # --- the agents and the scripts -------------------------------------------------------
@@ -231,7 +232,7 @@ async def mcp_client(run: Run, agent: str, log_name: str) -> AsyncIterator[Clien
     )
     with (run.logs / f"mcp-{log_name}.log").open("w", encoding="utf-8") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
-            run.record.owners |= children(os.getpid())
+            run.record.owners |= owners(running_children(os.getpid()))
             yield client
 
 
@@ -385,8 +386,9 @@ async def sample(run: Run) -> None:
             record.rss_samples_kib.append(value.rss)
         elif not any("the gateway exited" in message for message in record.errors):
             record.error(f"the gateway exited during the run: {run.gateway.log_tail()[-400:]}")
-        record.owners |= children(os.getpid())
-        encoders = [m.rss for m in map(memory_of, encoders_of(run.gateway.proc.pid)) if m]
+        found = children_of({os.getpid(), run.gateway.proc.pid})
+        record.owners |= owners(found[os.getpid()])
+        encoders = [m.rss for m in map(memory_of, encoders_among(found[run.gateway.proc.pid])) if m]
         if sum(encoders) > record.encoders_peak[1]:
             record.encoders_peak = (len(encoders), sum(encoders))
         await anyio.sleep(RSS_INTERVAL_S)
@@ -436,7 +438,7 @@ async def soak(
     # stacks at the end: its memory once the sessions ended is read once they are gone.
     await anyio.sleep(SETTLE_S)  # what the measure is, not a synchronisation
     record.memory_settled = memory_of(run.gateway.proc.pid)
-    record.encoders_left = len(encoders_of(run.gateway.proc.pid))
+    record.encoders_left = len(encoders_among(running_children(run.gateway.proc.pid)))
     if run.home.env.traced_frames:
         await anyio.to_thread.run_sync(print_growth, run)
     if files:
