@@ -72,6 +72,7 @@ class VideoFile:
             self._exchange(b"")
         except VideoError:
             self._closed = True
+            self._end()  # it answered why and exited: reaped here
             raise
 
     @property

@@ -8,8 +8,11 @@ tests/unit/test_recording_files.py, the killed writer.)"""
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -101,3 +104,14 @@ async def record_until_the_encoder_is_killed(
         with anyio.fail_after(30):
             await stopped.wait()
         tg.cancel_scope.cancel()
+
+
+def test_an_encoder_started_wrong_says_why_and_exits_1(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.recordings.encoder", str(tmp_path / "v.ivf")],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1 and "error" in json.loads(done.stdout), done.stderr
+    assert not (tmp_path / "v.ivf").exists()
