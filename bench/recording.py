@@ -41,6 +41,7 @@ from computer_use import free_port, mcp_params, prepare_home, running_gateway
 from computer_use_paths import WEB_AGENT
 from computer_use_report import check_leftovers, describe_machine, machine_paragraph
 from computer_use_site import HEAVY_URL, heavy_site
+from cpu_share import cpu_ticks
 from mcp import Client
 from rich.console import Console
 from rich.table import Table
@@ -60,17 +61,11 @@ console = Console()
 def ticks(pid: int) -> float:
     """CPU seconds used by `pid`, its reaped children (utime, stime, cutime, cstime) and
     its running ones (the recordings' encoder processes among them: utime, stime)."""
-    own = sum(_stat(pid)[11:15])
-    running = sum(sum(_stat(child.pid)[11:13]) for child in running_children(pid))
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    own = sum(int(v) for v in fields[11:15])
+    # A child that ended between the scan and its read: its time is in cutime by then.
+    running = sum(cpu_ticks(str(child.pid)) or 0 for child in running_children(pid))
     return (own + running) / os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> list[int]:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:  # a child that ended meanwhile: its time is in cutime now
-        return [0] * 15
-    return [int(v) if v.lstrip("-").isdigit() else 0 for v in fields[:15]]
 
 
 def recorded_bytes(home: CorralHome) -> int:

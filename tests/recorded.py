@@ -3,6 +3,7 @@ video, decoded (PyAV); the wait for a recording's encoder process to end."""
 
 from __future__ import annotations
 
+import io
 import os
 import select
 from pathlib import Path
@@ -12,6 +13,13 @@ from PIL import Image
 
 from orchestrator.home import CorralHome
 from orchestrator.recordings.store import RecordingMeta, RecordingStore
+
+
+def png(colour: tuple[int, int, int], size: tuple[int, int] = (320, 200)) -> bytes:
+    """A PNG of one colour, a recording's frame as the tests feed it."""
+    out = io.BytesIO()
+    Image.new("RGB", size, colour).save(out, format="PNG")
+    return out.getvalue()
 
 
 def frames(path: Path) -> list[tuple[float, Image.Image]]:

@@ -7,7 +7,6 @@ tests/unit/test_recording_files.py, the killed writer.)"""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -19,20 +18,13 @@ from pathlib import Path
 import anyio
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
-from PIL import Image
 
 from orchestrator.recordings.recorder import Frame, Recorder
 from orchestrator.recordings.store import LIVE_VIDEO, VIDEO, RecordingMeta, RecordingStore
 from orchestrator.recordings.video import VideoError, VideoFile
-from tests.recorded import exited, frames
+from tests.recorded import exited, frames, png
 
 pytestmark = pytest.mark.anyio
-
-
-def png(colour: tuple[int, int, int], size: tuple[int, int] = (320, 200)) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", size, colour).save(out, format="PNG")
-    return out.getvalue()
 
 
 def test_a_frame_the_encoder_cannot_take_is_refused_and_the_next_taken(tmp_path: Path) -> None:

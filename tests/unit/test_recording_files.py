@@ -35,15 +35,9 @@ from orchestrator.recordings.store import (
 from orchestrator.recordings.use import QUIET_SECONDS
 from orchestrator.recordings.video import VideoFile, duration_ms, finish
 from sandboxes.recording import Mark
-from tests.recorded import exited
+from tests.recorded import exited, png
 
 pytestmark = pytest.mark.anyio
-
-
-def png(colour: tuple[int, int, int], size: tuple[int, int] = (320, 200)) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", size, colour).save(out, format="PNG")
-    return out.getvalue()
 
 
 def frames_of(path: Path) -> list[tuple[int, Image.Image]]:
