@@ -39,7 +39,10 @@ SCRIPT_AGENT = "soak-scripts"
 WIDTH, HEIGHT = 1280, 800
 MAX_ACTIONS = 10_000  # the session budget (the most agent.toml allows)
 
+# The click p95 each run is judged by: the hardening issue's (its soak: back to back, or
+# paced), and issue 23 item 6's at the rate it names (`--rate`, ~47 actions a second).
 CLICK_P95_TARGET_MS = 50.0
+RATE_CLICK_P95_TARGET_MS = 80.0
 MEMORY_GROWTH_TARGET_MIB = 20.0  # the gateway's RSS, settled - before
 SETTLE_S = 12.0  # after the sessions end, before the settled memory is read
 
@@ -111,6 +114,12 @@ class Plan:
         servers spread evenly over one script's length (so containers start and end a few
         at a time); in step, none."""
         return 0.0 if self.in_step else index * SCRIPT_SECONDS / self.script_clients
+
+    @property
+    def click_p95_target_ms(self) -> float:
+        """The click p95 this run is judged by: issue 23 item 6's when the rate is held,
+        else the hardening issue's."""
+        return RATE_CLICK_P95_TARGET_MS if self.rate else CLICK_P95_TARGET_MS
 
     @property
     def section(self) -> str:
@@ -328,8 +337,8 @@ def rows(plan: Plan, record: Record, leaks: Leaks) -> list[Row]:
         Row(
             "click p50 / p95 / max",
             latency_value(clicks),
-            f"p95 < {CLICK_P95_TARGET_MS:g} ms",
-            click_p95 is not None and click_p95 < CLICK_P95_TARGET_MS,
+            f"p95 < {plan.click_p95_target_ms:g} ms",
+            click_p95 is not None and click_p95 < plan.click_p95_target_ms,
         ),
         Row("  same, clicks begun while a script ran", latency_value(record.loaded_click_ms)),
     ]
@@ -444,6 +453,7 @@ def markdown_section(
     start, end = markers(plan.section)
     pace = plan.pace
     heading = pace.split(",")[0] + plan.step_words
+    target_of = " (issue 23 item 6, at the rate held)" if plan.rate else ""
     recorded = (
         "each session recorded, as by default"
         if plan.recording
@@ -491,7 +501,7 @@ networks left behind, the gateway's memory, and the click round trip under that 
 
 Targets: no error, nothing leaked (no encoder process left either), the gateway's RSS
 back within {MEMORY_GROWTH_TARGET_MIB:g} MiB of before,
-click p95 under {CLICK_P95_TARGET_MS:g} ms through MCP. {outcome}
+click p95 under {plan.click_p95_target_ms:g} ms through MCP{target_of}. {outcome}
 
 Command (from the repository root):
 
