@@ -43,6 +43,25 @@ def mark_of(params: Any, step: str) -> Mark:
     return Mark(step[:LABEL_MAX], point, arrow)
 
 
+def marks_of(raw: Any) -> tuple[Mark, ...]:
+    """The marks of a frame sent to a recording's encoder (`orchestrator.recordings.encoder`),
+    `[[label, [x, y] | null, arrow | null], ...]` (`mark_fields` writes them)."""
+    if not isinstance(raw, list):
+        raise ValueError("marks must be a list")
+    marks = []
+    for label, point, arrow in raw:
+        at = None if point is None else (int(point[0]), int(point[1]))
+        if arrow not in (None, "up", "down", "left", "right"):
+            raise ValueError(f"a mark's arrow {arrow!r}")
+        marks.append(Mark(str(label)[:LABEL_MAX], at, arrow))
+    return tuple(marks)
+
+
+def mark_fields(mark: Mark) -> list[Any]:
+    """A mark as a recording's encoder is sent it (`marks_of` reads it back)."""
+    return [mark.label, None if mark.point is None else list(mark.point), mark.arrow]
+
+
 def draw_marks(image: Image.Image, marks: Sequence[Mark]) -> Image.Image:
     """`image` (RGB, already masked) with `marks` drawn on it: a ring at each point, an
     arrow for each direction, the steps as a caption at the bottom. Returns a copy."""

@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 import av
 from PIL import Image
 
-from sandboxes.recording import LABEL_MAX, Mark, draw_marks
+from sandboxes.recording import Mark, draw_marks, marks_of
 
 MS = Fraction(1, 1000)
 LIVE_OPTIONS = {"flush_packets": "1"}
@@ -100,24 +100,6 @@ class Encoder:
                 self._out.mux(packet)
         finally:
             self._out.close()
-
-
-def marks_of(raw: Any) -> tuple[Mark, ...]:
-    """The marks of a frame request, `[[label, [x, y] | null, arrow | null], ...]`."""
-    if not isinstance(raw, list):
-        raise ValueError("marks must be a list")
-    marks = []
-    for label, point, arrow in raw:
-        at = None if point is None else (int(point[0]), int(point[1]))
-        if arrow not in (None, "up", "down", "left", "right"):
-            raise ValueError(f"a mark's arrow {arrow!r}")
-        marks.append(Mark(str(label)[:LABEL_MAX], at, arrow))
-    return tuple(marks)
-
-
-def mark_fields(mark: Mark) -> list[Any]:
-    """A mark as a frame request carries it (`marks_of` reads it back)."""
-    return [mark.label, None if mark.point is None else list(mark.point), mark.arrow]
 
 
 def _answer(out: BinaryIO, answer: dict[str, Any]) -> None:

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import av
 
 from orchestrator.errors import CorralError
 from orchestrator.recordings.store import LIVE_VIDEO, TIMELINE, RecordingMeta, RecordingStore
@@ -302,7 +301,7 @@ class Recorder:
                 logger.warning("recording %s: the video did not close (%s)", self.meta.id, exc)
             try:
                 self.store.finish_video(self.meta.id)
-            except (OSError, av.error.FFmpegError) as exc:
+            except (OSError, VideoError) as exc:
                 logger.warning("recording %s: the video was not finished (%s)", self.meta.id, exc)
         self._timeline.close()
         frames = 0 if self._video is None else self._video.frames

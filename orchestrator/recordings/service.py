@@ -25,6 +25,7 @@ from orchestrator.errors import CorralError
 from orchestrator.recordings.recorder import Frame, Recorder
 from orchestrator.recordings.store import RecordingMeta, RecordingStore
 from orchestrator.recordings.use import AiUse
+from orchestrator.recordings.video import load_remuxer
 from sandboxes.recording import Kept, over_bound
 
 logger = logging.getLogger("corral.recording")
@@ -88,6 +89,7 @@ class Recordings:
                 tg.cancel_scope.cancel()
 
     def _at_start(self) -> None:
+        load_remuxer()
         try:
             self.store.ensure()
             for recording_id in self.store.finish_orphans(()):

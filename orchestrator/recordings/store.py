@@ -25,11 +25,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import av
 from pydantic import BaseModel
 
 from orchestrator.errors import RecordingError
-from orchestrator.recordings.video import finish
+from orchestrator.recordings.video import VideoError, finish
 from sandboxes.recording import Kept, check_recording_id, to_prune
 
 VIDEO = "video.webm"
@@ -153,7 +152,7 @@ class RecordingStore:
         if (where / VIDEO).is_file():
             return where / VIDEO
         if (where / LIVE_VIDEO).is_file():
-            with contextlib.suppress(OSError, av.error.FFmpegError):
+            with contextlib.suppress(OSError, VideoError):
                 if _newer(where / SO_FAR, where / LIVE_VIDEO):  # no frame since the last copy
                     return where / SO_FAR
                 if finish(where / LIVE_VIDEO, where / SO_FAR):
@@ -196,7 +195,7 @@ class RecordingStore:
         for meta in self.all():
             if meta.ended_at is not None or meta.id in live_ids:
                 continue
-            with contextlib.suppress(OSError, av.error.FFmpegError):  # unreadable: kept as is
+            with contextlib.suppress(OSError, VideoError):  # unreadable: kept as is
                 self.finish_video(meta.id)
             timeline = self.timeline(meta.id)
             last = max([meta.started_at, *(float(e.get("at", 0)) for e in timeline)])

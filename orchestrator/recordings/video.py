@@ -15,7 +15,10 @@ gateway's start for a file a killed one left, and on demand for a live recording
 player (`orchestrator.recordings.store`).
 
 The encoding runs in a process of its own per recording (`orchestrator.recordings.encoder`
-says why); `VideoFile` is the gateway's end of it. The remux (`finish`) runs here.
+says why); `VideoFile` is the gateway's end of it. The remux (`finish`) runs here, and is
+where PyAV is imported: an MCP front lists and serves recordings through the store without
+loading FFmpeg (~60 ms and ~17 MiB of each front's memory) until it remuxes one; a gateway
+that records loads it as it starts (`load_remuxer`).
 
 Blocking calls: the recorder runs them in a worker thread.
 """
@@ -31,10 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import av
-
-from orchestrator.recordings.encoder import mark_fields
-from sandboxes.recording import Mark
+from sandboxes.recording import Mark, mark_fields
 
 # The longest an encoder may take to open its file, take a frame or close: then it is
 # killed and the recording stops (a frame takes ~10-40 ms of CPU; this is for a process
@@ -143,10 +143,28 @@ class VideoFile:
             return self._proc.wait()
 
 
+def load_remuxer() -> None:
+    """Load PyAV now: a gateway that records remuxes every recording as it ends, so it
+    loads FFmpeg as it starts rather than on the first session's stop."""
+    import av  # noqa: F401  (the import is the point)
+
+
 def finish(live: Path, path: Path) -> int:
     """Write the frames of `live` (IVF) to `path` (WebM, with its cues and duration; stream
     copy, no re-encoding), keeping every whole frame of a file cut short; the number of
-    frames kept. With no readable frame, `path` is not written (0)."""
+    frames kept. With no readable frame, `path` is not written (0). A file FFmpeg cannot
+    read or write raises VideoError (or the OSError it is)."""
+    import av  # here: see the module's docstring
+
+    try:
+        return _remux(av, live, path)
+    except (av.error.FFmpegError, ValueError) as exc:  # ValueError: PyAV's, on a stream
+        if isinstance(exc, OSError):  # it cannot take (garbage where frames should be)
+            raise
+        raise VideoError(f"the video could not be finished ({exc})") from exc
+
+
+def _remux(av: Any, live: Path, path: Path) -> int:
     tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")  # one per writer
     kept = 0
     with av.open(str(live), format="ivf") as src:
@@ -175,6 +193,8 @@ def finish(live: Path, path: Path) -> int:
 
 def duration_ms(path: Path) -> int:
     """The time of the last frame in `path` (ms), 0 when it has none."""
+    import av  # here: see the module's docstring
+
     last = 0
     try:
         with av.open(str(path)) as src:

@@ -395,3 +395,38 @@ async def test_the_screen_after_a_timeline_line_is_a_frame_begun_once_it_was_not
         after = recorder.frame_since(2)
         assert after is not None and after.png == png((0, 90, 0))
     recorder.close_sync("stopped by the agent")
+
+
+FRONT_IMPORTS = """
+import sys
+import mcp_front.server
+from orchestrator.recordings.store import RecordingStore
+loaded = "av" in sys.modules
+store = RecordingStore(__import__("pathlib").Path(sys.argv[1]))
+for rid in sys.argv[2:]:
+    try:
+        store.video(rid)
+    except Exception as exc:
+        print(loaded, "av" in sys.modules, type(exc).__name__)
+"""
+
+
+def test_a_front_loads_ffmpeg_only_to_remux_and_a_torn_file_is_a_recordings_error(
+    tmp_path: Path,
+) -> None:
+    """An MCP front imports the recordings' store (it lists and serves recordings) but not
+    PyAV, ~17 MiB and ~60 ms of every front's start, until it remuxes a live recording's
+    frames. A live file FFmpeg cannot read is the store's "no video", not FFmpeg's error."""
+    store = RecordingStore(tmp_path)
+    store.create(meta("t1", time.time()))
+    (store.dir_of("t1") / LIVE_VIDEO).write_bytes(b"DKIF" + b"\x00" * 60)  # a header, torn
+    store.create(meta("t2", time.time()))
+    (store.dir_of("t2") / LIVE_VIDEO).write_bytes(b"not frames " * 8)
+    done = subprocess.run(
+        [sys.executable, "-c", FRONT_IMPORTS, str(tmp_path), "t1", "t2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.split() == ["False", "True", "RecordingError"] * 2, done.stderr
