@@ -156,16 +156,21 @@ def finish(live: Path, path: Path) -> int:
     read or write raises VideoError (or the OSError it is)."""
     import av  # here: see the module's docstring
 
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")  # one per writer
     try:
-        return _remux(av, live, path)
-    except (av.error.FFmpegError, ValueError) as exc:  # ValueError: PyAV's, on a stream
-        if isinstance(exc, OSError):  # it cannot take (garbage where frames should be)
+        return _remux(av, live, path, tmp)
+    # PyAV raises ValueError for a stream it cannot copy (garbage where frames should be).
+    except (av.error.FFmpegError, ValueError) as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
             raise
         raise VideoError(f"the video could not be finished ({exc})") from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
-def _remux(av: Any, live: Path, path: Path) -> int:
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")  # one per writer
+def _remux(av: Any, live: Path, path: Path, tmp: Path) -> int:
     kept = 0
     with av.open(str(live), format="ivf") as src:
         if not src.streams.video:

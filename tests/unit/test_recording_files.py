@@ -416,7 +416,8 @@ def test_a_front_loads_ffmpeg_only_to_remux_and_a_torn_file_is_a_recordings_erro
 ) -> None:
     """An MCP front imports the recordings' store (it lists and serves recordings) but not
     PyAV, ~17 MiB and ~60 ms of every front's start, until it remuxes a live recording's
-    frames. A live file FFmpeg cannot read is the store's "no video", not FFmpeg's error."""
+    frames. A live file FFmpeg cannot read (torn in its header, or no frames at all) is the
+    store's "no video", not FFmpeg's error, and the remux leaves no file behind."""
     store = RecordingStore(tmp_path)
     store.create(meta("t1", time.time()))
     (store.dir_of("t1") / LIVE_VIDEO).write_bytes(b"DKIF" + b"\x00" * 60)  # a header, torn
@@ -430,3 +431,5 @@ def test_a_front_loads_ffmpeg_only_to_remux_and_a_torn_file_is_a_recordings_erro
         check=True,
     )
     assert done.stdout.split() == ["False", "True", "RecordingError"] * 2, done.stderr
+    for rid in ("t1", "t2"):
+        assert sorted(p.name for p in store.dir_of(rid).iterdir()) == [META, LIVE_VIDEO]
