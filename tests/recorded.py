@@ -1,5 +1,5 @@
 """A finished recording as the tests read it (issue 24): its meta and every frame of its
-video, decoded (PyAV); the wait for a recording's encoder process to end."""
+video, decoded (PyAV), and its length; the wait for a recording's encoder process to end."""
 
 from __future__ import annotations
 
@@ -26,6 +26,21 @@ def frames(path: Path) -> list[tuple[float, Image.Image]]:
     """Every frame of a video file: (its time in s, its image)."""
     with av.open(str(path)) as video:
         return [(float(f.time or 0.0), f.to_image().convert("RGB")) for f in video.decode(video=0)]
+
+
+def duration_ms(path: Path) -> int:
+    """The time of a video's last frame (ms), 0 when it has none or cannot be read."""
+    last = 0
+    try:
+        with av.open(str(path)) as src:
+            if not src.streams.video:
+                return 0
+            for packet in src.demux(src.streams.video[0]):
+                if packet.pts is not None and packet.time_base is not None:
+                    last = max(last, int(packet.pts * packet.time_base * 1000))
+    except av.error.FFmpegError:
+        pass
+    return last
 
 
 EXIT_BOUND_S = 60.0  # a failure bound: the wait ends on the process's exit

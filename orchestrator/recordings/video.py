@@ -161,13 +161,11 @@ def finish(live: Path, path: Path) -> int:
         return _remux(av, live, path, tmp)
     # PyAV raises ValueError for a stream it cannot copy (garbage where frames should be).
     except (av.error.FFmpegError, ValueError) as exc:
-        tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise
         raise VideoError(f"the video could not be finished ({exc})") from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    finally:
+        tmp.unlink(missing_ok=True)  # already gone when it became `path`
 
 
 def _remux(av: Any, live: Path, path: Path, tmp: Path) -> int:
@@ -191,23 +189,4 @@ def _remux(av: Any, live: Path, path: Path, tmp: Path) -> int:
                 pass  # a torn last cluster: keep what came before it
     if kept:
         os.replace(tmp, path)
-    else:
-        tmp.unlink(missing_ok=True)
     return kept
-
-
-def duration_ms(path: Path) -> int:
-    """The time of the last frame in `path` (ms), 0 when it has none."""
-    import av  # here: see the module's docstring
-
-    last = 0
-    try:
-        with av.open(str(path)) as src:
-            if not src.streams.video:
-                return 0
-            for packet in src.demux(src.streams.video[0]):
-                if packet.pts is not None and packet.time_base is not None:
-                    last = max(last, int(packet.pts * packet.time_base * 1000))
-    except av.error.FFmpegError:
-        pass
-    return last

@@ -33,9 +33,9 @@ from orchestrator.recordings.store import (
     session_audit,
 )
 from orchestrator.recordings.use import QUIET_SECONDS
-from orchestrator.recordings.video import VideoFile, duration_ms, finish
+from orchestrator.recordings.video import VideoFile, finish
 from sandboxes.recording import Mark
-from tests.recorded import exited, png
+from tests.recorded import duration_ms, exited, png
 
 pytestmark = pytest.mark.anyio
 
