@@ -55,7 +55,7 @@ ACTABLE_ROLES = frozenset(
 class Codrive(ChromiumTab, ElementReads):
     def __init__(self, desktop: Any) -> None:
         self.desktop = desktop  # the agent's Desktop: display, env, processes
-        self.at = Atspi("")
+        self.at: Atspi = desktop.at  # the agent's one AT-SPI thread
         self.events: dict[str, int] = {}  # accessibility events seen, per application name
         # Elements added, removed or renamed, per application: a lookup's cached walk of
         # an application stays valid while its count is unchanged.

@@ -28,9 +28,10 @@ from typing import Any
 
 sys.path.insert(0, "/opt/corral")
 
-from codrive_match import showing_nodes
 from codrive_ops import Codrive
+from desktop_mask import WALK_S, password_rects
 from desktop_target import Targets
+from kiosk_agent.atspi import Atspi
 from kiosk_agent.chromium import trust_ca
 from kiosk_agent.common import DISPLAY, OpError, log
 from kiosk_agent.screen import Screen
@@ -48,12 +49,12 @@ DISPLAY_OPS = {"clipboard_clear": "clear_selections"}
 FIRST_WINDOW_S = 3.0
 CLIPBOARD_S = 5.0
 FIRST_APP = ["mousepad"]
-PASSWORD_ROLE = "password text"
 
 
 class Desktop:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.at = Atspi("")  # the one AT-SPI thread: the mask's walk, codrive, targets
         self.vnc = Vnc()
         self.started = False
         self.env: dict[str, str] = {}
@@ -243,9 +244,10 @@ class Desktop:
     # ------------------------------------------------------------------ screenshot
     def op_screenshot(self, req: dict[str, Any]) -> dict[str, Any]:
         self._require()
-        before, error = self._password_rects()
+        deadline = time.monotonic() + WALK_S  # desktop_mask.py: bounded, failing closed
+        before, error = password_rects(self.at, deadline)
         image = self.screen.grab()
-        after, error_after = self._password_rects()
+        after, error_after = password_rects(self.at, deadline) if not error else ([], None)
         rects = sorted({tuple(r) for r in before + after})
         png = self.screen.encode_png(image, rects)
         import base64
@@ -264,31 +266,6 @@ class Desktop:
                 "error": error or error_after,
             },
         }
-
-    def _password_rects(self) -> tuple[list[list[int]], str | None]:
-        """Password fields of every application, through AT-SPI (role "password text",
-        showing), in screen pixels; an error string when AT-SPI could not answer."""
-        try:
-            import gi
-
-            gi.require_version("Atspi", "2.0")
-            from gi.repository import Atspi
-        except Exception as exc:
-            return [], f"AT-SPI is unavailable: {exc}"
-        rects: list[list[int]] = []
-        try:
-            desktop = Atspi.get_desktop(0)
-            apps = [desktop.get_child_at_index(i) for i in range(desktop.get_child_count())]
-            for app in filter(None, apps):
-                secret = showing_nodes(
-                    Atspi, app, lambda n: n.get_role() == Atspi.Role.PASSWORD_TEXT, limit=5000
-                )
-                for node in secret:
-                    box = node.get_extents(Atspi.CoordType.SCREEN)
-                    rects.append([box.x - 2, box.y - 2, box.width + 4, box.height + 4])
-        except Exception as exc:
-            return rects, f"AT-SPI failed: {exc}"
-        return rects, None
 
     def op_vnc(self, req: dict[str, Any]) -> dict[str, Any]:
         """x11vnc's state; `start: true` (or `restart`) starts it again when it is not
@@ -313,7 +290,7 @@ def _ms(t0: float) -> float:
 def main() -> int:
     desktop = Desktop()
     codrive = Codrive(desktop)
-    targets = Targets(desktop, codrive.at)  # one AT-SPI thread for both
+    targets = Targets(desktop, desktop.at)
     ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         name[3:]: getattr(owner, name)
         for owner in (desktop, codrive, targets)

@@ -63,6 +63,23 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
             'left:100px;top:100px;width:200px;height:40px;background:#fff;border:0">',
         ),
     ),
+    # A login page whose password field is the last of 6001 on-screen elements of one
+    # container (the desktop rig's mask reads at most 5000 elements of an application).
+    "/crowded": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="crowded",
+            bg="#f00",
+            body='<div id="pad" style="position:absolute;left:0;top:0;width:800px;'
+            'display:flex;flex-wrap:wrap"></div><script>const pad=document.getElementById'
+            '("pad");for(let i=0;i<6000;i++){const b=document.createElement("button");'
+            'b.style.cssText="width:8px;height:8px;padding:0;border:0;background:#f00";'
+            'pad.appendChild(b)}const f=document.createElement("input");f.type="password";'
+            'f.value="hunter2";f.style.cssText="position:absolute;left:100px;top:100px;'
+            'width:200px;height:40px;background:#fff;border:0";pad.appendChild(f)</script>',
+        ),
+    ),
     "/sub": (
         200,
         {"Content-Type": "text/html"},

@@ -209,33 +209,12 @@ async def test_a_password_field_in_the_desktops_chromium_is_masked(
     """Chromium on the desktop (started by codrive, which opens the page over CDP) shows
     the test site's login page: red, with a white password field holding a password. The
     desktop's screenshot blacks the field out (found through AT-SPI) and says so."""
-    path = corral_home.agent_file("alice")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = render_new_agent("alice").replace("desktop_use = false", "desktop_use = true")
-    text = text.replace("codrive = false", "codrive = true")
-    text = text.replace("allowed_domains = []", f'allowed_domains = ["{SITE}"]')
-    path.write_text(text)
+    allow_chromium_on_the_desktop(corral_home)
     async with (
         running_gateway(corral_home, kiosk_config(sites), recording=True),
         connect(corral_home, "stdio") as mcp,
     ):
-        opened = await mcp.client.call_tool(
-            "codrive_run",
-            {
-                "target_app": "chromium",
-                "steps": [
-                    {
-                        "action": "click",
-                        "api_action": "open_url",
-                        "params": {"url": f"https://{SITE}/login"},
-                    }
-                ],
-                "watch_mode": True,
-            },
-        )
-        run = opened.structured_content or {}
-        assert run.get("state") == "finished", text_of(opened)
-        assert run["steps"][0]["rung"] == "api_action", text_of(opened)
+        await open_in_chromium(mcp, f"https://{SITE}/login")
 
         async def page_shown() -> Image.Image | None:
             """The screen once the page (red) shows its field: masked or not."""
@@ -256,3 +235,55 @@ async def test_a_password_field_in_the_desktops_chromium_is_masked(
     assert meta.surface == "desktop" and meta.ended_by == "closed by the agent" and shots
     last = shots[-1]
     assert near(last.getpixel(masked_point(image_of(shot))), BLACK)
+
+
+async def test_a_password_field_past_the_masks_reach_masks_the_whole_desktop(
+    corral_home: CorralHome,
+    sites: tuple[str, str, str],  # noqa: F811
+) -> None:
+    """A page whose password field is the last of 6001 on-screen elements in one
+    container: more than the mask's walk reads (5000 elements of an application). The
+    field must not be shown: the whole screen is masked, and the answer says the detection
+    failed. (Before, the walk read a container's first 500 children as if they were all,
+    and the field was shown.)"""
+    allow_chromium_on_the_desktop(corral_home)
+    async with (
+        running_gateway(corral_home, kiosk_config(sites)),
+        connect(corral_home, "stdio") as mcp,
+    ):
+        await open_in_chromium(mcp, f"https://{SITE}/crowded")
+
+        async def masked_whole() -> types.CallToolResult | None:
+            shot = await use(mcp, "screenshot")
+            img = image_of(shot)
+            assert beside_red(img, WHITE) == 0, text_of(shot)  # never the field itself
+            return shot if "detection failed" in text_of(shot) else None
+
+        shot = await wait_until(masked_whole, limit=60)
+        assert image_of(shot).getextrema() == ((0, 0), (0, 0), (0, 0)), text_of(shot)
+        assert (shot.structured_content or {}).get("masked") is True, text_of(shot)
+
+
+def allow_chromium_on_the_desktop(home: CorralHome) -> None:
+    """alice: the desktop rig and codrive, allowed the test site."""
+    path = home.agent_file("alice")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = render_new_agent("alice").replace("desktop_use = false", "desktop_use = true")
+    text = text.replace("codrive = false", "codrive = true")
+    text = text.replace("allowed_domains = []", f'allowed_domains = ["{SITE}"]')
+    path.write_text(text)
+
+
+async def open_in_chromium(mcp: Any, url: str) -> None:
+    """Chromium on the desktop, started by codrive, opens `url` over CDP."""
+    opened = await mcp.client.call_tool(
+        "codrive_run",
+        {
+            "target_app": "chromium",
+            "steps": [{"action": "click", "api_action": "open_url", "params": {"url": url}}],
+            "watch_mode": True,
+        },
+    )
+    run = opened.structured_content or {}
+    assert run.get("state") == "finished", text_of(opened)
+    assert run["steps"][0]["rung"] == "api_action", text_of(opened)
