@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -58,13 +59,11 @@ class UiTree:
     truncated: bool = False
     withheld: int = 0  # secret values taken out of other elements' labels
     focus_known: bool = False  # the dump says, for its nodes, whether each has the focus
+    # Every secret field's box in the whole dump, the elements past the cut included.
+    secret_rects: tuple[Rect, ...] = ()
 
     def by_ref(self, ref: str) -> Element | None:
         return next((e for e in self.elements if e.ref == ref), None)
-
-    @property
-    def secret_rects(self) -> tuple[Rect, ...]:
-        return tuple(e.rect for e in self.elements if e.secret)
 
     def render(self) -> str:
         lines = []
@@ -96,17 +95,61 @@ def _root(xml: str | bytes) -> ET.Element:
         raise UiTreeError(f"the UI dump is not XML ({exc})") from None
 
 
-def _withheld(
-    elements: list[Element], secrets: list[str], truncated: bool, focus_known: bool = False
-) -> UiTree:
-    """The tree with every secret value taken out of every label (labels are still raw
-    here, so a value is found before a label is cut), then each label shortened."""
-    out, count = [], 0
-    for e in elements:
-        label, found = withhold(e.label, [s for s in secrets if s.strip()])
-        out.append(replace(e, label="" if e.secret else _short(label)))
-        count += found
-    return UiTree(tuple(out), truncated, count, focus_known)
+class _Collected:
+    """A walk's findings: the elements kept (at most MAX_ELEMENTS, numbered as kept), and
+    over the whole tree, past that cut too, every secret value and every secret box: the
+    screenshot's mask never depends on where the cut fell."""
+
+    def __init__(self) -> None:
+        self.elements: list[Element] = []
+        self.secrets: list[str] = []
+        self.boxes: list[Rect] = []
+        self.truncated = False
+        self.focus_known = False
+
+    def secret(self, value: str) -> None:
+        self.secrets.append(value)
+
+    def keep(self, element: Element) -> None:
+        if element.secret:
+            self.boxes.append(element.rect)
+        if len(self.elements) >= MAX_ELEMENTS:
+            self.truncated = True
+            return
+        self.elements.append(replace(element, ref=f"e{len(self.elements) + 1}"))
+
+    def tree(self) -> UiTree:
+        """The tree with every secret value taken out of every label (labels are still
+        raw here, so a value is found before a label is cut), then each label shortened."""
+        out, count = [], 0
+        values = [s for s in self.secrets if s.strip()]
+        for e in self.elements:
+            label, found = withhold(e.label, values)
+            out.append(replace(e, label="" if e.secret else _short(label)))
+            count += found
+        boxes = tuple(self.boxes)
+        return UiTree(tuple(out), self.truncated, count, self.focus_known, boxes)
+
+
+Visit = Callable[[ET.Element, int, bool, _Collected], "tuple[bool, bool] | None"]
+
+
+def _walk(starts: list[ET.Element], visit: Visit) -> UiTree:
+    """Visit the nodes from `starts` down in document order, without recursion (a device's
+    tree can nest deeper than Python's stack): `visit(node, depth, inside, found)` answers
+    (kept, secret), which give its children's depth and whether they are inside a secret
+    field, or None to skip its subtree."""
+    found = _Collected()
+    stack = [(node, 0, False) for node in reversed(starts)]
+    while stack:
+        node, depth, inside = stack.pop()
+        seen = visit(node, depth, inside, found)
+        if seen is None:
+            continue
+        kept, secret = seen
+        below = depth + 1 if kept else depth
+        stack.extend((child, below, secret) for child in reversed(node))
+    return found.tree()
 
 
 def _short(text: str | None) -> str:
@@ -116,100 +159,61 @@ def _short(text: str | None) -> str:
 
 def parse_android(xml: str | bytes) -> UiTree:
     """`uiautomator dump` output: <hierarchy><node bounds="[x1,y1][x2,y2]" ...>."""
-    root = _root(xml)
-    out: list[Element] = []
-    secrets: list[str] = []
-    truncated = False
-    focus_known = False
+    return _walk(list(_root(xml)), _android_node)
 
-    def walk(node: ET.Element, depth: int, inside: bool) -> None:
-        nonlocal truncated, focus_known
-        for child in node:
-            if child.tag != "node":
-                continue
-            if len(out) >= MAX_ELEMENTS:
-                truncated = True
-                return
-            attrs = child.attrib
-            match = _BOUNDS_RE.match(attrs.get("bounds", ""))
-            x1, y1, x2, y2 = (int(v) for v in match.groups()) if match else (0, 0, 0, 0)
-            secret = inside or attrs.get("password") == "true"
-            if secret:
-                secrets.append(attrs.get("text", ""))
-            label = (attrs.get("text") or "").strip() or (attrs.get("content-desc") or "")
-            ident = _short(attrs.get("resource-id")).rpartition(":id/")[2]
-            actionable = any(
-                attrs.get(k) == "true" for k in ("clickable", "focusable", "scrollable")
-            )
-            focused = attrs.get("focused") == "true"
-            focus_known = focus_known or "focused" in attrs
-            keep = bool(label.strip() or ident or actionable or secret or focused)
-            role = attrs.get("class", "node").rpartition(".")[2] or "node"
-            if keep:
-                out.append(
-                    Element(
-                        ref=f"e{len(out) + 1}",
-                        role=role,
-                        label=label,
-                        ident=ident,
-                        rect=(x1, y1, max(0, x2 - x1), max(0, y2 - y1)),
-                        secret=secret,
-                        depth=depth,
-                        actionable=actionable,
-                        focused=focused,
-                    )
-                )
-            walk(child, depth + 1 if keep else depth, secret)
 
-    walk(root, 0, False)
-    return _withheld(out, secrets, truncated, focus_known)
+def _android_node(
+    node: ET.Element, depth: int, inside: bool, found: _Collected
+) -> tuple[bool, bool] | None:
+    if node.tag != "node":
+        return None
+    attrs = node.attrib
+    match = _BOUNDS_RE.match(attrs.get("bounds", ""))
+    x1, y1, x2, y2 = (int(v) for v in match.groups()) if match else (0, 0, 0, 0)
+    secret = inside or attrs.get("password") == "true"
+    if secret:
+        found.secret(attrs.get("text", ""))
+    label = (attrs.get("text") or "").strip() or (attrs.get("content-desc") or "")
+    ident = _short(attrs.get("resource-id")).rpartition(":id/")[2]
+    actionable = any(attrs.get(k) == "true" for k in ("clickable", "focusable", "scrollable"))
+    focused = attrs.get("focused") == "true"
+    found.focus_known = found.focus_known or "focused" in attrs
+    keep = bool(label.strip() or ident or actionable or secret or focused)
+    if keep:
+        role = attrs.get("class", "node").rpartition(".")[2] or "node"
+        rect = (x1, y1, max(0, x2 - x1), max(0, y2 - y1))
+        found.keep(Element("", role, label, ident, rect, secret, depth, actionable, focused))
+    return keep, secret
 
 
 def parse_ios(xml: str | bytes) -> UiTree:
     """WebDriverAgent's `/source` (XML): elements XCUIElementType* with x/y/width/height
     in points, name/label/value attributes."""
-    root = _root(xml)
-    out: list[Element] = []
-    secrets: list[str] = []
-    truncated = False
+    return _walk([_root(xml)], _ios_node)
 
-    def visit(node: ET.Element, depth: int, inside: bool) -> None:
-        nonlocal truncated
-        if len(out) >= MAX_ELEMENTS:
-            truncated = True
-            return
-        attrs = node.attrib
-        kind = attrs.get("type", node.tag)
-        secret = inside or kind.startswith(IOS_SECRET_PREFIX)
-        if secret:
-            secrets.append(attrs.get("value", ""))
-        label = (attrs.get("label") or "").strip() or (attrs.get("name") or "").strip()
-        if not label and not secret:
-            label = attrs.get("value") or ""
-        try:
-            rect = tuple(int(float(attrs.get(k, "0"))) for k in ("x", "y", "width", "height"))
-        except ValueError:
-            rect = (0, 0, 0, 0)
-        visible = attrs.get("visible", "true") != "false"
-        keep = visible and (bool(label.strip()) or secret) and kind.startswith("XCUIElementType")
-        if keep:
-            out.append(
-                Element(
-                    ref=f"e{len(out) + 1}",
-                    role=kind.removeprefix("XCUIElementType"),
-                    label=label,
-                    ident="",
-                    rect=rect,  # type: ignore[arg-type]
-                    secret=secret,
-                    depth=depth,
-                    actionable=attrs.get("enabled", "true") == "true",
-                )
-            )
-        for child in node:
-            visit(child, depth + 1 if keep else depth, secret)
 
-    visit(root, 0, False)
-    return _withheld(out, secrets, truncated)
+def _ios_node(
+    node: ET.Element, depth: int, inside: bool, found: _Collected
+) -> tuple[bool, bool] | None:
+    attrs = node.attrib
+    kind = attrs.get("type", node.tag)
+    secret = inside or kind.startswith(IOS_SECRET_PREFIX)
+    if secret:
+        found.secret(attrs.get("value", ""))
+    label = (attrs.get("label") or "").strip() or (attrs.get("name") or "").strip()
+    if not label and not secret:
+        label = attrs.get("value") or ""
+    try:
+        rect = tuple(int(float(attrs.get(k, "0"))) for k in ("x", "y", "width", "height"))
+    except ValueError:
+        rect = (0, 0, 0, 0)
+    visible = attrs.get("visible", "true") != "false"
+    keep = visible and (bool(label.strip()) or secret) and kind.startswith("XCUIElementType")
+    if keep:
+        role = kind.removeprefix("XCUIElementType")
+        enabled = attrs.get("enabled", "true") == "true"
+        found.keep(Element("", role, label, "", rect, secret, depth, enabled))  # type: ignore[arg-type]
+    return keep, secret
 
 
 def scale_rects(rects: tuple[Rect, ...], factor: float) -> tuple[Rect, ...]:
@@ -275,10 +279,13 @@ def tap_target(tree: UiTree, x: int, y: int) -> dict[str, Any]:
 def focused_target(tree: UiTree) -> dict[str, Any] | None:
     """The element a key acts on (Android's focused node); for a text field, `submit` is
     the first button after it in tree order (what its IME action most likely submits).
-    None when the dump does not tell the focus."""
+    None when the dump does not tell the focus; unread when a tree cut at MAX_ELEMENTS may
+    have lost the focused element or that button."""
     if not tree.focus_known:
         return None
     index = next((i for i, e in enumerate(tree.elements) if e.focused), None)
+    if index is None and tree.truncated:  # the focused one may be among those left out
+        return _unread(f"the UI tree was cut at {MAX_ELEMENTS} elements")
     if index is None:
         return {"name": "", "role": None, "text": "", "href": None, "error": None}
     out = _described(tree, index)
@@ -286,5 +293,7 @@ def focused_target(tree: UiTree) -> dict[str, Any] | None:
     if tree.elements[index].role in TEXT_ROLES:
         after = range(index + 1, len(tree.elements))
         button = next((i for i in after if "Button" in tree.elements[i].role), None)
+        if button is None and tree.truncated:  # it may be among the elements left out
+            return _unread(f"the UI tree was cut at {MAX_ELEMENTS} elements")
         out["submit"] = _described(tree, button) if button is not None else None
     return out

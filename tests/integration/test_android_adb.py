@@ -221,6 +221,23 @@ async def test_the_screenshot_masks_the_password_field_found_in_the_ui_tree(
     assert shot.structured["masked_fields"] == 1
 
 
+@pytest.mark.parametrize("shape", ["crowd", "nesting"])
+async def test_a_password_field_past_the_trees_cut_or_deep_in_it_is_masked(
+    devices: MobileDevices, fake: FakeAdbd, shape: str
+) -> None:
+    """The device's tree is untrusted: 2010 rows before the password field (past the
+    tree's cut of 2000 elements), or the screen nested 5000 layouts deep (deeper than
+    Python's stack). The screenshot still blacks the field out and answers."""
+    setattr(fake.device, shape, 2010 if shape == "crowd" else 5000)
+    rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    shot = await rig.run(verb(verb="screenshot"), "")
+    x1, y1, x2, y2 = PASSWORD_BOX
+    image = png_image(shot.images[0].png)
+    assert image.getpixel(((x1 + x2) // 2, (y1 + y2) // 2)) == (0, 0, 0)
+    assert image.getpixel((5, 5)) == (255, 255, 255)  # the rest is shown
+    assert shot.structured["masked_fields"] == 1
+
+
 async def test_inspect_never_shows_a_password_the_device_tree_gives_away(
     devices: MobileDevices, fake: FakeAdbd
 ) -> None:

@@ -137,6 +137,22 @@ async def test_the_screenshot_masks_the_secure_text_field_in_pixels(rig: IosRig)
     assert image.getpixel((5, 5)) == (255, 255, 255)
 
 
+@pytest.mark.parametrize("shape", ["crowd", "nesting"])
+async def test_a_secure_field_past_the_sources_cut_or_deep_in_it_is_masked(
+    rig: IosRig, wda: FakeWda, shape: str
+) -> None:
+    """WDA's source is untrusted: 2010 rows before the secure field (past the tree's cut of
+    2000 elements), or the window nested 5000 elements deep (deeper than Python's stack).
+    The screenshot still blacks the field out and answers."""
+    setattr(wda, shape, 2010 if shape == "crowd" else 5000)
+    shot = await rig.run(verb(verb="screenshot"), "")
+    image = Image.open(io.BytesIO(shot.images[0].png)).convert("RGB")
+    x, y, w, h = (v * SCALE for v in SECURE)
+    assert image.getpixel((x + w // 2, y + h // 2)) == (0, 0, 0)
+    assert SECURE_RGB not in {c for _, c in image.getcolors(1_000_000) or []}
+    assert image.getpixel((5, 5)) == (255, 255, 255)  # the rest is shown
+
+
 async def test_inspect_never_shows_a_password_the_wda_source_gives_away(
     rig: IosRig, wda: FakeWda
 ) -> None:

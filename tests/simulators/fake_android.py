@@ -55,6 +55,10 @@ class DeviceState:
     # ("user", "delete", or None: every node says focused="false").
     delete_button: bool = False
     focus: str | None = None
+    # A long list before the password field (`crowd` labelled rows), and the screen's
+    # content wrapped `nesting` layouts deep: what a real app's tree can hold.
+    crowd: int = 0
+    nesting: int = 0
     props: dict[str, str] = field(
         default_factory=lambda: {
             "ro.product.model": "CorralFake",
@@ -73,7 +77,9 @@ class DeviceState:
                 f'bounds="[{x1},{y1}][{x2},{y2}]" {extra} />'
             )
 
+        rows = [node("TextView", (0, 0, 1, 1), text=f"row {i}") for i in range(self.crowd)]
         children = [
+            *rows,
             node("TextView", (40, 80, 500, 140), text=f"App: {self.foreground}"),
             node("TextView", (40, 160, 500, 220), text=INJECTION),
             node(
@@ -103,7 +109,7 @@ class DeviceState:
         if self.delete_button:
             children.append(node("Button", DELETE_BOX, text="Delete data", clickable="true"))
         if self.focus is not None:  # every node tells its focus, as uiautomator does
-            where = {"user": 2, "delete": len(children) - 1}[self.focus]
+            where = {"user": 2 + len(rows), "delete": len(children) - 1}[self.focus]
             children = [
                 c.replace(" />", f' focused="{str(i == where).lower()}" />')
                 for i, c in enumerate(children)
@@ -113,7 +119,9 @@ class DeviceState:
             "<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>"
             '<hierarchy rotation="0"><node class="android.widget.FrameLayout" '
             f'bounds="[0,0][{WIDTH},{HEIGHT}]" text="" resource-id=""{merged}>'
+            + '<node class="android.widget.FrameLayout" bounds="[0,0][1,1]">' * self.nesting
             + "".join(children)
+            + "</node>" * self.nesting
             + "</node></hierarchy>"
         )
 

@@ -55,6 +55,10 @@ class FakeWda:
     calls: list[tuple[str, str]] = field(default_factory=list)
     fail_with: tuple[int, str, str] | None = None
     delete_button: bool = False
+    # A long list before the secure field (`crowd` labelled rows), and the window's content
+    # wrapped `nesting` elements deep: what a real app's source can hold.
+    crowd: int = 0
+    nesting: int = 0
     hang: bool = False
     port: int = 0
     _server: ThreadingHTTPServer | None = None
@@ -75,7 +79,13 @@ class FakeWda:
             f'label="Example" enabled="true" visible="true" x="0" y="0" width="{w}" height="{h}">'
             '<XCUIElementTypeWindow type="XCUIElementTypeWindow" enabled="true" visible="true" '
             f'x="0" y="0" width="{w}" height="{h}">'
-            '<XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="banner" '
+            + '<XCUIElementTypeOther type="XCUIElementTypeOther" visible="true">' * self.nesting
+            + "".join(
+                '<XCUIElementTypeStaticText type="XCUIElementTypeStaticText" '
+                f'label="row {i}" visible="true" x="0" y="0" width="1" height="1"/>'
+                for i in range(self.crowd)
+            )
+            + '<XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="banner" '
             f'label="{INJECTION}" enabled="true" visible="true" '
             'x="20" y="60" width="160" height="40"/>'
             '<XCUIElementTypeTextField type="XCUIElementTypeTextField" name="user" label="User" '
@@ -96,6 +106,7 @@ class FakeWda:
                 if self.delete_button
                 else ""
             )
+            + "</XCUIElementTypeOther>" * self.nesting
             + "</XCUIElementTypeWindow></XCUIElementTypeApplication>"
         )
 

@@ -161,6 +161,28 @@ def test_the_focused_android_node_and_a_text_fields_next_button() -> None:
     assert focused_target(parse_android(unknown.replace('focused="{button}" ', ""))) is None
 
 
+def test_a_key_on_a_tree_cut_before_its_focus_or_its_submit_button_is_unread() -> None:
+    """Rows push the focused element, or the button a focused text field submits, past
+    the tree's cut: what the key acts on is unknown, so the rules hold it."""
+    rows = "".join(
+        f'<node class="android.widget.TextView" text="row {i}" bounds="[0,0][1,1]"/>'
+        for i in range(MAX_ELEMENTS)
+    )
+    cut = {"name": None, "role": None, "text": None, "href": None}
+    cut["error"] = f"the UI tree was cut at {MAX_ELEMENTS} elements"
+    before_all = ANDROID.replace('[540,960]">', f'[540,960]">{rows}', 1)
+    for field, button in (("true", "false"), ("false", "true")):
+        assert focused_target(parse_android(before_all.format(field=field, button=button))) == cut
+    field_then_rows = ANDROID.replace(
+        'bounds="[40,100][500,160]"/>', f'bounds="[40,100][500,160]"/>{rows}'
+    )
+    assert (
+        focused_target(parse_android(field_then_rows.format(field="true", button="false"))) == cut
+    )
+    read = focused_target(parse_android(ANDROID.format(field="true", button="false")))
+    assert read is not None and read["submit"]["name"] == "Delete"  # the control
+
+
 def test_an_ios_tap_reads_the_element_at_the_point_in_points() -> None:
     xml = (
         '<XCUIElementTypeApplication type="XCUIElementTypeApplication" name="App" x="0" y="0" '

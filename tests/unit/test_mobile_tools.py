@@ -11,7 +11,7 @@ from orchestrator.config import CorralConfig
 from orchestrator.errors import ConfigError, ParamError
 from sandboxes.catalogue import BY_NAME, PACKAGE_INSTALL, RIG_TOOLS
 from sandboxes.mobile_params import IosUseParams, MobileUseParams
-from sandboxes.mobile_ui import UiTreeError, parse_android, parse_ios, scale_rects
+from sandboxes.mobile_ui import MAX_ELEMENTS, UiTreeError, parse_android, parse_ios, scale_rects
 from sandboxes.visibility import decide
 from sandboxes.withhold import WITHHELD
 from tests.simulators.fake_android import INJECTION, PASSWORD_BOX, DeviceState
@@ -155,6 +155,29 @@ def test_ios_tree_finds_the_secure_text_field_and_scales_it_to_pixels() -> None:
     assert tree.secret_rects == (SECURE,)
     assert scale_rects(tree.secret_rects, 2.0) == ((40, 400, 320, 60),)
     assert scale_rects(((1, 1, 1, 1),), 1.5) == ((1, 1, 2, 2),)  # rounded outwards
+
+
+@pytest.mark.parametrize("device", ["android", "ios"])
+@pytest.mark.parametrize("shape", ["crowd", "nesting"])
+def test_a_secret_field_past_the_trees_cut_or_deep_in_it_is_still_masked(
+    device: str, shape: str
+) -> None:
+    """A list longer than the tree's cut before the password field, or the screen nested
+    deeper than Python's stack: the field's box is still the mask's (the cut limits what
+    inspect shows, never what the screenshot masks), and the tree still parses."""
+    knob = {shape: MAX_ELEMENTS + 10 if shape == "crowd" else 5000}
+    if device == "android":
+        tree = parse_android(DeviceState(**knob).ui_xml())  # type: ignore[arg-type]
+        x1, y1, x2, y2 = PASSWORD_BOX
+        box = (x1, y1, x2 - x1, y2 - y1)
+    else:
+        tree = parse_ios(FakeWda(**knob).source())  # type: ignore[arg-type]
+        box = SECURE
+    assert tree.secret_rects == (box,)
+    if shape == "crowd":  # inspect shows the first MAX_ELEMENTS and says it was cut
+        assert tree.truncated and len(tree.elements) == MAX_ELEMENTS
+    else:  # the layouts alone are not kept: the form's depth is as without them
+        assert not tree.truncated and max(e.depth for e in tree.elements) < 5
 
 
 @pytest.mark.parametrize(
