@@ -23,11 +23,17 @@ the gateway's 3 s deadline; what cannot be read answers `error`.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kiosk_agent.atspi import Atspi
+from kiosk_agent.common import OpError
 
 READ_S = 2.5
+MOST_CHILDREN = 2000  # of one element: a read of more fails (unknown: the rules hold)
+# When the read in progress must end (one AT-SPI thread: one read at a time): a walk
+# past it stops, so the thread is free for the next read rather than stuck on this one.
+_DEADLINE = [float("inf")]
 MAX_DEPTH = 64
 MAX_TEXT = 500
 INTERACTIVE_ROLES = frozenset(
@@ -175,6 +181,7 @@ class Targets:
     def _read(self, fn: Any) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             A = self.at._atspi()
+            _DEADLINE[0] = time.monotonic() + READ_S
             try:
                 return dict(fn(A))
             except Exception as exc:  # a node that went away, a D-Bus error
@@ -297,19 +304,28 @@ def _text(A: Any, node: Any) -> str:
 
 
 def _walk(A: Any, root: Any, limit: int = 4000) -> list[Any]:
-    """Showing descendants of `root` in tree order (bounded)."""
+    """Showing descendants of `root` in tree order. Bounded, and failing closed: more than
+    `limit` of them, an element with more than MOST_CHILDREN children, or a walk past the
+    read's deadline raises, as what was not read may be the element asked for (the
+    rules hold an unknown)."""
     out: list[Any] = []
     pending = [root]
-    while pending and len(out) < limit:
+    while pending:
+        if len(out) >= limit:
+            raise OpError(f"more than {limit} elements show: not all were read")
+        if time.monotonic() > _DEADLINE[0]:
+            raise OpError(f"the accessibility tree took more than {READ_S:g} s to read")
         node = pending.pop()
         if node is None:
             continue
         try:
             if node is not root and not node.get_state_set().contains(A.StateType.SHOWING):
                 continue
-            count = min(node.get_child_count(), 500)
+            count = node.get_child_count()
         except Exception:
             continue
+        if count > MOST_CHILDREN:
+            raise OpError(f"an element has {count} children: not all were read")
         out.append(node)
         pending.extend(node.get_child_at_index(i) for i in range(count - 1, -1, -1))
     return out

@@ -281,6 +281,24 @@ ROUTES: dict[str, tuple[int, dict[str, str], str]] = {
             "Delete everything</button></form>",
         ),
     ),
+    # /deleteform with 600 paragraphs between the field and its form's button: more
+    # children of the form than the desktop's target read once looked at (500).
+    "/deletelongform": (
+        200,
+        {"Content-Type": "text/html"},
+        PAGE.format(
+            title="deletelongform",
+            bg="#fff",
+            body='<form action="/deleted"><input name="amount" aria-label="Amount" '
+            'style="position:absolute;left:60px;top:330px;width:300px;height:40px;'
+            'background:#00f;border:0;color:#00f"><button style="position:absolute;'
+            'left:60px;top:60px;width:500px;height:200px;background:#f00;border:0;color:#f00">'
+            "Delete everything</button></form><script>const f=document.forms[0],"
+            'b=f.querySelector("button");for(let i=0;i<600;i++){const p=document.'
+            'createElement("p");p.textContent="line "+i;p.style.cssText="position:absolute;'
+            'left:700px;top:"+i+"px;margin:0;font-size:1px";f.insertBefore(p,b)}</script>',
+        ),
+    ),
     # A page whose own script blocks its main thread 4 s at a time (a frozen page).
     "/busy": (
         200,

@@ -206,6 +206,50 @@ async def test_a_click_a_typed_newline_and_return_onto_delete_wait_on_the_deskto
     assert desktops(docker_client) == []
 
 
+async def test_a_newline_in_a_field_whose_button_lies_past_600_paragraphs_waits(
+    corral_home: CorralHome,
+    sites: tuple[str, str, str],
+    docker_client: docker.DockerClient,
+) -> None:
+    """The form's "Delete everything" button comes after 600 paragraphs: the desktop's
+    target read must still find it as the field's submit control (it read an element's
+    first 500 children and judged the form itself, so the newline went through)."""
+    home, site_ip = corral_home, sites[1]
+    write(home, "alice", desktop_use=True, codrive=True)
+
+    def deleted() -> int:
+        return sum(p.startswith("/deleted") for p in requests_seen(docker_client, site_ip))
+
+    before = deleted()  # the site is the module's: another test may have sent its form
+
+    def nothing_yet() -> None:
+        assert deleted() == before, "the form reached the site before an approval"
+
+    async with (
+        running_gateway(home, kiosk_config(sites, TIMEOUT)) as (_, pid),
+        connect(home, "stdio") as mcp,
+    ):
+        GATEWAY_PIDS.add(str(pid))
+        step = {"action": "click", "api_action": "open_url", "params": {}}
+        step["params"] = {"url": f"https://{SITE}/deletelongform"}
+        run = await mcp.client.call_tool(
+            "codrive_run", {"target_app": "chromium", "steps": [step], "watch_mode": True}
+        )
+        assert (run.structured_content or {}).get("state") == "finished", text_of(run)
+
+        async def field_shown() -> tuple[int, int] | None:
+            return centre_of(image_of(await use(mcp, "screenshot")), (0, 0, 255))
+
+        field = await wait_until(field_shown, limit=30)
+        assert not (await use(mcp, "click", x=field[0], y=field[1])).is_error
+        await held(
+            home, lambda: use(mcp, "type", text="12\n"), "deny", nothing_yet, "Delete everything"
+        )
+        nothing_yet()
+        await mcp.client.call_tool("rig_close", {})
+    assert desktops(docker_client) == []
+
+
 # ------------------------------------------------------------------ the phones
 
 
