@@ -32,7 +32,7 @@ def password_rects(at: Atspi, deadline: float) -> tuple[list[list[int]], str | N
     that means the whole screen must be masked; waits at most until `deadline`."""
     left = deadline - time.monotonic()
     if left <= 0:
-        return [], f"AT-SPI: the accessibility tree took longer than {WALK_S:g} s to read"
+        return [], f"AT-SPI: the accessibility tree took more than {WALK_S:g} s to read"
     try:
         return at.run(lambda: _walk(at._atspi(), deadline), left + 0.2), None
     except OpError as exc:
