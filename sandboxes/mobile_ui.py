@@ -171,6 +171,10 @@ def _android_node(
     match = _BOUNDS_RE.match(attrs.get("bounds", ""))
     x1, y1, x2, y2 = (int(v) for v in match.groups()) if match else (0, 0, 0, 0)
     secret = inside or attrs.get("password") == "true"
+    if secret and not match:
+        raise UiTreeError(
+            f"a secret field's bounds cannot be read: {_short(attrs.get('bounds'))!r}"
+        )
     if secret:
         found.secret(attrs.get("text", ""))
     label = (attrs.get("text") or "").strip() or (attrs.get("content-desc") or "")
@@ -205,7 +209,9 @@ def _ios_node(
         label = attrs.get("value") or ""
     try:
         rect = tuple(int(float(attrs.get(k, "0"))) for k in ("x", "y", "width", "height"))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, NaN, infinity
+        if secret:
+            raise UiTreeError("a secret field's box cannot be read") from None
         rect = (0, 0, 0, 0)
     visible = attrs.get("visible", "true") != "false"
     keep = visible and (bool(label.strip()) or secret) and kind.startswith("XCUIElementType")

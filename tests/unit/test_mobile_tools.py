@@ -193,6 +193,28 @@ def test_a_ui_dump_that_is_not_plain_xml_is_refused(xml: str, message: str) -> N
         parse_android(xml)
 
 
+@pytest.mark.parametrize(
+    "xml",
+    [
+        '<hierarchy><node class="a.EditText" password="true" bounds="[0,0][1e9,5]"/></hierarchy>',
+        '<hierarchy><node class="a.EditText" password="true"/></hierarchy>',
+        '<XCUIElementTypeSecureTextField type="XCUIElementTypeSecureTextField" x="inf" y="0" '
+        'width="1" height="1"/>',
+        '<XCUIElementTypeSecureTextField type="XCUIElementTypeSecureTextField" x="nan" y="0" '
+        'width="1" height="1"/>',
+    ],
+)
+def test_a_secret_field_whose_box_cannot_be_read_is_an_unreadable_tree(xml: str) -> None:
+    """Its box was (0, 0, 0, 0) and nothing was masked (or, for an infinity, an
+    OverflowError escaped the screenshot): now the tree is unreadable, so the screenshot
+    is masked whole and a tap is held."""
+    parse = parse_ios if xml.startswith("<XCUI") else parse_android
+    with pytest.raises(UiTreeError, match="a secret field's b"):
+        parse(xml)
+    ordinary = xml.replace('password="true"', "").replace("SecureTextField", "StaticText")
+    assert parse(ordinary).secret_rects == ()  # an ordinary element's box may be unreadable
+
+
 # ------------------------------------------------------------------ config
 
 
