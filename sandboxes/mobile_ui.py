@@ -107,9 +107,6 @@ class _Collected:
         self.truncated = False
         self.focus_known = False
 
-    def secret(self, value: str) -> None:
-        self.secrets.append(value)
-
     def keep(self, element: Element) -> None:
         if element.secret:
             self.boxes.append(element.rect)
@@ -176,7 +173,7 @@ def _android_node(
             f"a secret field's bounds cannot be read: {_short(attrs.get('bounds'))!r}"
         )
     if secret:
-        found.secret(attrs.get("text", ""))
+        found.secrets.append(attrs.get("text", ""))
     label = (attrs.get("text") or "").strip() or (attrs.get("content-desc") or "")
     ident = _short(attrs.get("resource-id")).rpartition(":id/")[2]
     actionable = any(attrs.get(k) == "true" for k in ("clickable", "focusable", "scrollable"))
@@ -203,7 +200,7 @@ def _ios_node(
     kind = attrs.get("type", node.tag)
     secret = inside or kind.startswith(IOS_SECRET_PREFIX)
     if secret:
-        found.secret(attrs.get("value", ""))
+        found.secrets.append(attrs.get("value", ""))
     label = (attrs.get("label") or "").strip() or (attrs.get("name") or "").strip()
     if not label and not secret:
         label = attrs.get("value") or ""
