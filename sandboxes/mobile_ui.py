@@ -169,9 +169,8 @@ def _android_node(
     x1, y1, x2, y2 = (int(v) for v in match.groups()) if match else (0, 0, 0, 0)
     secret = inside or attrs.get("password") == "true"
     if secret and not match:
-        raise UiTreeError(
-            f"a secret field's bounds cannot be read: {_short(attrs.get('bounds'))!r}"
-        )
+        # the device's own text is not echoed: it is untrusted, and this is a secret field
+        raise UiTreeError("a secret field's box cannot be read (bounds not [x1,y1][x2,y2])")
     if secret:
         found.secrets.append(attrs.get("text", ""))
     label = (attrs.get("text") or "").strip() or (attrs.get("content-desc") or "")

@@ -76,7 +76,14 @@ class MobileRig(Surface):
         x, y = element.center
         return x, y, f"{verb.ref} ({element.role}) at {x},{y}"
 
-    def inspect_answer(self, tree: UiTree, source: str, status: str) -> Answer:
+    async def inspect(self, source: str, status: str) -> Answer:
+        """The UI tree as the AI reads it. The device's dump is untrusted: one that cannot
+        be read (not XML, a DTD, too large, a secret field's box unreadable) is a clear
+        error for this call, the rig kept (the next call reads the device again)."""
+        try:
+            tree = await self.dump()
+        except UiTreeError as exc:
+            raise DeviceError(f"{source} could not be read: {str(exc)[:300]}") from None
         self.tree = tree
         text = fence(tree.render(), source)
         secrets = sum(1 for e in tree.elements if e.secret)

@@ -422,6 +422,44 @@ async def test_revoking_mobile_use_ends_the_rig_and_releases_the_device(
         await rigs.close_all()
 
 
+BAD_DUMPS = {
+    "not XML": "<hierarchy><node",
+    "DTD or entities": '<!DOCTYPE x [<!ENTITY a "b">]><hierarchy/>',
+    "box cannot be read": (
+        '<hierarchy><node class="android.widget.EditText" password="true" '
+        'bounds="[a,b][c,d]" /></hierarchy>'
+    ),
+}
+
+
+@pytest.mark.parametrize("why", list(BAD_DUMPS))
+async def test_an_unreadable_ui_dump_is_a_clear_error_and_the_rig_goes_on(
+    corral_home: CorralHome, fake: FakeAdbd, why: str
+) -> None:
+    """The device's dump is untrusted: one corral cannot read answers inspect with an
+    error saying so (it was an internal error of the gateway), the screenshot masked whole,
+    and the rig and its lease stay: once the device dumps a tree again, inspect reads it."""
+    serial = f"127.0.0.1:{fake.port}"
+    rigs = manager_for(corral_home, serial, Clock())
+    try:
+        fake.device.dump_text = BAD_DUMPS[why]
+        refused = await rigs.handle("alice", "mobile_use", {"verb": "inspect"})
+        assert refused.is_error, refused
+        text = refused.content[0].text
+        assert "UI could not be read" in text and why in text, text
+        shot = await rigs.handle("alice", "mobile_use", {"verb": "screenshot"})
+        assert not shot.is_error and shot.images, shot
+        assert {c for _, c in png_image(shot.images[0].png).getcolors() or []} == {(0, 0, 0)}
+        assert rigs.mobile.leases == {serial: "alice"}
+        fake.device.dump_text = None
+        read = await rigs.handle("alice", "mobile_use", {"verb": "inspect"})
+        assert not read.is_error and "id=password" in read.content[0].text, read
+        events = [e["event"] for e in AuditLog(corral_home.audit_file).read()]
+        assert events.count("rig_started") == 1 and "rig_ended" not in events
+    finally:
+        await rigs.close_all()
+
+
 async def test_a_device_added_to_config_toml_is_usable_without_a_restart(
     corral_home: CorralHome, fake: FakeAdbd
 ) -> None:

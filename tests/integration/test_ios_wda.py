@@ -153,6 +153,37 @@ async def test_a_secure_field_past_the_sources_cut_or_deep_in_it_is_masked(
     assert image.getpixel((5, 5)) == (255, 255, 255)  # the rest is shown
 
 
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        ("<XCUIElementTypeApplication", "not XML"),
+        ('<!DOCTYPE x [<!ENTITY a "b">]><XCUIElementTypeApplication/>', "DTD or entities"),
+        (
+            '<XCUIElementTypeSecureTextField type="XCUIElementTypeSecureTextField" '
+            'visible="true" x="NaN" y="0" width="10" height="10"/>',
+            "box cannot be read",
+        ),
+    ],
+    ids=["not-xml", "dtd", "secure-box-nan"],
+)
+async def test_an_unreadable_source_is_a_clear_error_and_the_rig_goes_on(
+    rig: IosRig, wda: FakeWda, source: str, why: str
+) -> None:
+    """WDA's source is untrusted: one corral cannot read makes inspect fail with a
+    DeviceError that says so (the rig manager answers it as the call's error; it was an
+    internal error of the gateway) and does not end the rig; the screenshot is masked
+    whole; once the source reads again, inspect answers."""
+    wda.source_text = source
+    with pytest.raises(DeviceError, match=f"UI could not be read: .*{why}") as caught:
+        await rig.run(verb(verb="inspect"), "")
+    assert not caught.value.lost and rig.broken is None
+    shot = await rig.run(verb(verb="screenshot"), "")
+    image = Image.open(io.BytesIO(shot.images[0].png)).convert("RGB")
+    assert {c for _, c in image.getcolors(1_000_000) or []} == {(0, 0, 0)}
+    wda.source_text = None
+    assert "SecureTextField" in (await rig.run(verb(verb="inspect"), "")).content[0].text
+
+
 async def test_inspect_never_shows_a_password_the_wda_source_gives_away(
     rig: IosRig, wda: FakeWda
 ) -> None:

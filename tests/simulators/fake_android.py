@@ -59,6 +59,9 @@ class DeviceState:
     # content wrapped `nesting` layouts deep: what a real app's tree can hold.
     crowd: int = 0
     nesting: int = 0
+    # What the device's dump holds instead of its tree when set (a broken or hostile app's
+    # dump: not XML, a DTD ...).
+    dump_text: str | None = None
     props: dict[str, str] = field(
         default_factory=lambda: {
             "ro.product.model": "CorralFake",
@@ -69,6 +72,9 @@ class DeviceState:
 
     # ------------------------------------------------------------------ views
     def ui_xml(self) -> str:
+        if self.dump_text is not None:
+            return self.dump_text
+
         def node(cls: str, box: tuple[int, int, int, int], **attrs: str) -> str:
             x1, y1, x2, y2 = box
             extra = " ".join(f'{k.replace("_", "-")}="{v}"' for k, v in attrs.items())

@@ -59,6 +59,8 @@ class FakeWda:
     # wrapped `nesting` elements deep: what a real app's source can hold.
     crowd: int = 0
     nesting: int = 0
+    # What the source holds instead of the app's tree when set (not XML, a DTD ...).
+    source_text: str | None = None
     hang: bool = False
     port: int = 0
     _server: ThreadingHTTPServer | None = None
@@ -71,6 +73,8 @@ class FakeWda:
 
     # ------------------------------------------------------------------ views
     def source(self) -> str:
+        if self.source_text is not None:
+            return self.source_text
         w, h = POINTS
         x, y, sw, sh = SECURE
         return (

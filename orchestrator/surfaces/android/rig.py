@@ -73,7 +73,7 @@ class AndroidRig(MobileRig):
     async def _run(self, verb: m.AndroidVerb, status: str) -> Answer:
         shell, src = self.adb.shell, f"the Android device {self.device}"
         if isinstance(verb, m.AndroidInspect):
-            return self.inspect_answer(await self.dump(), f"{src}'s UI", status)
+            return await self.inspect(f"{src}'s UI", status)
         if isinstance(verb, m.AndroidScreenshot):
             return await self.masked_screenshot(self._capture, self._secrets, status)
         if isinstance(verb, m.AndroidTap):

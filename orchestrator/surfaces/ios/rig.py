@@ -65,7 +65,7 @@ class IosRig(MobileRig):
     async def _run(self, verb: m.IosVerb, status: str) -> Answer:
         wda, src = self.client, "the iOS simulator"
         if isinstance(verb, m.IosInspect):
-            return self.inspect_answer(await self.dump(), f"{src}'s UI", status)
+            return await self.inspect(f"{src}'s UI", status)
         if isinstance(verb, m.IosScreenshot):
             # the scale is learnt from a first capture, then the secrets are measured
             if self.scale is None:
