@@ -84,15 +84,23 @@ async def timed(action: Callable[[], Awaitable[Any]]) -> float:
 
 
 def rig_container() -> str:
+    """The codrive rig's container: the desktop rig whose galculator runs (the desktop
+    pool's idle member, also labelled rig-desktop, runs none)."""
     found = subprocess.run(
         ["docker", "ps", "-q", "--filter", "label=corral.kind=rig-desktop"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
-    if len(found) != 1:
-        raise BenchError(f"expected one desktop rig container, found {found}")
-    return found[0]
+    running = [c for c in found if "galculator" in docker_top(c)]
+    if len(running) != 1:
+        raise BenchError(f"expected one desktop rig running galculator, found {running} of {found}")
+    return running[0]
+
+
+def docker_top(container: str) -> str:
+    top = subprocess.run(["docker", "top", container], capture_output=True, text=True)
+    return top.stdout if top.returncode == 0 else ""
 
 
 async def measure(client: Client, runs: int, base: str, token: str) -> list[Row]:
