@@ -20,6 +20,12 @@ from sandboxes.png import SIGNATURE, encode_image
 from sandboxes.urlnorm import host_covers, normalise, normalise_host_text
 
 PAD = 2  # pixels around a password field, so its border and caret are covered too
+# The largest screen corral decodes, paints or makes black: a side of 8192 pixels (an 8K
+# display's width), 40 million pixels in all (8K UHD is 33 million). A screen's size comes
+# from what a container or a device says (a PNG's header, a kiosk's answer, `wm size`): a
+# compromised one could name any size, and the gateway would allocate for it.
+MAX_SIDE = 8192
+MAX_PIXELS = 40_000_000
 
 Rect = tuple[int, int, int, int]  # x, y, width, height
 
@@ -170,8 +176,32 @@ def apply_mask(png: bytes, plan: MaskPlan, expected_size: tuple[int, int] | None
     return paint(decode(png), plan)
 
 
+def screen_size_error(size: tuple[int, int] | None) -> str | None:
+    """Why a screen of `size` is not one corral handles (None: it is): not a PNG, or past
+    MAX_SIDE or MAX_PIXELS."""
+    if size is None:
+        return "not a PNG"
+    width, height = size
+    if not (0 < width <= MAX_SIDE and 0 < height <= MAX_SIDE) or width * height > MAX_PIXELS:
+        return (
+            f"a screen of {width}x{height} pixels (corral reads screens of at most "
+            f"{MAX_SIDE} pixels a side and {MAX_PIXELS} in all)"
+        )
+    return None
+
+
+def checked_size(size: tuple[int, int]) -> tuple[int, int]:
+    """`size`, when corral handles a screen that large; else ValueError saying why."""
+    if (why := screen_size_error(size)) is not None:
+        raise ValueError(why)
+    return size
+
+
 def decode(png: bytes) -> Image.Image:
-    """The PNG's pixels (for `paint`; a caller may decode while it waits for the plan)."""
+    """The PNG's pixels (for `paint`; a caller may decode while it waits for the plan).
+    Its header's size is checked first: a small PNG can claim a screen of gigabytes."""
+    if (why := screen_size_error(png_size(png))) is not None:
+        raise ValueError(f"the image is {why}")
     image = Image.open(io.BytesIO(png))  # in memory: nothing to close
     image.load()
     return image if image.mode == "RGB" else image.convert("RGB")
@@ -189,6 +219,11 @@ def paint(image: Image.Image, plan: MaskPlan) -> bytes:
     return encode_image(masked)  # sandboxes/png.py: quick, the agents' encoder too
 
 
-@functools.lru_cache(maxsize=8)
 def blank_png(width: int, height: int) -> bytes:
+    """An all-black PNG of a screen's size (ValueError past MAX_SIDE or MAX_PIXELS)."""
+    return _blank(*checked_size((width, height)))
+
+
+@functools.lru_cache(maxsize=8)
+def _blank(width: int, height: int) -> bytes:
     return encode_image(Image.new("RGB", (width, height), (0, 0, 0)))

@@ -14,7 +14,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+import struct
 import uuid
+import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -33,6 +35,14 @@ def png_of(width: int, height: int, colour: tuple[int, int, int] = (255, 255, 25
     out = io.BytesIO()
     Image.new("RGB", (width, height), colour).save(out, format="PNG")
     return out.getvalue()
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A PNG of one pixel whose header claims `width` x `height` (its CRC right): what a
+    compromised kiosk or device could send to have its reader allocate for that size."""
+    png = png_of(1, 1, (0, 0, 0))
+    head = b"IHDR" + struct.pack(">II", width, height) + png[24:29]
+    return png[:12] + head + struct.pack(">I", zlib.crc32(head)) + png[33:]
 
 
 @dataclass

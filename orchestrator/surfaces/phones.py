@@ -28,7 +28,16 @@ from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, answer, image_answer, text_block
 from orchestrator.surfaces.base import Surface
 from sandboxes.fence import fence
-from sandboxes.masking import MaskPlan, Probe, Rect, apply_mask, blank_png, plan_mask, png_size
+from sandboxes.masking import (
+    MaskPlan,
+    Probe,
+    Rect,
+    apply_mask,
+    blank_png,
+    plan_mask,
+    png_size,
+    screen_size_error,
+)
 from sandboxes.mobile_params import MOBILE_COUNTED, AndroidTap, AndroidVerb, IosTap, IosVerb
 from sandboxes.mobile_ui import UiTree, UiTreeError
 
@@ -128,8 +137,10 @@ class MobileRig(Surface):
         try:
             before = await secrets()
             png = await capture()
-            if len(png) > PNG_MAX_BYTES or png_size(png) is None:
-                raise UiTreeError("the device did not send a PNG")
+            if len(png) > PNG_MAX_BYTES:
+                raise UiTreeError(f"the device's screenshot is over {PNG_MAX_BYTES >> 20} MiB")
+            if (why := screen_size_error(png_size(png))) is not None:
+                raise UiTreeError(f"the device's screenshot cannot be used: {why}")
             after = await secrets()
             size = png_size(png) or size
             probe = Probe(1, True, tuple(sorted(set(before) | set(after))), "", "")

@@ -20,11 +20,16 @@ from orchestrator.errors import KioskError
 from orchestrator.recordings.recorder import Frame
 from orchestrator.surfaces.answers import Answer, image_answer
 from orchestrator.surfaces.base import ChannelSurface
-from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask
+from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask, png_size
 
 logger = logging.getLogger("corral.sessions")
 
 SCREENSHOT_DEADLINE = 5.0
+
+
+class NotTheScreen(Exception):
+    """The kiosk's image is not a PNG of the session's screen (its size is the gateway's to
+    know: a kiosk that said another could have the gateway allocate for any size)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,8 @@ async def _taken(session: ChannelSurface, status: str) -> Shot:
         return _black(session, f"the screenshot failed ({exc})", status, failed=True)
     try:
         png, plan = await _masked(session, shot)
+    except NotTheScreen as exc:
+        return _black(session, str(exc), status, failed=False)
     except Exception:
         incident = uuid.uuid4().hex[:8]
         logger.exception("screenshot of session %s failed (incident %s)", session.id, incident)
@@ -106,9 +113,12 @@ def _probe(raw: dict[str, Any]) -> Probe:
 
 async def _masked(session: ChannelSurface, shot: dict[str, Any]) -> tuple[bytes, MaskPlan]:
     png = base64.b64decode(shot["png"], validate=True)
+    size = (session.width, session.height)
+    if (got := png_size(png)) != size:
+        what = "is not a PNG" if got is None else f"is {got[0]}x{got[1]} pixels"
+        raise NotTheScreen(f"the screenshot {what}, not the screen's {size[0]}x{size[1]}")
     raw_probe = shot.get("probe")
     probe = _probe(raw_probe) if isinstance(raw_probe, dict) else None
-    size = (int(shot.get("width", session.width)), int(shot.get("height", session.height)))
     plan = plan_mask(probe, session.deny_list, size)
     painted = {tuple(int(v) for v in r) for r in shot.get("painted") or ()}
     if plan.full:

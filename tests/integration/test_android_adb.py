@@ -32,6 +32,7 @@ from orchestrator.surfaces.devices import MobileDevices
 from orchestrator.surfaces.rigs import RigManager
 from sandboxes.mobile_params import MobileUseParams
 from sandboxes.withhold import WITHHELD
+from tests.fakes import png_claiming
 from tests.simulators.fake_adbd import FakeAdbd
 from tests.simulators.fake_android import LAUNCHER, PASSWORD_BOX, PASSWORD_RGB, make_apk
 
@@ -289,6 +290,35 @@ async def test_a_device_that_vanishes_mid_call_ends_the_rig_with_a_clear_message
         await rig.run(verb(verb="screenshot"), "")
     assert caught.value.lost
     assert rig.device in str(caught.value) and rig.broken is not None
+
+
+async def test_a_device_that_claims_a_huge_screen_is_refused_and_leaves_no_lease(
+    devices: MobileDevices, fake: FakeAdbd
+) -> None:
+    """Attack: `wm size` names a screen of 60000x60000. The gateway allocated for that size
+    (the whole-screen mask when the tree could not be read); the rig is refused now."""
+    fake.device.screen_size = (60000, 60000)
+    with pytest.raises(DeviceError, match=r"screen cannot be used: .*60000x60000"):
+        await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    assert devices.leases == {}
+
+
+async def test_a_screencap_that_claims_a_huge_screen_is_answered_black(
+    devices: MobileDevices, fake: FakeAdbd
+) -> None:
+    """Attack: screencap sends a small PNG whose header claims 60000x60000 pixels (a
+    decompression bomb's header): the gateway never decodes it; the answer is black at the
+    device's own size and says why, and the rig goes on."""
+    rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
+    fake.device.screencap = png_claiming(60000, 60000)
+    shot = await rig.run(verb(verb="screenshot"), "")
+    image = png_image(shot.images[0].png)
+    assert image.size == (rig.width, rig.height)
+    assert {c for _, c in image.getcolors() or []} == {(0, 0, 0)}
+    assert "60000x60000" in shot.content[-1].text and rig.broken is None
+    fake.device.screencap = None
+    shown = await rig.run(verb(verb="screenshot"), "")
+    assert png_image(shown.images[0].png).getpixel((5, 5)) == (255, 255, 255)
 
 
 async def test_an_unauthorized_device_is_never_leased_and_says_what_to_do(

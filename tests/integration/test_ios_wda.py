@@ -22,6 +22,7 @@ from orchestrator.surfaces.ios import wda as corral_wda
 from orchestrator.surfaces.ios.rig import IosRig
 from sandboxes.mobile_params import IosUseParams
 from sandboxes.withhold import WITHHELD
+from tests.fakes import png_claiming
 from tests.simulators import fake_wda
 from tests.simulators.fake_wda import SCALE, SECURE, SECURE_RGB, FakeWda
 from tests.simulators.wda_routes import WDA_SOURCE, matches, route_table
@@ -241,6 +242,42 @@ async def test_a_wda_error_is_a_clear_message_and_the_rig_stays(rig: IosRig, wda
     with pytest.raises(DeviceError, match="unknown error: The simulator is locked") as caught:
         await rig.run(verb(verb="tap", x=1, y=1), "")
     assert not caught.value.lost and rig.broken is None
+
+
+async def test_a_wda_that_claims_a_huge_window_is_refused_and_leaves_no_lease(
+    wda: FakeWda,
+) -> None:
+    """Attack: WDA names a window of 60000x60000 points. The gateway allocated for that size
+    (the whole-screen mask when the source could not be read); the rig is refused now."""
+    wda.window = (60000, 60000)
+    pool = pool_for(wda.url)
+    try:
+        with pytest.raises(DeviceError, match=r"window cannot be used: .*60000x60000"):
+            await pool.start_ios("r1", "alice", ComputerUseConfig(), 0.0)
+        assert pool.leases == {}
+    finally:
+        await pool.close()
+
+
+async def test_a_screenshot_that_claims_a_huge_screen_is_answered_black(
+    rig: IosRig, wda: FakeWda
+) -> None:
+    """Attack: WDA's screenshot is a small PNG whose header claims 60000x60000 pixels (a
+    decompression bomb's header): the gateway never decodes it; the answer is black at
+    the rig's own size and says why, and the rig goes on."""
+    wda.screenshot_png = png_claiming(60000, 60000)
+    shot = await rig.run(verb(verb="screenshot"), "")
+    image = Image.open(io.BytesIO(shot.images[0].png)).convert("RGB")
+    assert image.size == (rig.width, rig.height)
+    assert {c for _, c in image.getcolors(1_000_000) or []} == {(0, 0, 0)}
+    assert "60000x60000" in shot.content[-1].text and rig.broken is None
+    wda.screenshot_png = None
+    shown = await rig.run(verb(verb="screenshot"), "")
+    assert Image.open(io.BytesIO(shown.images[0].png)).convert("RGB").getpixel((5, 5)) == (
+        255,
+        255,
+        255,
+    )
 
 
 async def test_a_hanging_wda_is_cut_off_and_leaves_no_lease(wda: FakeWda) -> None:

@@ -62,6 +62,10 @@ class DeviceState:
     # What the device's dump holds instead of its tree when set (a broken or hostile app's
     # dump: not XML, a DTD ...).
     dump_text: str | None = None
+    # The screen size `wm size` names, and the PNG screencap sends, when set (a device
+    # that lies about its screen: tests/fakes.png_claiming).
+    screen_size: tuple[int, int] | None = None
+    screencap: bytes | None = None
     props: dict[str, str] = field(
         default_factory=lambda: {
             "ro.product.model": "CorralFake",
@@ -175,7 +179,8 @@ class DeviceState:
         return result if isinstance(result, bytes) else result.encode()
 
     def _cmd_wm(self, args: list[str]) -> str:
-        return f"Physical size: {WIDTH}x{HEIGHT}\n" if args[:1] == ["size"] else "\n"
+        width, height = self.screen_size or (WIDTH, HEIGHT)
+        return f"Physical size: {width}x{height}\n" if args[:1] == ["size"] else "\n"
 
     def _cmd_getprop(self, args: list[str]) -> str:
         if args:
@@ -198,7 +203,7 @@ class DeviceState:
         return ""
 
     def _cmd_screencap(self, args: list[str]) -> bytes:
-        return self.png()
+        return self.png() if self.screencap is None else self.screencap
 
     def _cmd_input(self, args: list[str]) -> str:
         self.events.append("input " + " ".join(args))

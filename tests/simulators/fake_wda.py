@@ -61,6 +61,10 @@ class FakeWda:
     nesting: int = 0
     # What the source holds instead of the app's tree when set (not XML, a DTD ...).
     source_text: str | None = None
+    # The window size and the screenshot WDA sends, when set (a device that lies about its
+    # screen: tests/fakes.png_claiming).
+    window: tuple[int, int] | None = None
+    screenshot_png: bytes | None = None
     hang: bool = False
     port: int = 0
     _server: ThreadingHTTPServer | None = None
@@ -155,10 +159,12 @@ class FakeWda:
         return self.source()
 
     def _screenshot(self, p: dict[str, str], b: dict[str, Any]) -> Any:
-        return base64.b64encode(self.png()).decode()
+        png = self.png() if self.screenshot_png is None else self.screenshot_png
+        return base64.b64encode(png).decode()
 
     def _size(self, p: dict[str, str], b: dict[str, Any]) -> Any:
-        return {"width": POINTS[0], "height": POINTS[1]}
+        width, height = self.window or POINTS
+        return {"width": width, "height": height}
 
     def _tap(self, p: dict[str, str], b: dict[str, Any]) -> Any:
         self.taps.append((float(b["x"]), float(b["y"])))

@@ -10,9 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
-from sandboxes.masking import Probe, apply_mask, deny_matches, plan_mask
+from sandboxes.masking import (
+    MaskPlan,
+    Probe,
+    apply_mask,
+    blank_png,
+    decode,
+    deny_matches,
+    plan_mask,
+    screen_size_error,
+)
 from sandboxes.png import encode_image
 from sandboxes.urls import check_url
+from tests.fakes import png_claiming
 
 pytestmark = pytest.mark.unit
 
@@ -192,6 +202,36 @@ def test_with_nothing_to_mask_a_png_of_the_right_size_passes_unchanged() -> None
     png = _png(40, 30, (1, 2, 3))
     plan = plan_mask(_probe(), [], (40, 30))
     assert apply_mask(png, plan, (40, 30)) is png
+
+
+@pytest.mark.parametrize(
+    ("size", "ok"),
+    [
+        ((1, 1), True),
+        ((8192, 4882), True),  # 39.99 million pixels
+        ((4882, 8192), True),
+        ((8193, 10), False),  # a side past 8192
+        ((10, 8193), False),
+        ((8192, 4883), False),  # past 40 million in all
+        ((0, 800), False),
+        ((60000, 60000), False),
+    ],
+)
+def test_a_screen_past_8192_a_side_or_40_million_pixels_is_neither_decoded_nor_made_black(
+    size: tuple[int, int], ok: bool
+) -> None:
+    """A screen's size comes from what a kiosk or a device says (a PNG's header among it):
+    a small PNG can claim gigabytes of pixels. Past the bound, decoding it and a black
+    screen of that size are refused before anything is allocated for it."""
+    assert (screen_size_error(size) is None) is ok
+    if ok:
+        return
+    with pytest.raises(ValueError, match="corral reads screens of at most 8192 pixels a side"):
+        decode(png_claiming(*size))
+    with pytest.raises(ValueError, match="at most 8192 pixels a side and 40000000 in all"):
+        blank_png(*size)
+    with pytest.raises(ValueError, match="at most 8192"):
+        apply_mask(png_claiming(*size), MaskPlan(True))
 
 
 def test_a_png_of_the_wrong_size_or_not_a_png_is_decoded_not_passed_through() -> None:

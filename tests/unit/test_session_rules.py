@@ -19,8 +19,9 @@ from orchestrator.home import CorralHome
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
 from sandboxes.errors import SessionRefused
+from sandboxes.png import encode_rgb
 from sandboxes.session_rules import COUNTED, SessionClock
-from tests.fakes import FakeClock, FakeEgress, InMemoryBackend, png_of
+from tests.fakes import FakeClock, FakeEgress, InMemoryBackend, png_claiming, png_of
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 
@@ -412,10 +413,8 @@ async def test_a_host_removed_from_the_allowlist_loses_its_route_without_a_call(
     "shot_fields",
     [
         {"png": "not base64 at all!"},
-        {"png": base64.b64encode(b"GIF89a not a png").decode()},
         {"probe": {"windows": 1, "focused_ok": True, "password_rects": [["x", 1, 2, 3]]}},
         {"probe": {"windows": "many"}},
-        {"width": "wide"},
         {"png": None},
     ],
 )
@@ -439,6 +438,51 @@ async def test_any_failure_in_the_screenshot_path_answers_a_black_image_saying_w
         assert png.convert("RGB").getextrema() == ((0, 0), (0, 0), (0, 0))  # all black
     assert shot.structured["masked"] is True
     assert "could not be checked (incident" in text_of(shot)
+
+
+def zero_png(width: int, height: int) -> bytes:
+    """A real black PNG of `width` x `height`: a few KiB that decode to megabytes."""
+    return encode_rgb(bytes(width * height * 3), width, height)
+
+
+LIES = {
+    "not a PNG": {"png": base64.b64encode(b"GIF89a not a png").decode()},
+    # the answer's own size fields, with a probe that masks the whole screen
+    "size fields": {"width": 9000, "height": 9000, "probe": {"windows": 2}},
+    # a real PNG, six times the screen, with a field to paint (the gateway decoded it)
+    "big PNG": {"png": base64.b64encode(zero_png(6000, 4000)).decode()},
+    "PNG header": {"png": base64.b64encode(png_claiming(60000, 60000)).decode()},
+}
+
+
+@pytest.mark.parametrize("lie", list(LIES))
+async def test_a_kiosk_that_lies_about_its_screens_size_gets_the_sessions_black_screen(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend, lie: str
+) -> None:
+    """Attack: a compromised kiosk answers a screenshot with another size than the
+    session's, in its answer's fields or in its PNG (a small PNG can claim gigabytes of
+    pixels). The gateway allocated for the size it was told (the whole-screen mask at
+    9000x9000, the 6000x4000 PNG decoded, painted and sent on); now the session's own size
+    is the screen's, and an image of another is answered black at that size, saying why."""
+    write_agent(corral_home)
+    backend.kiosk_options["probe"] = {
+        "windows": 1,
+        "focused_ok": True,
+        "password_rects": [[10, 10, 50, 20]],
+        "url": "https://site.example/",
+        "title": "",
+    }
+    backend.kiosk_options["shot_fields"] = LIES[lie]
+    await call(manager, "computer_session_start")
+
+    shot = await call(manager, "computer_screenshot")
+
+    assert shot.is_error is False and shot.structured["masked"] is True
+    with Image.open(io.BytesIO(shot.images[0].png)) as png:
+        assert png.size == (1280, 800)
+        assert png.convert("RGB").getextrema() == ((0, 0), (0, 0), (0, 0))  # all black
+    if lie != "size fields":
+        assert "not the screen's 1280x800" in text_of(shot), text_of(shot)
 
 
 async def test_fields_the_kiosk_already_painted_pass_through_and_others_are_painted_here(

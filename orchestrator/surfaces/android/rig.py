@@ -22,7 +22,7 @@ from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.inputs import in_chunks
 from orchestrator.surfaces.phones import MobileRig, device_output, done
 from sandboxes import mobile_params as m
-from sandboxes.masking import Rect
+from sandboxes.masking import Rect, screen_size_error
 from sandboxes.mobile_ui import UiTree, parse_android
 from sandboxes.png import SIGNATURE as PNG_SIGNATURE
 
@@ -48,7 +48,10 @@ class AndroidRig(MobileRig):
         out = await self.adb.shell(["wm", "size"])
         sizes = _SIZE_RE.findall(out)
         if sizes:  # an override wins over the physical size (it is listed second)
-            self.width, self.height = (int(v) for v in sizes[-1])
+            width, height = (int(v) for v in sizes[-1])
+            if (why := screen_size_error((width, height))) is not None:
+                raise DeviceError(f"the device's screen cannot be used: {why}")
+            self.width, self.height = width, height
 
     async def dump(self) -> UiTree:
         await self.adb.shell(["uiautomator", "dump", DUMP_PATH])

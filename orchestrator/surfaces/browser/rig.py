@@ -36,7 +36,17 @@ from orchestrator.surfaces.browser.reading import CONSOLE_KEPT
 from orchestrator.surfaces.browser.secrets import PageSessions, page_secrets
 from sandboxes import rig_params as r
 from sandboxes.fence import fence
-from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, decode, paint, plan_mask
+from sandboxes.masking import (
+    MaskPlan,
+    Probe,
+    apply_mask,
+    blank_png,
+    checked_size,
+    decode,
+    paint,
+    plan_mask,
+    png_size,
+)
 from sandboxes.ports import AttachedContainer
 from sandboxes.secret_fields import ProbeError
 from sandboxes.urls import check_url
@@ -329,7 +339,7 @@ class BrowserRig(Surface):
         try:
             before = (await page_secrets(self.sessions, page, values=False)).rects
             png = await self._capture(page)
-            size = _png_size(png) or size
+            size = checked_size(png_size(png) or size)  # the browser's claim, bounded
 
             async def probe_after() -> set[tuple[int, int, int, int]]:
                 return (await page_secrets(self.sessions, page, values=False)).rects
@@ -359,12 +369,6 @@ def _masked(png: bytes, image: Image | None, plan: MaskPlan, size: tuple[int, in
 
 def _named(verb: Any) -> str:
     return f"ref {verb.ref}" if verb.ref is not None else f"{verb.role} {verb.name!r}"
-
-
-def _png_size(png: bytes) -> tuple[int, int] | None:
-    if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 24:
-        return None
-    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
 def _playwright_message(verb: Any, exc: PlaywrightError) -> str:

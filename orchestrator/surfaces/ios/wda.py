@@ -20,6 +20,7 @@ import anyio
 import httpx
 
 from orchestrator.errors import DeviceError
+from sandboxes.masking import screen_size_error
 
 # (method, path) of every WDA route this client calls; `:sessionID` is the session.
 ROUTES = (
@@ -121,9 +122,12 @@ class WdaClient:
     async def window_size(self) -> tuple[int, int]:
         value = await self.call("GET", "/session/:sessionID/window/size")
         try:
-            return int(value["width"]), int(value["height"])
-        except (TypeError, KeyError, ValueError) as exc:
+            size = int(value["width"]), int(value["height"])
+        except (TypeError, KeyError, ValueError, OverflowError) as exc:
             raise DeviceError("WebDriverAgent's window size is unreadable") from exc
+        if (why := screen_size_error(size)) is not None:
+            raise DeviceError(f"WebDriverAgent's window cannot be used: {why}")
+        return size
 
     async def tap(self, x: int, y: int) -> None:
         await self.call("POST", "/session/:sessionID/wda/tap", {"x": x, "y": y})
