@@ -76,24 +76,36 @@ unit: $(STAMP)
 kubernetes: $(STAMP)
 	$(BIN)/pytest -m kubernetes
 
+# Every benchmark runs, whatever an earlier one printed; the run fails at its end, naming
+# each benchmark that failed or missed a target it judges (the soaks exit 1 on a miss; the
+# other tables say each row's target beside it), so one miss never hides the tables after it.
+BENCHES := \
+	"bench/execute_program.py" \
+	"bench/tools_list.py" \
+	"bench/computer_use.py" \
+	"bench/operator_console.py" \
+	"bench/rigs.py" \
+	"bench/codrive.py" \
+	"bench/mobile.py" \
+	"bench/kiosk_pool.py" \
+	"bench/scale.py" \
+	"bench/soak.py" \
+	"bench/soak.py --think-ms 500" \
+	"bench/soak.py --rate 50" \
+	"bench/soak.py --rate 50 --in-step" \
+	"bench/action_cost.py" \
+	"bench/kiosk_input_cpu.py" \
+	"bench/layers.py" \
+	"bench/channel.py" \
+	"bench/spans.py"
+
 bench: setup
-	$(BIN)/python bench/execute_program.py --write docs/benchmarks.md
-	$(BIN)/python bench/tools_list.py --write docs/benchmarks.md
-	$(BIN)/python bench/computer_use.py --write docs/benchmarks.md
-	$(BIN)/python bench/operator_console.py --write docs/benchmarks.md
-	$(BIN)/python bench/rigs.py --write docs/benchmarks.md
-	$(BIN)/python bench/codrive.py --write docs/benchmarks.md
-	$(BIN)/python bench/mobile.py --write docs/benchmarks.md
-	$(BIN)/python bench/kiosk_pool.py --write docs/benchmarks.md
-	$(BIN)/python bench/scale.py --write docs/benchmarks.md
-	$(BIN)/python bench/soak.py --write docs/benchmarks.md
-	$(BIN)/python bench/soak.py --rate 50 --write docs/benchmarks.md
-	$(BIN)/python bench/soak.py --rate 50 --in-step --write docs/benchmarks.md
-	$(BIN)/python bench/action_cost.py --write docs/benchmarks.md
-	$(BIN)/python bench/kiosk_input_cpu.py --write docs/benchmarks.md
-	$(BIN)/python bench/layers.py --write docs/benchmarks.md
-	$(BIN)/python bench/channel.py --write docs/benchmarks.md
-	$(BIN)/python bench/spans.py --write docs/benchmarks.md
+	@missed=(); for b in $(BENCHES); do \
+		echo "$(BIN)/python $$b --write docs/benchmarks.md"; \
+		$(BIN)/python $$b --write docs/benchmarks.md || { rc=$$?; (( rc == 130 )) && exit 130; missed+=("$$b"); }; \
+	done; \
+	if (( $${#missed[@]} )); then printf 'missed a target or failed: %s\n' "$${missed[@]}"; exit 1; fi; \
+	echo "make bench: every benchmark ran, and none of those that judge their targets (the soaks) missed one"
 
 clean:
 	rm -rf $(VENV) $(VENV1) .cache .mypy_cache .ruff_cache .pytest_cache

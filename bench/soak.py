@@ -41,8 +41,10 @@ runs the soak that way, once per kind of action, for what one action costs.
 
 Targets, printed PASS/FAIL (exit code 1 if one fails): no error, nothing leaked (no
 recording's encoder process left either), the gateway's RSS back within 20 MiB of where it
-was before the sessions (shown split: anonymous, files), click p95 under 50 ms (under 80 ms
-with `--rate`: issue 23 item 6's, at the rate it names). Ctrl-C stops
+was before the sessions (shown split: anonymous, files), click p95 under 50 ms when paced
+(`--think-ms`: issue 9's), under 80 ms with `--rate` (issue 23 item 6's, at the rate it
+names); back to back and `--in-step` are stress runs, their click times shown and not
+judged. Ctrl-C stops
 the run: the MCP servers are closed, the gateway gets SIGTERM (which ends the sessions), and
 the leftover check after it reports and removes whatever is still there (exit code 130).
 
