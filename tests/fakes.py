@@ -12,6 +12,7 @@ section 2) over `AttachedContainer`, so the real `KioskChannel` runs on top of i
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import struct
@@ -118,22 +119,32 @@ class FakeKiosk:
                 return {**base, "ok": True, "ms": 1.0}
             return {**base, "ok": True, "chromium_sandbox": True, "ms": 1.0}
         if op == "screenshot":
-            png = png_of(*self.size)
-            return {
-                **base,
-                "ok": True,
-                "png": base64.b64encode(png).decode(),
-                "width": self.size[0],
-                "height": self.size[1],
-                "probe": self.probe,
-                **self.shot_fields,
-            }
+            return self._screenshot(request, base)
         if op == "navigate":
             return {**base, "ok": True, "url": request["url"]}
         if op == "target":
             found = self.targets.get((int(request["x"]), int(request["y"])))
             return {**base, "ok": True, **(found or {"name": "", "role": "generic"})}
         return {**base, "ok": True}
+
+    def _screenshot(self, request: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+        """As the kiosk agent answers: `digest` (of the pixels: here of what is sent) when
+        asked, and `same` alone when they are still those of `unless`."""
+        answer = {
+            **base,
+            "ok": True,
+            "png": base64.b64encode(png_of(*self.size)).decode(),
+            "width": self.size[0],
+            "height": self.size[1],
+            "probe": self.probe,
+            **self.shot_fields,
+        }
+        if request.get("digest") is not True:
+            return answer
+        digest = hashlib.sha256(str(answer.get("png")).encode()).hexdigest()
+        if request.get("unless") == digest:
+            return {**base, "ok": True, "same": True, "digest": digest}
+        return {**answer, "digest": digest}
 
     def release(self) -> None:
         """Answer the held ops (the input in flight ends)."""

@@ -73,22 +73,32 @@ class Encoder:
         self._last_ms = -1
         self._closed = False
         self.frames = 0
+        self._last: tuple[bytes, Image.Image] | None = None  # the last PNG, decoded
 
     def add(self, png: bytes, at_ms: int, marks: tuple[Mark, ...] = ()) -> None:
         """Encode one masked frame (PNG) shown from `at_ms`, with `marks` drawn on it."""
-        with Image.open(io.BytesIO(png)) as opened:
-            # An RGB frame (every masked screenshot so far) is used as decoded: no copy
-            # (the frame below copies it while the file is open).
-            image = opened if opened.mode == "RGB" else opened.convert("RGB")
-            if image.size != self.size:
-                image = image.resize(self.size, Image.Resampling.BILINEAR)
-            frame = av.VideoFrame.from_image(draw_marks(image, marks))  # type: ignore[no-untyped-call]
+        image = self._decoded(png)
+        frame = av.VideoFrame.from_image(draw_marks(image, marks))  # type: ignore[no-untyped-call]
         frame.pts = max(at_ms, self._last_ms + 1)  # strictly increasing
         frame.time_base = MS
         self._last_ms = frame.pts
         for packet in self._stream.encode(frame):
             self._out.mux(packet)
         self.frames += 1
+
+    def _decoded(self, png: bytes) -> Image.Image:
+        """The frame's pixels at the stream's size (RGB). The same PNG as the last frame's
+        (the screen unchanged, new marks on it: `channel_frame` reuses its frame) is not
+        decoded again."""
+        if self._last is not None and self._last[0] == png:
+            return self._last[1]
+        with Image.open(io.BytesIO(png)) as opened:
+            opened.load()
+            image = opened if opened.mode == "RGB" else opened.convert("RGB")
+        if image.size != self.size:
+            image = image.resize(self.size, Image.Resampling.BILINEAR)
+        self._last = (png, image)
+        return image
 
     def close(self) -> None:
         """Flush the encoder and close the file. Once only."""

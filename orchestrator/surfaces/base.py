@@ -177,6 +177,10 @@ class ChannelSurface(Surface):
     (`orchestrator.surfaces.screenshots`). A broken channel is a broken surface."""
 
     channel: KioskChannel
+    # The last recording frame taken over the channel: what its pixels were (the agent's
+    # digest), the deny list it was masked under, and the frame (orchestrator.surfaces.
+    # screenshots.channel_frame).
+    last_frame: tuple[str, tuple[str, ...], Frame] | None = None
 
     @property
     def broken(self) -> str | None:

@@ -59,14 +59,53 @@ async def masked_screenshot(session: ChannelSurface, status: str) -> Shot:
     (`orchestrator.backends.admission`: the deadline counts the kiosk's work, not the
     queue of other sessions' screenshots)."""
     async with capture_slot():
-        return await _taken(session, status)
+        return await _taken(session, status, await _asked(session, {}))
 
 
-async def _taken(session: ChannelSurface, status: str) -> Shot:
+async def channel_frame(session: ChannelSurface) -> Frame:
+    """A kiosk's or desktop rig's masked screen, for its recording. The agent is asked what
+    the screen's pixels are too, and to answer `same` (no probes, no PNG) while they are
+    still those of the last frame taken here: that frame, masked under the same deny list,
+    is the screen again; the same pixels reveal nothing it did not (issue 23: a frame after
+    an input that changed nothing cost the kiosk a whole screenshot). A frame masked whole
+    is never reused: the next one checks the screen again."""
+    last = session.last_frame
+    if last is not None and last[1] != session.deny_list:
+        last = None
+    ask: dict[str, Any] = {"digest": True} if last is None else {"digest": True, "unless": last[0]}
+    async with capture_slot():
+        answer = await _asked(session, ask)
+        digest = answer.get("digest") if isinstance(answer, dict) else None
+        if last is not None and answer_is_same(answer, last[0]):
+            return last[2]
+        shot = await _taken(session, "", answer)
+    frame = Frame(shot.png, shot.plan.reason or "masked whole" if shot.plan.full else None)
+    session.last_frame = None
+    if isinstance(digest, str) and not shot.plan.full:
+        session.last_frame = (digest, session.deny_list, frame)
+    return frame
+
+
+def answer_is_same(answer: dict[str, Any] | KioskError, digest: str) -> bool:
+    """The agent's answer says the screen's pixels are still `digest`'s."""
+    return (
+        isinstance(answer, dict) and answer.get("same") is True and answer.get("digest") == digest
+    )
+
+
+async def _asked(session: ChannelSurface, ask: dict[str, Any]) -> dict[str, Any] | KioskError:
     try:
-        shot = await session.channel.request("screenshot", SCREENSHOT_DEADLINE)
+        answer: dict[str, Any] = await session.channel.request(
+            "screenshot", SCREENSHOT_DEADLINE, **ask
+        )
     except KioskError as exc:
-        return _black(session, f"the screenshot failed ({exc})", status, failed=True)
+        return exc
+    return answer
+
+
+async def _taken(session: ChannelSurface, status: str, shot: dict[str, Any] | KioskError) -> Shot:
+    if isinstance(shot, KioskError):
+        return _black(session, f"the screenshot failed ({shot})", status, failed=True)
     try:
         png, plan = await _masked(session, shot)
     except NotTheScreen as exc:
@@ -77,12 +116,6 @@ async def _taken(session: ChannelSurface, status: str) -> Shot:
         why = f"the screenshot could not be checked (incident {incident})"
         return _black(session, why, status, failed=False)
     return _shot(session, png, plan, status, failed=False)
-
-
-async def channel_frame(session: ChannelSurface) -> Frame:
-    """A kiosk's or desktop rig's masked screen, for its recording."""
-    shot = await masked_screenshot(session, "")
-    return Frame(shot.png, shot.plan.reason or "masked whole" if shot.plan.full else None)
 
 
 def _black(session: ChannelSurface, why: str, status: str, *, failed: bool) -> Shot:

@@ -238,6 +238,35 @@ def test_start_sandboxed_and_screenshot(started: KioskAgent) -> None:
     assert alone["windows"] == 1 and alone["error"] is None, alone
 
 
+def test_a_frame_of_unchanged_pixels_is_answered_same_and_a_changed_one_whole(
+    started: KioskAgent,
+) -> None:
+    """A recording's frame asks for the pixels' digest (`digest`) and, with `unless`, to be
+    told `same` (no probe, no PNG) while the screen's pixels are still those: the gateway
+    reuses its frame of them (orchestrator.surfaces.screenshots.channel_frame). A change
+    on the screen is a whole screenshot again, with the new pixels' digest; the AI's own
+    screenshot carries no digest."""
+    started.ok("navigate", url=data_url(BUTTON_PAGE))
+
+    def settled() -> str | None:  # two digests alike in a row: the page has painted
+        first = started.ok("screenshot", digest=True)["digest"]
+        again = started.ok("screenshot", digest=True, unless=first)
+        return first if again.get("same") is True else None
+
+    digest = poll(settled, what="the page to paint")
+    same = started.ok("screenshot", digest=True, unless=digest)
+    assert same["same"] is True and same["digest"] == digest and "png" not in same, same
+    assert "digest" not in started.ok("screenshot")  # the AI's: whole, as ever
+
+    started.ok("eval", expression="document.body.style.background = 'rgb(0, 0, 255)'")
+    changed = poll(
+        lambda: (shot := started.ok("screenshot", digest=True, unless=digest)).get("png") and shot,
+        what="the blue page to show",
+    )
+    assert changed.get("same") is None and len(changed["digest"]) == 64
+    assert changed["digest"] != digest and changed["probe"]["error"] is None
+
+
 @pytest.mark.slow
 def test_settle_is_refused_before_start_and_leaves_a_claimable_kiosk(kiosk: KioskAgent) -> None:
     """A pool kiosk's `settle` (orchestrator/pools/kiosks.py): it needs a browser, and the

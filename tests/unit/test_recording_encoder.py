@@ -22,6 +22,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from orchestrator.recordings.recorder import Frame, Recorder
 from orchestrator.recordings.store import LIVE_VIDEO, VIDEO, RecordingMeta, RecordingStore
 from orchestrator.recordings.video import VideoError, VideoFile
+from sandboxes.recording import Mark
 from tests.recorded import exited, frames, png
 
 pytestmark = pytest.mark.anyio
@@ -35,6 +36,20 @@ def test_a_frame_the_encoder_cannot_take_is_refused_and_the_next_taken(tmp_path:
     video.close()
     assert video.frames == 1 and len(frames(tmp_path / LIVE_VIDEO)) == 1
     assert exited(video.pid)
+
+
+def test_the_same_screen_again_carries_only_its_own_marks(tmp_path: Path) -> None:
+    """A frame of unchanged pixels is the last frame's PNG again (its decode reused in the
+    encoder): each carries its own action's mark, never the one before's."""
+    video = VideoFile(tmp_path / LIVE_VIDEO, (320, 200), 4)
+    white = png((255, 255, 255))
+    video.add(white, 0, (Mark("click", (60, 100)),))
+    video.add(white, 500, (Mark("click", (260, 100)),))
+    video.close()
+    (_, first), (_, second) = frames(tmp_path / LIVE_VIDEO)
+    marked = lambda img, x: img.getpixel((x, 100))[1] < 200  # noqa: E731 - a ring's centre
+    assert marked(first, 60) and not marked(first, 260)
+    assert marked(second, 260) and not marked(second, 60)
 
 
 def test_each_recording_has_its_encoder_process_until_it_closes(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from orchestrator.config import render_new_agent
 from orchestrator.home import CorralHome
 from orchestrator.surfaces.answers import Answer
 from orchestrator.surfaces.kiosk.sessions import SessionManager
+from orchestrator.surfaces.screenshots import channel_frame
 from sandboxes.errors import SessionRefused
 from sandboxes.png import encode_rgb
 from sandboxes.session_rules import COUNTED, SessionClock
@@ -483,6 +484,44 @@ async def test_a_kiosk_that_lies_about_its_screens_size_gets_the_sessions_black_
         assert png.convert("RGB").getextrema() == ((0, 0), (0, 0), (0, 0))  # all black
     if lie != "size fields":
         assert "not the screen's 1280x800" in text_of(shot), text_of(shot)
+
+
+async def test_a_recording_frame_of_unchanged_pixels_is_the_last_frame_again(
+    corral_home: CorralHome, manager: SessionManager, backend: InMemoryBackend
+) -> None:
+    """A recorder's frame asks the kiosk for its pixels' digest, and to answer `same`
+    (no probe, no PNG) while they are still the last frame's: that frame is reused. Pixels
+    that changed, a deny list that changed since, or a last frame masked whole: a whole
+    screenshot again. The AI's own screenshots never ask."""
+    write_agent(corral_home)
+    await call(manager, "computer_session_start")
+    kiosk, session = backend.opened[0], manager.sessions["alice"]
+    shots = lambda: [r for r in kiosk.requests if r["op"] == "screenshot"]  # noqa: E731
+
+    first = await channel_frame(session)
+    again = await channel_frame(session)
+    asked = shots()
+    assert again is first and first.blacked is None
+    assert asked[0]["digest"] is True and "unless" not in asked[0]
+    assert asked[1]["digest"] is True and len(asked[1]["unless"]) == 64
+
+    kiosk.shot_fields = {"png": base64.b64encode(png_of(1280, 800, (0, 0, 255))).decode()}
+    changed = await channel_frame(session)  # new pixels: a whole screenshot, masked
+    assert changed is not first and changed.png == kiosk_png(kiosk)
+    assert await channel_frame(session) is changed
+
+    session.deny_list = ("site.example/secret",)  # the operator changed it: checked again
+    assert await channel_frame(session) is not changed
+    assert await call(manager, "computer_screenshot")  # the AI's: a whole one, never `same`
+    assert "digest" not in shots()[-1]
+
+    kiosk.probe = {"windows": 2}  # masked whole: never reused
+    black = await channel_frame(session)
+    assert black.blacked is not None and await channel_frame(session) is not black
+
+
+def kiosk_png(kiosk: Any) -> bytes:
+    return base64.b64decode(kiosk.shot_fields["png"])
 
 
 async def test_fields_the_kiosk_already_painted_pass_through_and_others_are_painted_here(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -13,6 +14,12 @@ from Xlib import error as xerror
 from sandboxes.png import encode_image
 
 from .common import log
+
+
+def pixels_digest(image: Image.Image) -> str:
+    """What the screen's pixels are, in 64 hex digits (SHA-256: a page cannot craft a screen
+    that passes for another, which would keep a change out of the recording)."""
+    return hashlib.sha256(image.tobytes()).hexdigest()
 
 
 class Screen:
