@@ -139,10 +139,11 @@ class MobileRig(Surface):
             png = await capture()
             if len(png) > PNG_MAX_BYTES:
                 raise UiTreeError(f"the device's screenshot is over {PNG_MAX_BYTES >> 20} MiB")
-            if (why := screen_size_error(png_size(png))) is not None:
+            shown = png_size(png)
+            if (why := screen_size_error(shown)) is not None or shown is None:
                 raise UiTreeError(f"the device's screenshot cannot be used: {why}")
             after = await secrets()
-            size = png_size(png) or size
+            size = shown
             probe = Probe(1, True, tuple(sorted(set(before) | set(after))), "", "")
             plan = plan_mask(probe, (), size)
             masked = await anyio.to_thread.run_sync(apply_mask, png, plan, size)

@@ -34,7 +34,7 @@ from desktop_target import Targets
 from kiosk_agent.atspi import Atspi
 from kiosk_agent.chromium import trust_ca
 from kiosk_agent.common import DISPLAY, OpError, log
-from kiosk_agent.screen import Screen, pixels_digest
+from kiosk_agent.screen import Screen, digest_asked
 from kiosk_agent.serve import serve
 from kiosk_agent.vnc import Vnc
 from kiosk_agent.xinput import XInput
@@ -245,9 +245,8 @@ class Desktop:
     def op_screenshot(self, req: dict[str, Any]) -> dict[str, Any]:
         """The masked screenshot; `digest` and `unless` as the kiosk's (kiosk_agent.agent)."""
         self._require()
-        unless = req.get("unless") if req.get("digest") is True else None
-        if isinstance(unless, str) and pixels_digest(self.screen.grab()) == unless:
-            return {"same": True, "digest": unless}
+        if (same := self.screen.unchanged(req)) is not None:
+            return same
         deadline = time.monotonic() + WALK_S  # desktop_mask.py: bounded, failing closed
         before, error = password_rects(self.at, deadline)
         image = self.screen.grab()
@@ -261,7 +260,7 @@ class Desktop:
             "width": self.width,
             "height": self.height,
             "painted": [list(r) for r in rects],
-            **({"digest": pixels_digest(image)} if req.get("digest") is True else {}),
+            **digest_asked(req, image),
             "probe": {
                 "windows": 1,
                 "focused_ok": True,

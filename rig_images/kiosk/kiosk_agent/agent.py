@@ -22,7 +22,7 @@ from .browser import LOAD_TIMEOUT_S, Browser
 from .cdp import CDP_TIMEOUT_S
 from .chromium import trust_ca
 from .common import DISPLAY, PROBE_BUDGET_S, READ_BUDGET_S, OpError, log, within
-from .screen import Screen, pixels_digest
+from .screen import Screen, digest_asked
 from .serve import serve
 from .vnc import READY_TIMEOUT_S, Vnc
 from .xinput import XInput
@@ -218,9 +218,8 @@ class Kiosk:
         of those very pixels is the screen again (issue 23: a recorder's frame after an
         input that changed nothing cost the kiosk a whole screenshot)."""
         screen = self._screen()
-        unless = req.get("unless") if req.get("digest") is True else None
-        if isinstance(unless, str) and pixels_digest(screen.grab()) == unless:
-            return {"same": True, "digest": unless}
+        if (same := screen.unchanged(req)) is not None:
+            return same
         t0 = time.perf_counter()
         with within(PROBE_BUDGET_S):
             before = probes.probe(screen, self.browser, self.atspi)
@@ -247,7 +246,7 @@ class Kiosk:
             "probe": probe,
             "painted": painted,
             "ms": dict(zip(("probe", "grab", "probe_after", "png"), ms, strict=True)),
-            **({"digest": pixels_digest(image)} if req.get("digest") is True else {}),
+            **digest_asked(req, image),
         }
 
     # ---------------------------------------------------------------- input

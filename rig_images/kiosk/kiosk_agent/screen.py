@@ -22,6 +22,12 @@ def pixels_digest(image: Image.Image) -> str:
     return hashlib.sha256(image.tobytes()).hexdigest()
 
 
+def digest_asked(req: dict[str, Any], image: Image.Image) -> dict[str, str]:
+    """A screenshot answer's `digest` field, when the request asked for it (a recording's
+    frame: `digest: true`), else nothing."""
+    return {"digest": pixels_digest(image)} if req.get("digest") is True else {}
+
+
 class Screen:
     """One Xlib display's root window, `width` x `height` pixels."""
 
@@ -31,6 +37,15 @@ class Screen:
         self.width = width
         self.height = height
         self.verbose = verbose
+
+    def unchanged(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        """A recording frame's `same` answer (no probe, no PNG) when the request asks with
+        `digest` and `unless` and the screen's pixels are still `unless`'s, else None: the
+        kiosk's and the desktop's screenshot ops alike."""
+        unless = req.get("unless") if req.get("digest") is True else None
+        if isinstance(unless, str) and pixels_digest(self.grab()) == unless:
+            return {"same": True, "digest": unless}
+        return None
 
     def grab(self) -> Image.Image:
         """The whole screen, now: Pillow's own grab (XCB, in C, on a connection of its
