@@ -1,10 +1,14 @@
-"""PNG encoding of raw RGB pixels, fast (standard library only: the kiosk and desktop
-agents encode their screenshots with it too, carried into their images by
+"""PNG encoding of raw RGB pixels, fast (the standard library suffices: the kiosk and
+desktop agents encode their screenshots with it too, carried into their images by
 `SHARED_CONTEXT` in orchestrator/backends/docker/images.py).
 
-Every row unfiltered, zlib at level 1: about half the time of Pillow's encoder at its
+Every row unfiltered, deflated at level 1: about half the time of Pillow's encoder at its
 fastest, which still chooses a filter for every row (a 1280x800 page here: 5 ms against
-11), and as small for pages of text and flat colour. A photograph compresses badly
+11), and as small for pages of text and flat colour. Where the `isal` package is installed
+(the gateway's dependencies: it masks every browser rig screenshot here) the deflate is
+Intel ISA-L's at its level 1, five times zlib's speed for 5 % more bytes (a 1280x800 page
+of text here: 1.4 against 7.6 ms, 84 against 80 KB); without it (the agents' images),
+zlib's. A photograph compresses badly
 unfiltered: past 3 bytes per 8 pixels (`BUSY_BYTES_PER_PIXEL`), the caller's fallback
 encoder (Pillow's, filtered) is run too and the smaller PNG kept.
 
@@ -22,7 +26,15 @@ import io
 import struct
 import zlib
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Protocol
+
+try:  # ISA-L's deflate (PyPI `isal`): a zlib stream, as every PNG reader expects
+    from isal import isal_zlib
+
+    DEFLATE: ModuleType = isal_zlib
+except ImportError:  # pragma: no cover - the agents' images have the standard library's
+    DEFLATE = zlib
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 BUSY_BYTES_PER_PIXEL = 3 / 8
@@ -39,7 +51,7 @@ def encode_rgb(
         raise ValueError(f"{len(raw)} bytes are not {width}x{height} RGB pixels")
     # A block of rows at a time, never a second copy of the whole image: a fresh buffer of
     # megabytes costs its page faults each time (measured: twice the encoding's time).
-    deflate, parts = zlib.compressobj(1), list[bytes]()
+    deflate, parts = DEFLATE.compressobj(1), list[bytes]()
     for top in range(0, height, ROWS_AT_ONCE):
         rows = range(top, min(height, top + ROWS_AT_ONCE))
         block = b"".join(b"\0" + raw[i * stride : (i + 1) * stride] for i in rows)

@@ -1,20 +1,35 @@
 """The screenshots' PNG encoder (sandboxes/png.py; the gateway's masking and the kiosk and
 desktop agents use it): every pixel back as Pillow decodes it, whatever the height against
-its block of rows, and a clear error for pixels that are not the size said."""
+its block of rows and whichever deflate made it (ISA-L's in the gateway, zlib's in the
+agents' images), and a clear error for pixels that are not the size said."""
 
 from __future__ import annotations
 
 import io
 import random
+import zlib
+from types import ModuleType
 
 import pytest
+from isal import isal_zlib
 from PIL import Image
 
+from sandboxes import png as png_module
 from sandboxes.png import BUSY_BYTES_PER_PIXEL, ROWS_AT_ONCE, encode_rgb
 
 
+def test_the_gateway_deflates_with_isa_l() -> None:
+    """The gateway masks every browser rig screenshot with this encoder: its deflate is
+    ISA-L's (a dependency of corral's), five times zlib's speed."""
+    assert png_module.DEFLATE is isal_zlib
+
+
+@pytest.mark.parametrize("deflate", [isal_zlib, zlib], ids=["isa-l", "zlib"])
 @pytest.mark.parametrize("height", [1, ROWS_AT_ONCE - 1, ROWS_AT_ONCE, 2 * ROWS_AT_ONCE + 3])
-def test_every_pixel_comes_back_whatever_the_height(height: int) -> None:
+def test_every_pixel_comes_back_whatever_the_height(
+    height: int, deflate: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(png_module, "DEFLATE", deflate)
     rng = random.Random(height)
     width = 37
     raw = bytes(rng.choice((0, 255, 17)) for _ in range(width * height * 3))
