@@ -98,11 +98,18 @@ class NetworkChanged(BenchError):
     (a Docker network made or removed: corral's pools make them ahead)."""
 
 
+# How the cut shows: the error itself, or (Playwright's word for the same cut, when
+# Chromium's error page commits before the navigation's own answer) the navigation
+# interrupted by one to Chromium's error page.
+CUT_SIGNS = ("ERR_NETWORK_CHANGED", 'interrupted by another navigation to "chrome-error://')
+
+
 async def call(client: Client, tool: str, **arguments: Any) -> Any:
     result = await client.call_tool(tool, arguments)
     if result.is_error:
-        if "ERR_NETWORK_CHANGED" in text_of(result):
-            raise NetworkChanged(f"{tool}: net::ERR_NETWORK_CHANGED")
+        text = text_of(result)
+        if any(sign in text for sign in CUT_SIGNS):
+            raise NetworkChanged(f"{tool}: {text[:200]}")
         raise BenchError(f"{tool} {arguments} failed: {result.content}")
     return result
 
@@ -300,8 +307,9 @@ def markdown(pairs: Sequence[Pair], runs: int, starts: int, version: str, redone
         *side_by_side_table(pairs),
         "",
         f"p50 / p95 in ms, nearest rank. Playwright MCP samples taken again because the "
-        f"host's Chromium cut a request at a network change (net::ERR_NETWORK_CHANGED: "
-        f"corral's pools make Docker networks ahead): {redone}.",
+        f"host's Chromium cut a request at a network change (net::ERR_NETWORK_CHANGED, or "
+        f"the navigation interrupted by Chromium's error page: corral's pools make Docker "
+        f"networks ahead): {redone}.",
         "<!-- bench:rigs:end -->",
     ]
     return "\n".join(lines)
