@@ -190,9 +190,10 @@ def screen_size_error(size: tuple[int, int] | None) -> str | None:
     return None
 
 
-def checked_size(size: tuple[int, int]) -> tuple[int, int]:
-    """`size`, when corral handles a screen that large; else ValueError saying why."""
-    if (why := screen_size_error(size)) is not None:
+def checked_size(size: tuple[int, int] | None) -> tuple[int, int]:
+    """`size`, when corral handles a screen that large; else ValueError saying why (None,
+    `png_size`'s answer for bytes that are not a PNG: "not a PNG")."""
+    if (why := screen_size_error(size)) is not None or size is None:
         raise ValueError(why)
     return size
 

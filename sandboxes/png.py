@@ -8,9 +8,9 @@ fastest, which still chooses a filter for every row (a 1280x800 page here: 5 ms 
 (the gateway's dependencies: it masks every browser rig screenshot here) the deflate is
 Intel ISA-L's at its level 1, five times zlib's speed for 5 % more bytes (a 1280x800 page
 of text here: 1.4 against 7.6 ms, 84 against 80 KB); without it (the agents' images),
-zlib's. A photograph compresses badly
-unfiltered: past 3 bytes per 8 pixels (`BUSY_BYTES_PER_PIXEL`), the caller's fallback
-encoder (Pillow's, filtered) is run too and the smaller PNG kept.
+zlib's. A photograph compresses badly unfiltered: past 3 bytes per 8 pixels
+(`BUSY_BYTES_PER_PIXEL`), the caller's fallback encoder (Pillow's, filtered) is run too
+and the smaller PNG kept.
 
 Where that line lies (1280x800 screenshots of a kiosk, bytes a pixel unfiltered, and what
 Pillow's filtered PNG weighed against it): a form 0.07 (1.05x), a page of paragraphs 0.24

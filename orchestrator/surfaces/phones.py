@@ -34,9 +34,9 @@ from sandboxes.masking import (
     Rect,
     apply_mask,
     blank_png,
+    checked_size,
     plan_mask,
     png_size,
-    screen_size_error,
 )
 from sandboxes.mobile_params import MOBILE_COUNTED, AndroidTap, AndroidVerb, IosTap, IosVerb
 from sandboxes.mobile_ui import UiTree, UiTreeError
@@ -139,9 +139,10 @@ class MobileRig(Surface):
             png = await capture()
             if len(png) > PNG_MAX_BYTES:
                 raise UiTreeError(f"the device's screenshot is over {PNG_MAX_BYTES >> 20} MiB")
-            shown = png_size(png)
-            if (why := screen_size_error(shown)) is not None or shown is None:
-                raise UiTreeError(f"the device's screenshot cannot be used: {why}")
+            try:
+                shown = checked_size(png_size(png))
+            except ValueError as exc:
+                raise UiTreeError(f"the device's screenshot cannot be used: {exc}") from None
             after = await secrets()
             size = shown
             probe = Probe(1, True, tuple(sorted(set(before) | set(after))), "", "")

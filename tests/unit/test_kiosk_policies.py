@@ -15,6 +15,7 @@ from sandboxes.masking import (
     Probe,
     apply_mask,
     blank_png,
+    checked_size,
     decode,
     deny_matches,
     plan_mask,
@@ -232,6 +233,16 @@ def test_a_screen_past_8192_a_side_or_40_million_pixels_is_neither_decoded_nor_m
         blank_png(*size)
     with pytest.raises(ValueError, match="at most 8192"):
         apply_mask(png_claiming(*size), MaskPlan(True))
+    with pytest.raises(ValueError, match="at most 8192"):
+        checked_size(size)
+
+
+def test_bytes_that_are_not_a_png_have_no_size_corral_handles() -> None:
+    """`png_size` answers None for bytes that are not a PNG (a device's garbled capture):
+    `checked_size` refuses it by name, as it refuses a screen too large."""
+    assert checked_size((1280, 800)) == (1280, 800)
+    with pytest.raises(ValueError, match="not a PNG"):
+        checked_size(None)
 
 
 def test_a_png_of_the_wrong_size_or_not_a_png_is_decoded_not_passed_through() -> None:
