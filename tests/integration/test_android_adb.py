@@ -303,19 +303,28 @@ async def test_a_device_that_claims_a_huge_screen_is_refused_and_leaves_no_lease
     assert devices.leases == {}
 
 
-async def test_a_screencap_that_claims_a_huge_screen_is_answered_black(
-    devices: MobileDevices, fake: FakeAdbd
+@pytest.mark.parametrize(
+    ("screencap", "why"),
+    [
+        (png_claiming(60000, 60000), "60000x60000"),
+        (b"\x89PNG garbled: the capture cut short", "cannot be used: not a PNG"),
+    ],
+    ids=["claims a huge screen", "not a PNG"],
+)
+async def test_a_screencap_that_claims_a_huge_screen_or_is_no_png_is_answered_black(
+    devices: MobileDevices, fake: FakeAdbd, screencap: bytes, why: str
 ) -> None:
     """Attack: screencap sends a small PNG whose header claims 60000x60000 pixels (a
-    decompression bomb's header): the gateway never decodes it; the answer is black at the
-    device's own size and says why, and the rig goes on."""
+    decompression bomb's header), or bytes that are no PNG at all: the gateway never
+    decodes them; the answer is black at the device's own size and says why, and the rig
+    goes on."""
     rig = await devices.start_android("r1", "alice", ComputerUseConfig(), 0.0)
-    fake.device.screencap = png_claiming(60000, 60000)
+    fake.device.screencap = screencap
     shot = await rig.run(verb(verb="screenshot"), "")
     image = png_image(shot.images[0].png)
     assert image.size == (rig.width, rig.height)
     assert {c for _, c in image.getcolors() or []} == {(0, 0, 0)}
-    assert "60000x60000" in shot.content[-1].text and rig.broken is None
+    assert why in shot.content[-1].text and rig.broken is None
     fake.device.screencap = None
     shown = await rig.run(verb(verb="screenshot"), "")
     assert png_image(shown.images[0].png).getpixel((5, 5)) == (255, 255, 255)
