@@ -105,7 +105,7 @@ def styled_again(walked: Walk) -> Steps[tuple[tuple[Field, ...], int]]:
     how many frames the session's documents hold now; all asked at once."""
     style = [] if all(one.secret for one in walked.fields) else [style_call(walked)]
     answers = yield Batch(
-        (Call("DOM.describeNode", {"nodeId": walked.root}), Call("Page.getFrameTree"), *style)
+        (Call("DOM.describeNode", {"nodeId": walked.root}), Call("Page.getFrameTree", {}), *style)
     )
     if isinstance(answers[0], CallFailed) or (
         int(answers[0]["node"].get("backendNodeId", -1)) != walked.root_backend

@@ -14,14 +14,15 @@ into it as `CallFailed`. The kiosk agent drives them with its own blocking CDP c
 (`run_blocking`, inside the kiosk container: this file is carried into the kiosk
 image's `kiosk_agent` package by the build context, `SHARED_CONTEXT` in
 `orchestrator/backends/docker/images.py`), the gateway's browser rig with a Playwright
-CDP session (`run_async`). So this module imports nothing but the standard library.
+CDP session (`run_async`). So this module imports nothing but the standard library, and
+not `dataclasses` either: its import (with `inspect`, `ast`, `dis`) is ~1 MiB of every idle
+kiosk agent (issue 23 item 7); the records below are NamedTuples and one plain class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 SECRET_AUTOCOMPLETE = frozenset(
     {"cc-number", "cc-csc", "cc-exp", "cc-exp-month", "cc-exp-year", "one-time-code"}
@@ -46,12 +47,12 @@ Rect = list[float]  # x, y, width, height in the session's root-frame CSS pixels
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One CDP call a step needs: method and parameters."""
+class Call(NamedTuple):
+    """One CDP call a step needs: method and parameters (`{}` for none: no default, so
+    no dict is shared between calls)."""
 
     method: str
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any]
 
 
 class ProbeError(Exception):
@@ -62,8 +63,7 @@ class CallFailed(ProbeError):
     """A CDP call answered with an error (thrown into the step that made it)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Batch:
+class Batch(NamedTuple):
     """Calls that do not depend on each other: a runner may have them all in flight at
     once. The step is sent one outcome per call, in order: its answer, or the
     `CallFailed` it raised (the step decides what a failure means)."""
@@ -77,8 +77,7 @@ Outcome = dict[str, Any] | CallFailed
 Steps = Generator[Call | Batch, Any, T]
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(NamedTuple):
     """An editable element the walk found: its ids, its frame, whether it is secret."""
 
     node_id: int
@@ -155,8 +154,7 @@ def fields(
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class Walk:
+class Walk(NamedTuple):
     """A session's documents as one probe walked them. A caller may use it again while
     the session's DOM domain sent no event that `sandboxes.kept_walk.stales` (its node
     ids then name the same nodes, the fields and their attributes are unchanged); their
@@ -182,8 +180,10 @@ def walk(frame_id: str | None, *, closed_only: bool) -> Steps[Walk]:
     # The style query needs the DOM domain enabled (the document alone does not enable it
     # in every case: a renderer swapped by a navigation starts with it off); a session
     # handles its calls in order, so the enable comes first even inside a batch.
-    first = [Call("DOM.enable"), Call("DOM.getDocument", DOCUMENT)]
-    answers = yield Batch(tuple(first + ([Call("Page.getFrameTree")] if frame_id is None else [])))
+    first = [Call("DOM.enable", {}), Call("DOM.getDocument", DOCUMENT)]
+    answers = yield Batch(
+        tuple(first + ([Call("Page.getFrameTree", {})] if frame_id is None else []))
+    )
     doc = ok(answers[1])
     frames = 0
     if frame_id is None:
@@ -243,13 +243,15 @@ def boxes(found: tuple[Field, ...]) -> Steps[list[Rect]]:
     return rects
 
 
-@dataclass(slots=True)
 class Handles:
     """The isolated worlds and field handles `values` made, for the next `values` of the
     same walk (they live as long as their document; `OBJECT_GROUP` releases them)."""
 
-    worlds: dict[str, int] = field(default_factory=dict)  # frame id -> context id
-    objects: dict[int, str] = field(default_factory=dict)  # backend node id -> object id
+    __slots__ = ("objects", "worlds")
+
+    def __init__(self) -> None:
+        self.worlds: dict[str, int] = {}  # frame id -> context id
+        self.objects: dict[int, str] = {}  # backend node id -> object id
 
 
 def values(found: tuple[Field, ...], kept: Handles | None = None) -> Steps[list[str]]:

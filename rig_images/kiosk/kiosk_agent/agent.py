@@ -11,9 +11,8 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import probe as probes
 from . import target as targets
@@ -31,8 +30,7 @@ from .xserver import start_dbus, start_xvfb
 START_DEADLINE_S = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class _DisplayEnv:
+class _DisplayEnv(NamedTuple):
     """What the browser stage needs from the display stage."""
 
     t0: float

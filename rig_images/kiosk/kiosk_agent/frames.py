@@ -13,7 +13,6 @@ error masks the whole image."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from sandboxes.secret_fields import Quad, carry, quad_box
@@ -26,27 +25,32 @@ PARENT_PENDING = "its parent frame is not read yet"
 Rect = list[float]  # x, y, width, height in CSS pixels
 
 
-@dataclass
 class FrameState:
     """What the agent keeps between probes: sessions of out-of-process frames by target
     id, and isolated worlds by (session, frame, loader) (a world lives until its document
-    goes, so one is made per document, not per probe)."""
+    goes, so one is made per document, not per probe). Plain classes here, not
+    dataclasses: `dataclasses` would cost every idle kiosk ~1 MiB (sandboxes.secret_fields)."""
 
-    sessions: dict[str, str] = field(default_factory=dict)
-    worlds: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    __slots__ = ("sessions", "worlds")
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, str] = {}
+        self.worlds: dict[tuple[str, str, str], int] = {}
 
     def clear(self) -> None:
         self.sessions.clear()
         self.worlds.clear()
 
 
-@dataclass
 class Reading:
     """What the frames gave: rectangles in main-frame CSS pixels, and what went wrong."""
 
-    rects: list[Rect] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    frames_read: int = 0  # frames probed here (the main probe counts what it could not enter)
+    __slots__ = ("errors", "frames_read", "rects")
+
+    def __init__(self) -> None:
+        self.rects: list[Rect] = []
+        self.errors: list[str] = []
+        self.frames_read = 0  # frames probed here (the main probe counts what it could not enter)
 
 
 def _walk(tree: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .atspi import Atspi
 from .browser import Browser
@@ -191,8 +190,7 @@ def _main_frame(
     return value, tree
 
 
-@dataclass(frozen=True, slots=True)
-class Viewport:
+class Viewport(NamedTuple):
     """The page's place on the screen: content offset, size (CSS px) and zoom."""
 
     off_x: float

@@ -22,8 +22,7 @@ import os
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .common import log
 
@@ -78,8 +77,7 @@ def connectable(path: str) -> bool:
     return True
 
 
-@dataclass
-class Started:
+class Started(NamedTuple):
     """What `ensure_server` did: `proc` is the x11vnc it started (None: one already
     answered, or none could be started); `error` says why there is none."""
 

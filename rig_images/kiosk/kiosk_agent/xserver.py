@@ -11,8 +11,14 @@ import time
 from typing import Any
 
 from Xlib import display as xdisplay
+from Xlib import ext as xext
 
 from .common import DISPLAY, OpError
+
+# python-xlib imports and sets up a module for every extension the X server offers, at each
+# Display(): ~1 MiB of every idle kiosk (issue 23 item 7). The agents use XTEST alone
+# (kiosk_agent.xinput); `Display.has_extension` answers for the modules set up.
+xext.__extensions__ = [(name, mod) for name, mod in xext.__extensions__ if name == "XTEST"]
 
 
 def start_xvfb(
