@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -265,6 +266,12 @@ def test_a_frame_of_unchanged_pixels_is_answered_same_and_a_changed_one_whole(
     )
     assert changed.get("same") is None and len(changed["digest"]) == 64
     assert changed["digest"] != digest and changed["probe"]["error"] is None
+    # SHA-256 of those very pixels
+    from PIL import Image
+
+    assert not changed["painted"], changed["painted"]  # nothing masked: the PNG is the grab
+    pixels = Image.open(io.BytesIO(base64.b64decode(changed["png"]))).convert("RGB").tobytes()
+    assert changed["digest"] == hashlib.sha256(pixels).hexdigest()
 
 
 @pytest.mark.slow
