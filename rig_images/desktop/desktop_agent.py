@@ -31,6 +31,7 @@ sys.path.insert(0, "/opt/corral")
 from codrive_ops import Codrive
 from desktop_mask import WALK_S, password_rects
 from desktop_target import Targets
+from desktop_windows import shown_windows, unlisted
 from kiosk_agent.atspi import Atspi
 from kiosk_agent.chromium import trust_ca
 from kiosk_agent.common import DISPLAY, OpError, log
@@ -248,10 +249,13 @@ class Desktop:
         if (same := self.screen.unchanged(req)) is not None:
             return same
         deadline = time.monotonic() + WALK_S  # desktop_mask.py: bounded, failing closed
-        before, error = password_rects(self.at, deadline)
+        before = password_rects(self.at, deadline)
         image = self.screen.grab()
-        after, error_after = password_rects(self.at, deadline) if not error else ([], None)
-        rects = sorted({tuple(r) for r in before + after})
+        # What X showed at the grab, against the applications the walk read before it.
+        error = before.error or unlisted(shown_windows(self.d, self._clients()), before.pids)
+        after = password_rects(self.at, deadline) if not error else None
+        error = error or (after.error if after else None)
+        rects = sorted({tuple(r) for r in before.rects + (after.rects if after else [])})
         png = self.screen.encode_png(image, rects)
         import base64
 
@@ -267,7 +271,7 @@ class Desktop:
                 "password_rects": [list(r) for r in rects],
                 "url": "",
                 "title": "",
-                "error": error or error_after,
+                "error": error,
             },
         }
 

@@ -12,12 +12,17 @@ libatspi's default timeouts (an application's first 15 s are exempt), past the g
 5 s deadline (which ended the rig), and the next screenshots answered "no password field"
 in 1.6 s each, unmasked. On the AT-SPI thread (1 s a call, 2 s for a new application) and
 within this budget, they answer in time with the whole screen masked.
+
+A window whose application is not on the accessibility bus at all (not yet registered,
+or started without the bridge) has no password fields to read either: the walk names
+the applications it read (their process ids), and the agent masks the whole screen when
+X shows a window of any other process (desktop_windows.py).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from codrive_match import Unanswered, showing_children
 from kiosk_agent.atspi import Atspi
@@ -27,25 +32,34 @@ WALK_S = 3.0  # both walks of one screenshot, under the gateway's 5 s screenshot
 LIMIT = 5000  # elements read, per application
 
 
-def password_rects(at: Atspi, deadline: float) -> tuple[list[list[int]], str | None]:
-    """The password fields' rectangles (a 2-pixel margin) in screen pixels, or the error
-    that means the whole screen must be masked; waits at most until `deadline`."""
+class Walked(NamedTuple):
+    rects: list[list[int]]  # the password fields' rectangles, a 2-pixel margin
+    pids: set[int]  # the processes of the applications read
+    error: str | None  # set: the whole screen must be masked
+
+
+def password_rects(at: Atspi, deadline: float) -> Walked:
+    """The password fields' rectangles in screen pixels and the applications read, or the
+    error that means the whole screen must be masked; waits at most until `deadline`."""
     left = max(0.0, deadline - time.monotonic())  # none left: the walk says so at once
     try:
-        return at.run(lambda: _walk(at._atspi(), deadline), left + 0.2), None
+        rects, pids = at.run(lambda: _walk(at._atspi(), deadline), left + 0.2)
     except OpError as exc:
-        return [], str(exc)
+        return Walked([], set(), str(exc))
+    return Walked(rects, pids, None)
 
 
-def _walk(A: Any, deadline: float) -> list[list[int]]:
+def _walk(A: Any, deadline: float) -> tuple[list[list[int]], set[int]]:
     """On the AT-SPI thread; any exception is the screenshot's error (`Atspi.run`)."""
     rects: list[list[int]] = []
+    pids: set[int] = set()
     desktop = A.get_desktop(0)
     for i in range(desktop.get_child_count()):
         app = desktop.get_child_at_index(i)
         if app is not None:
             rects += _app_rects(A, app, deadline)
-    return rects
+            pids.add(app.get_process_id())
+    return rects, pids
 
 
 def _app_rects(A: Any, app: Any, deadline: float) -> list[list[int]]:

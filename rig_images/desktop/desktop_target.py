@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from desktop_windows import window_pid, wm_owns
 from kiosk_agent.atspi import Atspi
 from kiosk_agent.common import OpError
 
@@ -89,16 +90,11 @@ class Targets:
         wid = int(prop.value[0]) if prop is not None and len(prop.value) else 0
         return d.create_resource_object("window", wid) if wid else None
 
-    def _pid(self, window: Any) -> int | None:
-        d = self.desktop.d
-        prop = window.get_full_property(d.intern_atom("_NET_WM_PID"), 0)
-        return int(prop.value[0]) if prop is not None and len(prop.value) else None
-
     # ------------------------------------------------------------------ AT-SPI: the frame
     def _frame(self, A: Any, window: Any, point: tuple[int, int] | None) -> Any:
         """The AT-SPI frame of an X client window: its application's process id, its
         title, and (for a point) a box that holds the point."""
-        pid, title = self._pid(window), self.desktop._title(window)
+        pid, title = window_pid(self.desktop.d, window), self.desktop._title(window)
         desktop = A.get_desktop(0)
         frames = []
         for i in range(desktop.get_child_count()):
@@ -128,24 +124,14 @@ class Targets:
         window = self._client_at(x, y)
         if window is not None:
             return self._read(lambda A: self._at_point(A, window, x, y))
-        if self._wm_owns(top):  # openbox's root menu (corral's launchers) or a frame
+        if wm_owns(self.desktop.d, top):  # openbox's root menu (corral's launchers) or a frame
             return {"name": "", "role": "window manager", "text": "", "href": None, "error": None}
         return self._read(lambda A: self._in_popup(A, top, x, y))
-
-    def _wm_owns(self, window: Any) -> bool:
-        """Whether openbox made this window: its X client (the id's high bits) is the one
-        that made the window manager's check window."""
-        d = self.desktop.d
-        prop = d.screen().root.get_full_property(d.intern_atom("_NET_SUPPORTING_WM_CHECK"), 0)
-        if prop is None or not len(prop.value):
-            return False
-        mask = d.display.info.resource_id_mask
-        return bool((window.id & ~mask) == (int(prop.value[0]) & ~mask))
 
     def _in_popup(self, A: Any, popup: Any, x: int, y: int) -> dict[str, Any]:
         """A pop-up (a menu, a list) of an application: its one showing top-level
         accessible that is no frame and holds the point, read down from there."""
-        pid = self._pid(popup)
+        pid = window_pid(self.desktop.d, popup)
         if pid is None:
             return unknown("a pop-up window that names no process is at that point")
         desktop = A.get_desktop(0)

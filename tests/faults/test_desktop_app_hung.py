@@ -1,6 +1,6 @@
 """An application on the desktop rig stops answering its accessibility calls (Mousepad
-SIGSTOPped just after the rig's first screenshot, inside libatspi's grace for a new
-application): the screenshot still answers in time, masked whole with the reason (the
+SIGSTOPped once its window shows and the screen is unmasked, inside libatspi's grace
+for a new application): the screenshot still answers in time, masked whole with the reason (the
 password fields cannot be read, so none may be shown), the rig stays up, and once the
 application answers again the screen is shown unmasked (rig_images/desktop/desktop_mask.py).
 
@@ -25,6 +25,7 @@ from tests.helpers import wait_until
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CAP_S = 60  # a failure bound: the screenshot's own deadline is the gateway's 5 s
+SHOWN = ["xdotool", "search", "--onlyvisible", "--name", "Mousepad"]
 
 
 async def test_a_desktop_app_that_stops_answering_masks_the_screen_and_keeps_the_rig(
@@ -32,8 +33,22 @@ async def test_a_desktop_app_that_stops_answering_masks_the_screen_and_keeps_the
 ) -> None:
     async with connect(gateway, "stdio") as mcp:
         first = await mcp.client.call_tool("computer_use", {"verb": "screenshot"})
-        assert not first.is_error and (first.structured_content or {}).get("masked") is False
+        assert not first.is_error, text_of(first)
         (rig,) = desktops(docker_client)
+
+        def shown() -> bool:  # Mousepad's window maps late now and then (desktop_agent.py)
+            found = rig.exec_run(SHOWN, user="1000:1000", environment={"DISPLAY": ":99"})
+            return found.exit_code == 0
+
+        async def unmasked() -> bool:
+            shot = await mcp.client.call_tool("computer_use", {"verb": "screenshot"})
+            assert not shot.is_error, text_of(shot)
+            return (shot.structured_content or {}).get("masked") is False
+
+        # Stopped only once its window shows and the screen is unmasked: Mousepad is then
+        # on the accessibility bus (a window of an application not on it masks the screen).
+        await wait_until(shown, limit=CAP_S)
+        await wait_until(unmasked, limit=CAP_S)
         stopped = rig.exec_run(["pkill", "-STOP", "-x", "mousepad"], user="1000:1000")
         assert stopped.exit_code == 0, stopped.output
 
@@ -49,11 +64,6 @@ async def test_a_desktop_app_that_stops_answering_masks_the_screen_and_keeps_the
 
         resumed = rig.exec_run(["pkill", "-CONT", "-x", "mousepad"], user="1000:1000")
         assert resumed.exit_code == 0, resumed.output
-
-        async def unmasked() -> bool:
-            shot = await mcp.client.call_tool("computer_use", {"verb": "screenshot"})
-            assert not shot.is_error, text_of(shot)
-            return (shot.structured_content or {}).get("masked") is False
 
         await wait_until(unmasked, limit=CAP_S)
         assert [c.id for c in desktops(docker_client)] == [rig.id]
