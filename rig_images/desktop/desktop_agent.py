@@ -252,7 +252,7 @@ class Desktop:
         before = password_rects(self.at, deadline)
         image = self.screen.grab()
         # What X showed at the grab, against the applications the walk read before it.
-        error = before.error or unlisted(shown_windows(self.d, self._clients()), before.pids)
+        error = before.error or self._unlisted(before.pids)
         after = password_rects(self.at, deadline) if not error else None
         error = error or (after.error if after else None)
         rects = sorted({tuple(r) for r in before.rects + (after.rects if after else [])})
@@ -274,6 +274,14 @@ class Desktop:
                 "error": error,
             },
         }
+
+    def _unlisted(self, pids: set[int]) -> str | None:
+        """Why the screen must be masked whole for a window X shows now whose process is
+        not among `pids` (desktop_windows.py); a window gone while read: masked this once."""
+        try:
+            return unlisted(shown_windows(self.d, self._clients()), pids)
+        except Exception as exc:  # python-xlib's BadWindow, for one
+            return f"the windows shown could not be read ({type(exc).__name__})"
 
     def op_vnc(self, req: dict[str, Any]) -> dict[str, Any]:
         """x11vnc's state; `start: true` (or `restart`) starts it again when it is not
