@@ -6,6 +6,7 @@ If the engine or the image is missing these tests FAIL (they are never skipped):
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -15,10 +16,12 @@ import docker
 import docker.errors
 import pytest
 
+from orchestrator.backends.channel import KioskChannel, load_seccomp
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.owner import Owner
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime, open_runtime
+from sandboxes.isolation import kiosk_spec
 from sandboxes.script import ScriptResult, execute_program
 from sandboxes.script_policy import HARD_CAP_SECONDS, parse_params
 from tests.helpers import (  # re-exported: test modules import them from here
@@ -32,7 +35,7 @@ from tests.helpers import (  # re-exported: test modules import them from here
     wait_until,
     write_config,
 )
-from tests.images import DEFAULT_SANDBOX_IMAGE
+from tests.images import DEFAULT_DESKTOP_IMAGE, DEFAULT_SANDBOX_IMAGE
 
 __all__ = [
     "bridge_gateway",
@@ -190,3 +193,27 @@ async def backend() -> AsyncIterator[DockerBackend]:
         yield engine
     finally:
         await engine.close()
+
+
+@contextlib.asynccontextmanager
+async def desktop_rig(
+    backend: DockerBackend, name: str, apps: tuple[str, ...]
+) -> AsyncIterator[KioskChannel]:
+    """A desktop rig on the real image with the rig's hardening and no network, started
+    at 1280x800 with `apps` opened through the agent's `app` op; removed after."""
+    channel = await KioskChannel.open(
+        backend,
+        kiosk_spec(
+            image=DEFAULT_DESKTOP_IMAGE,
+            labels=backend.labels(kind="rig-desktop", agent=f"{name}-test", session=f"r{name}"),
+            network=None,
+            seccomp=load_seccomp(),
+        ),
+    )
+    try:
+        await channel.request("start", 60, width=1280, height=800, proxy=None)
+        for app in apps:
+            await channel.request("app", 60, app=app)
+        yield channel
+    finally:
+        await channel.close()

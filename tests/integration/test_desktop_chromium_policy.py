@@ -10,32 +10,18 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from orchestrator.backends.channel import KioskChannel, load_seccomp
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.errors import KioskError
-from sandboxes.isolation import kiosk_spec
-from tests.images import DEFAULT_DESKTOP_IMAGE
+from tests.integration.conftest import desktop_rig
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 async def desktop(backend: DockerBackend) -> AsyncIterator[KioskChannel]:
-    channel = await KioskChannel.open(
-        backend,
-        kiosk_spec(
-            image=DEFAULT_DESKTOP_IMAGE,
-            labels=backend.labels(kind="rig-desktop", agent="policy-test", session="rpolicy"),
-            network=None,
-            seccomp=load_seccomp(),
-        ),
-    )
-    try:
-        await channel.request("start", 60, width=1280, height=800, proxy=None)
-        await channel.request("app", 60, app="chromium")
+    async with desktop_rig(backend, "policy", ("chromium",)) as channel:
         yield channel
-    finally:
-        await channel.close()
 
 
 @pytest.mark.parametrize(

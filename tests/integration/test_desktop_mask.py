@@ -18,11 +18,10 @@ from typing import Any
 import docker
 import pytest
 
-from orchestrator.backends.channel import KioskChannel, load_seccomp
+from orchestrator.backends.channel import KioskChannel
 from orchestrator.backends.docker.backend import DockerBackend
-from sandboxes.isolation import kiosk_spec
 from tests.helpers import wait_until
-from tests.images import DEFAULT_DESKTOP_IMAGE
+from tests.integration.conftest import desktop_rig
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -45,21 +44,8 @@ sys.stdin.read()
 
 @pytest.fixture(scope="module")
 async def desktop(backend: DockerBackend) -> AsyncIterator[KioskChannel]:
-    channel = await KioskChannel.open(
-        backend,
-        kiosk_spec(
-            image=DEFAULT_DESKTOP_IMAGE,
-            labels=backend.labels(kind="rig-desktop", agent="mask-test", session="rmask"),
-            network=None,
-            seccomp=load_seccomp(),
-        ),
-    )
-    try:
-        await channel.request("start", 60, width=1280, height=800, proxy=None)
-        await channel.request("app", 60, app="mousepad")  # shown and on the bus
+    async with desktop_rig(backend, "mask", ("mousepad",)) as channel:
         yield channel
-    finally:
-        await channel.close()
 
 
 async def probe(desktop: KioskChannel) -> dict[str, Any]:
