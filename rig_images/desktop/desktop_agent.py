@@ -141,16 +141,17 @@ class Desktop:
             raise OpError("the desktop is not started")
 
     # ------------------------------------------------------------------ windows
-    def _clients(self) -> list[tuple[Any, str]]:
-        """Top-level client windows with a title (below openbox's frames)."""
+    def _client_windows(self) -> list[Any]:
+        """Top-level client windows (below openbox's frames), in `_NET_CLIENT_LIST`."""
         root = self.d.screen().root
-        net_list = self.d.intern_atom("_NET_CLIENT_LIST")
-        prop = root.get_full_property(net_list, X.AnyPropertyType)
-        out = []
-        for wid in prop.value if prop else []:
-            window = self.d.create_resource_object("window", wid)
-            out.append((window, self._title(window)))
-        return out
+        prop = root.get_full_property(self.d.intern_atom("_NET_CLIENT_LIST"), X.AnyPropertyType)
+        return [
+            self.d.create_resource_object("window", wid) for wid in (prop.value if prop else [])
+        ]
+
+    def _clients(self) -> list[tuple[Any, str]]:
+        """Top-level client windows with their titles."""
+        return [(window, self._title(window)) for window in self._client_windows()]
 
     def _title(self, window: Any) -> str:
         utf8 = self.d.intern_atom("UTF8_STRING")
@@ -279,7 +280,7 @@ class Desktop:
         """Why the screen must be masked whole for a window X shows now whose process is
         not among `pids` (desktop_windows.py); a window gone while read: masked this once."""
         try:
-            return unlisted(shown_windows(self.d, self._clients()), pids)
+            return unlisted(shown_windows(self.d, self._client_windows()), pids, self._title)
         except Exception as exc:  # python-xlib's BadWindow, for one
             return f"the windows shown could not be read ({type(exc).__name__})"
 

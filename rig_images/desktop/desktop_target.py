@@ -73,7 +73,7 @@ class Targets:
         desktop itself, or a window no one manages: a pop-up)."""
         d = self.desktop.d
         root = d.screen().root
-        clients = {w.id for w, _ in self.desktop._clients()}
+        clients = {w.id for w in self.desktop._client_windows()}
         window = root
         for _ in range(16):
             child = window.translate_coords(root, x, y).child

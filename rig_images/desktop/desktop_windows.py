@@ -14,14 +14,14 @@ walk alone read as a screen without password fields.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from Xlib import X
 
 
 class Shown(NamedTuple):
-    window: int  # the X id
-    title: str
+    window: Any  # python-xlib's window
     pid: int | None  # None: the window names no process
 
 
@@ -31,41 +31,44 @@ def window_pid(d: Any, window: Any) -> int | None:
     return int(prop.value[0]) if prop is not None and len(prop.value) else None
 
 
-def wm_owns(d: Any, window: Any) -> bool:
+def wm_owns(d: Any, window: Any, wm: int | None = None) -> bool:
     """Whether openbox made this window: its X client (the id's high bits) is the one that
-    made the window manager's check window."""
+    made the window manager's check window (`wm`, read once by a caller checking many)."""
+    wm = _wm_client(d) if wm is None else wm
+    return bool(wm >= 0 and (window.id & ~d.display.info.resource_id_mask) == wm)
+
+
+def _wm_client(d: Any) -> int:
+    """The high bits of the window manager's check window's id (-1: no window manager)."""
     prop = d.screen().root.get_full_property(d.intern_atom("_NET_SUPPORTING_WM_CHECK"), 0)
     if prop is None or not len(prop.value):
-        return False
-    mask = d.display.info.resource_id_mask
-    return bool((window.id & ~mask) == (int(prop.value[0]) & ~mask))
+        return -1
+    return int(prop.value[0]) & ~d.display.info.resource_id_mask
 
 
-def shown_windows(d: Any, clients: list[tuple[Any, str]]) -> list[Shown]:
+def shown_windows(d: Any, clients: list[Any]) -> list[Shown]:
     """Every window the screen may show that is not openbox's own: the viewable managed
-    `clients` (window, title) and the viewable windows at the root on the screen that
-    openbox did not make. A window that goes away meanwhile is left out."""
-    shown: list[Shown] = []
-    for window, title in clients:
-        if _viewable(window):
-            shown.append(Shown(window.id, title, _pid_or_none(d, window)))
-    root = d.screen().root
+    `clients` and the viewable windows at the root on the screen that openbox did not
+    make. A window that goes away meanwhile is left out."""
+    shown = [Shown(w, _pid_or_none(d, w)) for w in clients if _viewable(w)]
+    root, wm = d.screen().root, _wm_client(d)
     size = (d.screen().width_in_pixels, d.screen().height_in_pixels)
     for window in root.query_tree().children:
-        if _viewable(window) and _on_screen(window, size) and not wm_owns(d, window):
-            shown.append(Shown(window.id, _name(window), _pid_or_none(d, window)))
+        if _viewable(window) and _on_screen(window, size) and not wm_owns(d, window, wm):
+            shown.append(Shown(window, _pid_or_none(d, window)))
     return shown
 
 
-def unlisted(shown: list[Shown], pids: set[int]) -> str | None:
+def unlisted(shown: list[Shown], pids: set[int], title: Callable[[Any], str]) -> str | None:
     """Why the screen must be masked whole when a shown window's process is not one of the
-    applications AT-SPI listed (`pids`): its password fields could not be read."""
-    for window in shown:
-        if window.pid is None:
-            return f"a window that names no process is shown ({window.title!r})"
-        if window.pid not in pids:
+    applications AT-SPI listed (`pids`): its password fields could not be read. Only that
+    window's `title` is read."""
+    for window, pid in shown:
+        if pid is None:
+            return f"a window that names no process is shown ({title(window)!r})"
+        if pid not in pids:
             return (
-                f"the window {window.title!r} (process {window.pid}) is not on the AT-SPI "
+                f"the window {title(window)!r} (process {pid}) is not on the AT-SPI "
                 "accessibility bus"
             )
     return None
@@ -92,10 +95,3 @@ def _pid_or_none(d: Any, window: Any) -> int | None:
         return window_pid(d, window)
     except Exception:  # the window went away
         return None
-
-
-def _name(window: Any) -> str:
-    try:
-        return str(window.get_wm_name() or "")
-    except Exception:
-        return ""

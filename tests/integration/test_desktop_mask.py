@@ -118,12 +118,15 @@ async def test_a_registered_apps_own_menu_is_shown(desktop: KioskChannel) -> Non
     x, y = await wait_until(file_menu, limit=30)
     await desktop.request("click", 10, x=x, y=y, button="left", double=False)
 
-    async def menu_open() -> bool:
-        quit_item = await desktop.request(
-            "locate", 10, app="mousepad", role="menu item", name="Quit"
-        )
-        return bool(quit_item.get("center"))
+    async def quit_shown() -> tuple[int, int] | None:
+        where = await desktop.request("locate", 10, app="mousepad", role="menu item", name="Quit")
+        return tuple(where["center"]) if where.get("center") else None  # type: ignore[return-value]
 
-    await wait_until(menu_open, limit=30)
+    qx, qy = await wait_until(quit_shown, limit=30)
+
+    async def on_top() -> bool:  # X's topmost window there is the menu's pop-up
+        return bool((await desktop.request("target", 3, x=qx, y=qy))["role"] == "menu item")
+
+    await wait_until(on_top, limit=30)
     assert (await probe(desktop))["error"] is None  # Mousepad's pop-up: its pid is on the bus
     await desktop.request("key", 10, key="Escape")
