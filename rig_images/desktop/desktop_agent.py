@@ -35,7 +35,7 @@ from desktop_windows import shown_windows, unlisted
 from kiosk_agent.atspi import Atspi
 from kiosk_agent.chromium import trust_ca
 from kiosk_agent.common import DISPLAY, OpError, log
-from kiosk_agent.screen import Screen, digest_asked
+from kiosk_agent.screen import Screen
 from kiosk_agent.serve import serve
 from kiosk_agent.vnc import Vnc
 from kiosk_agent.xinput import XInput
@@ -265,7 +265,7 @@ class Desktop:
             "width": self.width,
             "height": self.height,
             "painted": [list(r) for r in rects],
-            **digest_asked(req, image),
+            **self.screen.digest_asked(req, image),
             "probe": {
                 "windows": 1,
                 "focused_ok": True,

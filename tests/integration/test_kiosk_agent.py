@@ -257,6 +257,8 @@ def test_a_frame_of_unchanged_pixels_is_answered_same_and_a_changed_one_whole(
     digest = poll(settled, what="the page to paint")
     same = started.ok("screenshot", digest=True, unless=digest)
     assert same["same"] is True and same["digest"] == digest and "png" not in same, same
+    # known from the X server's damage report, without a grab (kiosk_agent/damage.py)
+    assert same["by"] == "damage", same
     assert "digest" not in started.ok("screenshot")  # the AI's: whole, as ever
 
     started.ok("eval", expression="document.body.style.background = 'rgb(0, 0, 255)'")
@@ -272,6 +274,36 @@ def test_a_frame_of_unchanged_pixels_is_answered_same_and_a_changed_one_whole(
     assert not changed["painted"], changed["painted"]  # nothing masked: the PNG is the grab
     pixels = Image.open(io.BytesIO(base64.b64decode(changed["png"]))).convert("RGB").tobytes()
     assert changed["digest"] == hashlib.sha256(pixels).hexdigest()
+
+
+@pytest.mark.slow
+def test_a_page_that_changes_later_on_its_own_is_not_answered_same(started: KioskAgent) -> None:
+    """The damage report stands for the pixels: a page that repaints by its own timer,
+    with no input and no request of the agent's at that moment, is seen at the next frame
+    (not `same`), and that frame's digest is of the new pixels."""
+    started.ok("navigate", url=data_url(BUTTON_PAGE))
+
+    def settled() -> str | None:
+        first = started.ok("screenshot", digest=True)["digest"]
+        again = started.ok("screenshot", digest=True, unless=first)
+        return first if again.get("by") == "damage" else None
+
+    digest = poll(settled, what="the page to paint")
+    started.ok(
+        "eval",
+        expression="setTimeout(() => { document.body.style.background = 'rgb(0, 128, 0)' }, 300)",
+    )
+    changed = poll(
+        lambda: (shot := started.ok("screenshot", digest=True, unless=digest)).get("png") and shot,
+        what="the page's own change to show",
+    )
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(base64.b64decode(changed["png"]))).convert("RGB")
+    assert image.getpixel((5, 5)) == (0, 128, 0), image.getpixel((5, 5))
+    assert changed["digest"] == hashlib.sha256(image.tobytes()).hexdigest() != digest
+    again = started.ok("screenshot", digest=True, unless=changed["digest"])
+    assert again["same"] is True, again
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from .browser import LOAD_TIMEOUT_S, Browser
 from .cdp import CDP_TIMEOUT_S
 from .chromium import trust_ca
 from .common import DISPLAY, PROBE_BUDGET_S, READ_BUDGET_S, OpError, log, within
-from .screen import Screen, digest_asked
+from .screen import Screen
 from .serve import serve
 from .vnc import READY_TIMEOUT_S, Vnc
 from .xinput import XInput
@@ -244,7 +244,7 @@ class Kiosk:
             "probe": probe,
             "painted": painted,
             "ms": dict(zip(("probe", "grab", "probe_after", "png"), ms, strict=True)),
-            **digest_asked(req, image),
+            **screen.digest_asked(req, image),
         }
 
     # ---------------------------------------------------------------- input

@@ -13,6 +13,7 @@ from Xlib import error as xerror
 from sandboxes.png import encode_image
 
 from .common import log
+from .damage import Damage
 
 
 def pixels_digest(image: Image.Image) -> str:
@@ -29,12 +30,6 @@ def pixels_digest(image: Image.Image) -> str:
     return hashlib.sha256(image.tobytes()).hexdigest()
 
 
-def digest_asked(req: dict[str, Any], image: Image.Image) -> dict[str, str]:
-    """A screenshot answer's `digest` field, when the request asked for it (a recording's
-    frame: `digest: true`), else nothing."""
-    return {"digest": pixels_digest(image)} if req.get("digest") is True else {}
-
-
 class Screen:
     """One Xlib display's root window, `width` x `height` pixels."""
 
@@ -44,24 +39,51 @@ class Screen:
         self.width = width
         self.height = height
         self.verbose = verbose
+        self.damage = Damage(d)
+        self._last_grab: Image.Image | None = None
+        self._clean: str | None = None  # the last grab's digest, while nothing is drawn
 
     def unchanged(self, req: dict[str, Any]) -> dict[str, Any] | None:
         """A recording frame's `same` answer (no probe, no PNG) when the request asks with
         `digest` and `unless` and the screen's pixels are still `unless`'s, else None: the
-        kiosk's and the desktop's screenshot ops alike."""
+        kiosk's and the desktop's screenshot ops alike. Known without a grab when `unless`
+        is the digest of this screen's last grab and the X server drew nothing since
+        (damage.py; the answer's `by` is "damage"), else the screen is grabbed and hashed
+        ("pixels")."""
         unless = req.get("unless") if req.get("digest") is True else None
-        if isinstance(unless, str) and pixels_digest(self.grab()) == unless:
-            return {"same": True, "digest": unless}
+        if not isinstance(unless, str):
+            return None
+        if unless == self._clean and not self.damage.drawn():
+            return {"same": True, "digest": unless, "by": "damage"}
+        if self.digest(self.grab()) == unless:
+            return {"same": True, "digest": unless, "by": "pixels"}
         return None
+
+    def digest_asked(self, req: dict[str, Any], image: Image.Image) -> dict[str, str]:
+        """A screenshot answer's `digest` field, when the request asked for it (a recording's
+        frame: `digest: true`), else nothing."""
+        return {"digest": self.digest(image)} if req.get("digest") is True else {}
+
+    def digest(self, image: Image.Image) -> str:
+        """`pixels_digest(image)`; kept as the screen's while nothing is drawn when `image`
+        is the last grab."""
+        digest = pixels_digest(image)
+        if image is self._last_grab:
+            self._clean = digest
+        return digest
 
     def grab(self) -> Image.Image:
         """The whole screen, now: Pillow's own grab (XCB, in C, on a connection of its
         own), the same pixels as python-xlib's `get_image` without parsing the 4 MB reply
         in Python (a 1280x800 screenshot paced as an agent acts: about 3 ms less of the
-        kiosk's CPU, the grab 9.3-12.0 -> 7.6-9.0 ms; docs/benchmarks.md, issue 23)."""
+        kiosk's CPU, the grab 9.3-12.0 -> 7.6-9.0 ms; docs/benchmarks.md, issue 23). The
+        damage is cleared first, so what is drawn after it is known (`unchanged`)."""
+        self._clean = None  # an earlier digest no longer stands for the screen
+        self.damage.clear()
         image = ImageGrab.grab(xdisplay=self.d.get_display_name())
         if image.size != (self.width, self.height):  # the screen is the session's size
             image = image.crop((0, 0, self.width, self.height))
+        self._last_grab = image
         return image
 
     def encode_png(self, img: Image.Image, black: Sequence[Sequence[int]] = ()) -> bytes:

@@ -16,9 +16,11 @@ from Xlib import ext as xext
 from .common import DISPLAY, OpError
 
 # python-xlib imports and sets up a module for every extension the X server offers, at each
-# Display(): ~1 MiB of every idle kiosk (issue 23 item 7). The agents use XTEST alone
-# (kiosk_agent.xinput); `Display.has_extension` answers for the modules set up.
-xext.__extensions__ = [(name, mod) for name, mod in xext.__extensions__ if name == "XTEST"]
+# Display(): ~1 MiB of every idle kiosk (issue 23 item 7). The agents use XTEST
+# (kiosk_agent.xinput) and DAMAGE (kiosk_agent.damage) alone; `Display.has_extension`
+# answers for the modules set up.
+X_EXTENSIONS = ("XTEST", "DAMAGE")
+xext.__extensions__ = [(name, mod) for name, mod in xext.__extensions__ if name in X_EXTENSIONS]
 
 
 def start_xvfb(
