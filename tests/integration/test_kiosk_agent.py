@@ -306,6 +306,40 @@ def test_a_page_that_changes_later_on_its_own_is_not_answered_same(started: Kios
     assert again["same"] is True, again
 
 
+DAMAGE_FAILS_CLOSED = """
+import sys
+sys.path.insert(0, "/opt/corral")
+import kiosk_agent.xserver  # the extension modules the agent sets up
+from Xlib import display
+from kiosk_agent.damage import Damage
+d = display.Display(":99")
+damage = Damage(d)
+damage.clear()
+print("on", damage.on, "drawn", damage.drawn())
+d.damage_destroy(damage._id)  # gone under it: the next request on it is an X error
+damage.clear()
+print("on", damage.on, "drawn", damage.drawn())
+"""
+
+
+@pytest.mark.slow
+def test_an_x_error_on_the_damage_report_turns_it_off_and_every_frame_is_grabbed(
+    started: KioskAgent,
+) -> None:
+    """An X error on a DAMAGE request arrives later, to the connection's error handler, not
+    as an exception: it must still turn the report off ("drawn" from then on: every frame
+    grabbed), never leave a report that stays silent while the screen changes. Run on the
+    kiosk's own X server, as the agent's user."""
+    result = started.container.exec_run(
+        ["python3", "-c", DAMAGE_FAILS_CLOSED], user="1000:1000", demux=True
+    )
+    out = (result.output[0] or b"").decode()
+    err = (result.output[1] or b"").decode()
+    assert result.exit_code == 0, (out, err)
+    assert out.splitlines() == ["on True drawn False", "on False drawn True"], (out, err)
+    assert "X DAMAGE off" in err, err
+
+
 @pytest.mark.slow
 def test_settle_is_refused_before_start_and_leaves_a_claimable_kiosk(kiosk: KioskAgent) -> None:
     """A pool kiosk's `settle` (orchestrator/pools/kiosks.py): it needs a browser, and the

@@ -19,8 +19,11 @@ The order that makes it exact (`clear` before each grab, `drawn` before a "same"
   connection's queue (X delivers a connection's events in order with its replies).
 
 Anything unexpected (no DAMAGE extension, an X error on these requests) turns it off for
-good: every frame is then grabbed and hashed, as before. Ops run one at a time on the
-agent's main thread (serve.py): no lock."""
+good: every frame is then grabbed and hashed, as before. An X error on a request with no
+reply comes later, to the connection's error handler, not as an exception: the handler
+set here notes one on a DAMAGE request, and `clear` and `drawn` look after their round
+trip, by which every earlier error has arrived. Ops run one at a time on the agent's main
+thread (serve.py): no lock."""
 
 from __future__ import annotations
 
@@ -39,14 +42,18 @@ class Damage:
         self._id: int | None = None
         self._dirty = True  # nothing known yet: grab
         self._event = -1
+        self._major = -1
+        self._failed: str | None = None  # an X error on a DAMAGE request, once seen
         try:
             if not d.has_extension(damage.extname):
                 log("no X DAMAGE extension: every recording frame is grabbed")
                 return
+            self._major = d.query_extension(damage.extname).major_opcode
+            d.set_error_handler(self._on_error)
             d.damage_query_version()  # the server wants the version asked first
             self._event = d.extension_event.DamageNotify
             self._id = d.screen().root.damage_create(damage.DamageReportNonEmpty)
-            d.sync()
+            self._sync()
         except Exception as exc:  # off, not fatal: frames are grabbed as before
             self._off(exc)
 
@@ -61,7 +68,7 @@ class Damage:
             return
         try:
             self.d.damage_subtract(self._id)
-            self.d.sync()
+            self._sync()
             self._drain()  # reports made before the subtract: the grab shows what they say
             self._dirty = False
         except Exception as exc:
@@ -72,13 +79,26 @@ class Damage:
         if self._id is None:
             return True
         try:
-            self.d.sync()
+            self._sync()
             if self._drain():
                 self._dirty = True
         except Exception as exc:
             self._off(exc)
             return True
         return self._dirty
+
+    def _sync(self) -> None:
+        """A round trip; raises when an X error on a DAMAGE request has come meanwhile."""
+        self.d.sync()
+        if self._failed is not None:
+            raise RuntimeError(self._failed)
+
+    def _on_error(self, err: Any, request: Any) -> None:
+        """The connection's handler of errors on requests with no reply (python-xlib's own
+        default prints them; so does this one)."""
+        if getattr(err, "major_opcode", None) == self._major:
+            self._failed = f"X error {type(err).__name__} on a DAMAGE request"
+        self.d.display.default_error_handler(err)
 
     def _drain(self) -> bool:
         """Read the queued events; whether one was a damage report. Nothing else in the

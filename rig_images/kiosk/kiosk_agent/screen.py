@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -40,7 +41,7 @@ class Screen:
         self.height = height
         self.verbose = verbose
         self.damage = Damage(d)
-        self._last_grab: Image.Image | None = None
+        self._last_grab: weakref.ref[Image.Image] | None = None  # not kept alive here
         self._clean: str | None = None  # the last grab's digest, while nothing is drawn
 
     def unchanged(self, req: dict[str, Any]) -> dict[str, Any] | None:
@@ -68,7 +69,7 @@ class Screen:
         """`pixels_digest(image)`; kept as the screen's while nothing is drawn when `image`
         is the last grab."""
         digest = pixels_digest(image)
-        if image is self._last_grab:
+        if self._last_grab is not None and image is self._last_grab():
             self._clean = digest
         return digest
 
@@ -83,7 +84,7 @@ class Screen:
         image = ImageGrab.grab(xdisplay=self.d.get_display_name())
         if image.size != (self.width, self.height):  # the screen is the session's size
             image = image.crop((0, 0, self.width, self.height))
-        self._last_grab = image
+        self._last_grab = weakref.ref(image)
         return image
 
     def encode_png(self, img: Image.Image, black: Sequence[Sequence[int]] = ()) -> bytes:
