@@ -22,6 +22,13 @@ RECORDING_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 LABEL_MAX = 80
 MARK_COLOUR = (255, 0, 200)
 DAY = 86_400.0
+CAPTION_HEIGHT = 18  # the steps' band at the bottom of a marked frame
+ARROW_LENGTH = 60
+# How far a mark's pixels reach, and EDGE more: a ring's outer edge (radius 14) and an
+# arrow's head (10 to each side of the shaft; its line 4 px wide).
+RING_REACH = 16
+ARROW_REACH = 12
+EDGE = 2  # unmarked pixels kept inside a box's edge: 4:2:0 colour is filtered across it
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,17 +75,59 @@ def draw_marks(image: Image.Image, marks: Sequence[Mark]) -> Image.Image:
     if not marks:
         return image
     out = image.copy()
-    draw = ImageDraw.Draw(out)
+    draw_marks_on(out, marks, (0, 0), out.size)
+    return out
+
+
+def draw_marks_on(
+    piece: Image.Image, marks: Sequence[Mark], origin: tuple[int, int], size: tuple[int, int]
+) -> None:
+    """Draw `marks` in place on `piece`, the part of a frame of `size` whose top left corner
+    is at `origin` (the whole frame at (0, 0)): what falls outside the piece is left out."""
+    draw = ImageDraw.Draw(piece)
+    ox, oy = origin
     for mark in marks:
         if mark.point is not None:
-            _ring(draw, mark.point)
+            at = (mark.point[0] - ox, mark.point[1] - oy)
+            _ring(draw, at)
             if mark.arrow is not None:
-                _arrow(draw, mark.point, mark.arrow)
+                _arrow(draw, at, mark.arrow)
     caption = " | ".join(m.label for m in marks)[: LABEL_MAX * 2]
-    top = max(0, out.height - 18)
-    draw.rectangle((0, top, out.width, out.height), fill=(0, 0, 0))
-    draw.text((6, top + 3), caption, fill=(255, 255, 255))
-    return out
+    top = max(0, size[1] - CAPTION_HEIGHT) - oy
+    draw.rectangle((0 - ox, top, size[0] - ox, size[1] - oy), fill=(0, 0, 0))
+    draw.text((6 - ox, top + 3), caption, fill=(255, 255, 255))
+
+
+def mark_boxes(marks: Sequence[Mark], size: tuple[int, int]) -> list[tuple[int, int, int, int]]:
+    """The boxes (left, top, right, bottom; even, inside `size`) that hold every pixel
+    `draw_marks` changes for `marks`: the caption's band and one box around each point's
+    ring and arrow. A recording's encoder converts only these again (encoder.py)."""
+    if not marks:
+        return []
+    width, height = size
+    boxes = [(0, max(0, height - CAPTION_HEIGHT - EDGE), width, height)]
+    for mark in marks:
+        if mark.point is None:
+            continue
+        x, y = mark.point
+        left, top, right, bottom = x - RING_REACH, y - RING_REACH, x + RING_REACH, y + RING_REACH
+        if mark.arrow is not None:
+            dx, dy = _ARROWS[mark.arrow]
+            tip = (x + dx * ARROW_LENGTH, y + dy * ARROW_LENGTH)
+            left, top = min(left, tip[0] - ARROW_REACH), min(top, tip[1] - ARROW_REACH)
+            right, bottom = max(right, tip[0] + ARROW_REACH), max(bottom, tip[1] + ARROW_REACH)
+        boxes.append((left, top, right + 1, bottom + 1))  # right and bottom: past the last
+    return [box for box in (_even_inside(b, size) for b in boxes) if box is not None]
+
+
+def _even_inside(
+    box: tuple[int, int, int, int], size: tuple[int, int]
+) -> tuple[int, int, int, int] | None:
+    """`box` grown to even edges (whole 2x2 blocks, as 4:2:0 video stores colour) and cut to
+    the frame; None when nothing of it is inside."""
+    left, top = max(0, box[0] - box[0] % 2), max(0, box[1] - box[1] % 2)
+    right, bottom = min(size[0], box[2] + box[2] % 2), min(size[1], box[3] + box[3] % 2)
+    return (left, top, right, bottom) if left < right and top < bottom else None
 
 
 def _ring(draw: ImageDraw.ImageDraw, point: tuple[int, int]) -> None:
@@ -99,7 +148,7 @@ _ARROWS: dict[Direction, tuple[int, int]] = {
 def _arrow(draw: ImageDraw.ImageDraw, point: tuple[int, int], direction: Direction) -> None:
     dx, dy = _ARROWS[direction]
     x, y = point
-    tip = (x + dx * 60, y + dy * 60)
+    tip = (x + dx * ARROW_LENGTH, y + dy * ARROW_LENGTH)
     draw.line((x, y, *tip), fill=MARK_COLOUR, width=4)
     side = (dy * 10, dx * 10)  # perpendicular to the shaft
     back = (tip[0] - dx * 14, tip[1] - dy * 14)

@@ -122,3 +122,40 @@ def test_an_encoder_started_wrong_says_why_and_exits_1(tmp_path: Path) -> None:
     )
     assert done.returncode == 1 and "error" in json.loads(done.stdout), done.stderr
     assert not (tmp_path / "v.ivf").exists()
+
+
+def test_a_marked_frame_is_the_whole_marked_frame_converted_but_at_its_boxes_edges() -> None:
+    """The encoder converts only the boxes the marks touch (`marked_frame`): its frame is
+    the whole marked image converted to 4:2:0 (PyAV's own), luma for luma everywhere, and
+    colour for colour but on a box's outermost colour pixels (the converter filters across
+    that edge, where both sides are unmarked). A noisy image: the worst case for that."""
+    import random
+
+    import av
+    from PIL import Image
+
+    from orchestrator.recordings.encoder import PIX_FMT, marked_frame
+    from sandboxes.recording import draw_marks, mark_boxes
+
+    rng = random.Random(7)
+    size = (320, 200)
+    image = Image.frombytes("RGB", size, bytes(rng.randrange(256) for _ in range(320 * 200 * 3)))
+    base = av.VideoFrame.from_image(image).reformat(format=PIX_FMT)
+    marks = (Mark("a", (5, 5)), Mark("b", (300, 190), "down"), Mark("c", (160, 100), "left"))
+    assert marked_frame(image, base, ()) is base
+    fast = marked_frame(image, base, marks)
+    whole = av.VideoFrame.from_image(draw_marks(image, marks)).reformat(format=PIX_FMT)
+    assert bytes(fast.planes[0]) == bytes(whole.planes[0])
+    edges = set()
+    for left, top, right, bottom in mark_boxes(marks, size):
+        cols, rows = range(left // 2, right // 2), range(top // 2, bottom // 2)
+        edges |= {(x, y) for x in cols for y in (rows[0], rows[-1])}
+        edges |= {(x, y) for y in rows for x in (cols[0], cols[-1])}
+    for index in (1, 2):
+        ours, theirs = bytes(fast.planes[index]), bytes(whole.planes[index])
+        step = fast.planes[index].line_size
+        differ = {(k % step, k // step) for k in range(len(ours)) if ours[k] != theirs[k]}
+        assert differ and differ <= edges, sorted(differ - edges)[:10]
+    assert bytes(base.planes[0]) == bytes(
+        av.VideoFrame.from_image(image).reformat(format=PIX_FMT).planes[0]
+    )

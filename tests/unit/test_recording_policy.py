@@ -9,11 +9,14 @@ from PIL import Image
 from sandboxes.params import ClickParams, ScrollParams, TypeParams
 from sandboxes.recording import (
     DAY,
+    EDGE,
     MARK_COLOUR,
     Kept,
     Mark,
     check_recording_id,
     draw_marks,
+    draw_marks_on,
+    mark_boxes,
     mark_of,
     over_bound,
     to_prune,
@@ -68,3 +71,58 @@ def test_a_recording_id_is_a_safe_file_name(bad: str) -> None:
     with pytest.raises(ValueError, match="recording id"):
         check_recording_id(bad)
     assert check_recording_id("r0123abcd") == "r0123abcd"
+
+
+MARK_SETS = [
+    [Mark("clicked", (5, 5))],
+    [Mark("scrolled", (398, 298), "down"), Mark("scrolled", (200, 150), "left")],
+    [Mark("scrolled", (0, 0), "up"), Mark("scrolled", (399, 150), "right")],
+    [Mark("typed 3 characters")],  # no point: the caption alone
+]
+
+
+@pytest.mark.parametrize("marks", MARK_SETS)
+def test_the_mark_boxes_hold_every_pixel_the_marks_change_with_an_unmarked_edge(
+    marks: list[Mark],
+) -> None:
+    """A recording's encoder converts only `mark_boxes` again (encoder.py): every pixel the
+    marks change is inside a box and at least EDGE pixels from its edges (but where the
+    box meets the frame's), so the colour the encoder filters across an edge is unmarked
+    on both sides; the boxes are on even pixels (whole 4:2:0 blocks)."""
+    size = (400, 300)
+    plain = Image.new("RGB", size, (40, 90, 140))
+    drawn = draw_marks(plain, marks)
+    boxes = mark_boxes(marks, size)
+    assert boxes and all(v % 2 == 0 for box in boxes for v in box), boxes
+
+    def inner(box: tuple[int, int, int, int], x: int, y: int) -> bool:
+        left, top, right, bottom = box
+        return (
+            (left == 0 or x >= left + EDGE)
+            and (top == 0 or y >= top + EDGE)
+            and (right == size[0] or x < right - EDGE)
+            and (bottom == size[1] or y < bottom - EDGE)
+            and left <= x < right
+            and top <= y < bottom
+        )
+
+    changed = [
+        (x, y)
+        for y in range(size[1])
+        for x in range(size[0])
+        if drawn.getpixel((x, y)) != plain.getpixel((x, y))
+    ]
+    assert changed
+    outside = [p for p in changed if not any(inner(box, *p) for box in boxes)]
+    assert not outside, outside[:10]
+
+
+def test_marks_drawn_on_a_piece_are_the_same_pixels_as_on_the_whole_frame() -> None:
+    size = (400, 300)
+    plain = Image.new("RGB", size, (40, 90, 140))
+    marks = [Mark("scrolled", (120, 100), "down"), Mark("clicked", (390, 290))]
+    whole = draw_marks(plain, marks)
+    for box in mark_boxes(marks, size):
+        piece = plain.crop(box)
+        draw_marks_on(piece, marks, (box[0], box[1]), size)
+        assert piece.tobytes() == whole.crop(box).tobytes(), box
