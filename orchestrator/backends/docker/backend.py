@@ -32,7 +32,7 @@ from orchestrator.backends.docker.sdk import (
 from orchestrator.backends.docker.spec import create_container
 from orchestrator.backends.docker.watchdog import OwnerWatchdog
 from orchestrator.backends.owner import LABEL_MANAGED, Owner
-from orchestrator.errors import EngineConflict, EngineNotFound
+from orchestrator.errors import EngineConflict, EngineError, EngineNotFound
 from sandboxes.ports import (
     AuditSink,
     ContainerSpec,
@@ -246,17 +246,29 @@ class DockerBackend:
             self._client.close()
 
 
+# The engine's answer when a forced remove's kill meets the container's own exit (dockerd
+# 20.10: "Could not kill running container X, cannot remove - Container X is not
+# running"): it has stopped by then, and the same remove again removes it.
+EXITED_DURING_KILL = "is not running"
+REMOVE_TRIES = 3
+
+
 def remove_and_wait(client: docker.DockerClient, url: str, container_id: str) -> None:
     """Force-remove a container and return once it is gone (blocking). Gone already: fine.
-    Another removal in progress (the engine answers 409): wait for that one to finish."""
-    try:
-        with map_docker_errors(url):
-            client.api.remove_container(container_id, force=True, v=True)
-    except EngineNotFound:
-        return
-    except EngineConflict:
-        pass
-    else:
+    Another removal in progress (the engine answers 409): wait for that one to finish. The
+    container exiting while the remove killed it: remove it again."""
+    for attempt in range(REMOVE_TRIES):
+        try:
+            with map_docker_errors(url):
+                client.api.remove_container(container_id, force=True, v=True)
+        except EngineNotFound:
+            return
+        except EngineConflict:
+            break
+        except EngineError as exc:
+            if EXITED_DURING_KILL not in str(exc) or attempt == REMOVE_TRIES - 1:
+                raise
+            continue
         return  # a forced remove answers once the container is gone
     with contextlib.suppress(EngineNotFound), map_docker_errors(url):
         client.api.wait(container_id, condition="removed", timeout=30)
