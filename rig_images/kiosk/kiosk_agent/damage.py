@@ -48,7 +48,7 @@ class Damage:
             if not d.has_extension(damage.extname):
                 log("no X DAMAGE extension: every recording frame is grabbed")
                 return
-            self._major = d.query_extension(damage.extname).major_opcode
+            self._major = d.display.get_extension_major(damage.extname)  # no round trip
             d.set_error_handler(self._on_error)
             d.damage_query_version()  # the server wants the version asked first
             self._event = d.extension_event.DamageNotify
