@@ -33,6 +33,7 @@ from tests.fake_kube.docker_node import InDocker
 from tests.fake_kube.store import Store
 
 STDOUT, STDERR = 1, 2
+LOG_CAP = 16 * 1024 * 1024  # a pod's log keeps its first 16 MiB (a kubelet rotates its own)
 
 
 def _now() -> str:
@@ -54,6 +55,7 @@ class PodRun:
     # run's own end) remove it once, and the second returns when it is gone.
     turn: anyio.Lock = field(default_factory=anyio.Lock)
     stopping: bool = False
+    log: bytearray = field(default_factory=bytearray)  # its output, as `pods/log` gives it
 
     def rewrite(self, text: str) -> str:
         for target, source in sorted(self.mounts.items(), key=lambda kv: -len(kv[0])):
@@ -71,6 +73,7 @@ class Kubelet:
         # What the node has: image -> its CMD (None: none), or IN_DOCKER (run for real).
         self.images = images
         self.runs: dict[tuple[str, str], PodRun] = {}
+        self.logs: dict[tuple[str, str], bytearray] = {}  # kept until the pod is deleted
         self.tasks: anyio.abc.TaskGroup | None = None
 
     def pod_created(self, namespace: str, name: str) -> None:
@@ -131,6 +134,7 @@ class Kubelet:
             return
         run = self._prepare(namespace, pod)
         self.runs[(namespace, name)] = run
+        self.logs[(namespace, name)] = run.log
         try:
             await self._execute(namespace, name, pod, run)
         finally:
@@ -238,6 +242,7 @@ class Kubelet:
 
     async def _pump(self, run: PodRun, stream: anyio.abc.ByteReceiveStream, channel: int) -> None:
         async for chunk in stream:
+            run.log += chunk[: max(0, LOG_CAP - len(run.log))]
             for listener in list(run.listeners):
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await listener.send((channel, chunk))
@@ -255,6 +260,7 @@ class Kubelet:
             listener.close()
 
     async def pod_deleted(self, namespace: str, name: str) -> None:
+        self.logs.pop((namespace, name), None)
         run = self.runs.get((namespace, name))
         if run is not None:
             run.scope.cancel()

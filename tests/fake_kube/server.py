@@ -48,6 +48,10 @@ class FakeApi:
         self.kubelet = Kubelet(self.store, root, images)
         self.requests: list[tuple[str, str]] = []  # (method, path), for tests to read
         self.protocols: tuple[str, ...] = PROTOCOLS  # a test may take v5 away
+        # A test may break every attach stream once it has sent this many bytes of output:
+        # the server closes it with 1011 (internal error), as an API server that fails does.
+        self.break_attach_after: int | None = None
+        self.refuse_logs = False  # a test may refuse `pods/log` (403), as a Role without it
         api = "/api/v1/namespaces/{ns}/{plural}"
         net = "/apis/networking.k8s.io/v1/namespaces/{ns}/{plural}"
         self.app = Starlette(
@@ -56,6 +60,7 @@ class FakeApi:
                 Route("/api/v1/namespaces/{ns}", self.namespace),
                 WebSocketRoute("/api/v1/namespaces/{ns}/pods/{name}/attach", self.attach),
                 WebSocketRoute("/api/v1/namespaces/{ns}/pods/{name}/exec", self.exec),
+                Route("/api/v1/namespaces/{ns}/pods/{name}/log", self.log),
                 *(
                     r
                     for base in (api, net)
@@ -178,6 +183,19 @@ class FakeApi:
             await self.kubelet.pod_deleted(ns, name)
         return self.store.delete(plural, ns, name)
 
+    async def log(self, request: Request) -> Response:
+        """A pod's log: everything its container wrote, while the pod exists."""
+        self.requests.append((request.method, request.url.path))
+        ns, name = request.path_params["ns"], request.path_params["name"]
+        if self.refuse_logs:
+            refused = {"kind": "Status", "status": "Failure", "reason": "Forbidden", "code": 403}
+            return JSONResponse({**refused, "message": "pods/log is forbidden"}, status_code=403)
+        try:
+            self.store.get("pods", ns, name)
+        except ApiRefusal as exc:
+            return _refused(exc)
+        return Response(bytes(self.kubelet.logs.get((ns, name), b"")), media_type="text/plain")
+
     # ---------------------------------------------------------------- streams
     async def _accept(self, websocket: WebSocket) -> tuple[str, PodRun] | None:
         ns, name = websocket.path_params["ns"], websocket.path_params["name"]
@@ -206,12 +224,17 @@ class FakeApi:
         async with anyio.create_task_group() as tasks:
             if stdin is not None:
                 tasks.start_soon(self._stdin, websocket, stdin, tasks.cancel_scope)
+            sent = 0
             async with receive:
                 async for channel, data in receive:
                     await websocket.send_bytes(bytes([channel]) + data)
+                    sent += len(data)
+                    if self.break_attach_after is not None and sent >= self.break_attach_after:
+                        break
             tasks.cancel_scope.cancel()
+        broken = self.break_attach_after is not None and sent >= self.break_attach_after
         with contextlib.suppress(Exception):
-            await websocket.close(code=1000)
+            await websocket.close(*((1011, "the test broke it") if broken else (1000,)))
 
     async def _stdin(self, websocket: WebSocket, stdin: Any, scope: anyio.CancelScope) -> None:
         """Client frames to the process's stdin; stdin closes on [255, 0] (v5) or when the

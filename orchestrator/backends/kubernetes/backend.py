@@ -333,6 +333,21 @@ class KubernetesBackend:
                     if line.strip():
                         yield json.loads(line)
 
+    async def log_bytes(self, pod: str, container: str) -> AsyncGenerator[bytes]:
+        """A pod's container log (its merged output), as the API streams it."""
+        api = await self.api()
+        with map_kube_errors(self.target):
+            async with api.call_api(
+                "GET",
+                version="v1",
+                namespace=self.settings.namespace,
+                url=f"pods/{pod}/log",
+                params={"container": container},
+                stream=True,
+            ) as response:
+                async for chunk in response.aiter_bytes():
+                    yield chunk
+
     async def close(self) -> None:
         """Close the client's HTTP session (kr8s keeps the Api object cached; it opens a
         new session on its next call)."""

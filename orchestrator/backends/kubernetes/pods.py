@@ -6,7 +6,7 @@ channel) and a process exec'd in one (`KubeExec`, the live view's relay).
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,11 +131,36 @@ class KubeRun(Scoped):
         raise EngineError(f"the pod {self.name} did not start within {START_TIMEOUT:.0f} s")
 
     async def output(self) -> AsyncIterator[bytes]:
+        """The run's merged output, as the attach stream gives it. If the stream breaks
+        before the server closes it, the rest comes from the pod's log once the container
+        has ended (the kubelet keeps it; the attach does not replay): the bytes the stream
+        already gave are skipped, so nothing is lost and nothing comes twice."""
         stream = self._stream
         if stream is None:
             return
+        given = 0
         while (frame := await stream.next_frame()) is not None:
+            given += len(frame[1])
             yield frame[1]
+        if stream.broken is not None:
+            async with aclosing(self._rest_from_log(stream.broken, given)) as rest:
+                async for chunk in rest:
+                    yield chunk
+
+    async def _rest_from_log(self, broken: str, given: int) -> AsyncGenerator[bytes]:
+        await self.wait()
+        try:
+            async with aclosing(self._backend.log_bytes(self.name, CONTAINER)) as log:
+                async for chunk in log:
+                    kept = chunk[given:]
+                    given = max(0, given - len(chunk))
+                    if kept:
+                        yield kept
+        except (EngineError, SandboxUnavailable) as exc:
+            raise EngineError(
+                f"the output stream of pod {self.name} broke ({broken}) and its log "
+                f"could not be read: {exc}"
+            ) from exc
 
     async def send(self, data: bytes) -> None:
         if self._stream is None:

@@ -36,6 +36,9 @@ logger = logging.getLogger("corral.kubernetes")
 
 STDIN, STDOUT, STDERR, ERROR, CLOSE = 0, 1, 2, 3, 255
 PROTOCOLS = ["v5.channel.k8s.io", "v4.channel.k8s.io"]
+# How a server ends a stream whose process ended: a normal close, or a close frame with no
+# code. Any other end (another code, a network error, the session failing) breaks it.
+CLEAN_CLOSES = (1000, 1005)
 # What a write on a stream the server has closed raises (the server may close first).
 _CLOSED = (
     httpx_ws.HTTPXWSException,
@@ -88,8 +91,8 @@ def map_kube_errors(target: ClusterTarget, image: str | None = None) -> Iterator
                 UnavailableCode.PERMISSION_DENIED,
                 f"{target.describe()} refused corral's credentials in namespace "
                 f"{target.namespace}: {_status_message(exc)}",
-                "grant the kubeconfig's user pods, pods/attach, pods/exec, configmaps and "
-                "networkpolicies in that namespace (docs/kubernetes.md)",
+                "grant the kubeconfig's user pods, pods/attach, pods/exec, pods/log, "
+                "configmaps and networkpolicies in that namespace (docs/kubernetes.md)",
             ) from exc
         message = f"Kubernetes API error ({code}): {_status_message(exc)}"
         if code == 404:
@@ -139,6 +142,8 @@ class ChannelStream:
         self._ws: httpx_ws.AsyncWebSocketSession | None = None
         self.status: dict[str, Any] | None = None
         self.protocol = ""
+        self.broken: str | None = None  # why the stream ended before the server closed it
+        self._failure: BaseException | None = None
 
     async def open(self, api: Any) -> None:
         """Connect through `api` (a kr8s Api), offering v5 then v4."""
@@ -171,6 +176,7 @@ class ChannelStream:
             elif not isinstance(exc, Exception):
                 raise
             else:
+                self._failure = exc
                 logger.debug("pod %s: the %s stream ended: %s", self._pod, self._verb, exc)
 
     async def send(self, data: bytes) -> None:
@@ -189,11 +195,19 @@ class ChannelStream:
 
     async def next_frame(self) -> tuple[int, bytes] | None:
         """The next (channel, data) of stdout or stderr; None once the server closed the
-        stream. The error channel's Status is kept in `status`."""
-        while self._ws is not None:
+        stream (or it broke: then `broken` says why). The error channel's Status is kept in
+        `status`."""
+        while (ws := self._ws) is not None:
             try:
-                message = await self._ws.receive_bytes()
-            except (httpx_ws.HTTPXWSException, anyio.ClosedResourceError):
+                message = await ws.receive_bytes()
+            except httpx_ws.WebSocketDisconnect as exc:
+                if exc.code not in CLEAN_CLOSES:
+                    self._broke(f"the server closed it with code {exc.code} {exc.reason}".strip())
+                return None
+            except (httpx_ws.HTTPXWSException, anyio.ClosedResourceError) as exc:
+                if self._ws is ws:  # not our own close
+                    cause = self._failure or exc
+                    self._broke(f"{cause.__class__.__name__}: {cause}".rstrip(": "))
                 return None
             if not message:
                 continue
@@ -204,6 +218,10 @@ class ChannelStream:
             elif channel in (STDOUT, STDERR) and data:
                 return channel, data
         return None
+
+    def _broke(self, why: str) -> None:
+        self.broken = why
+        logger.warning("pod %s: the %s stream broke: %s", self._pod, self._verb, why)
 
     async def receive_stdout(self) -> bytes | None:
         """The next stdout chunk (stderr is logged); None at the end."""

@@ -4,6 +4,7 @@ Docker's caps and order, and every way a run ends deletes its pod and ConfigMap.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,10 @@ import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, KubeSettings
 from orchestrator.backends.owner import Owner
-from orchestrator.errors import SandboxUnavailable, UnavailableCode
+from orchestrator.errors import EngineError, SandboxUnavailable, UnavailableCode
 from sandboxes.script import ScriptContext, ScriptResult, ScriptSettings, execute_program
 from sandboxes.script_policy import READ_CAP_BYTES, REPLY_CAP_BYTES, parse_params
-from tests.fake_kube.server import Served
+from tests.fake_kube.server import FakeApi, Served
 from tests.images import DEFAULT_SANDBOX_IMAGE
 from tests.integration.kubernetes.conftest import leftovers
 
@@ -91,6 +92,54 @@ async def test_output_past_the_caps_is_cut_as_on_docker(
     assert result.output_bytes == 3 * 1024 * 1024
     assert result.returned_bytes == REPLY_CAP_BYTES < READ_CAP_BYTES
     assert len(result.output) == REPLY_CAP_BYTES
+
+
+@pytest.fixture
+def broken_attach(cluster: Served) -> Iterator[FakeApi]:
+    """Every attach stream of the fake breaks (close 1011) after its first 64 KiB."""
+    cluster.api.break_attach_after = 64 * 1024
+    try:
+        yield cluster.api
+    finally:
+        cluster.api.break_attach_after = None
+        cluster.api.refuse_logs = False
+
+
+async def test_output_past_a_broken_attach_stream_comes_whole_from_the_log(
+    backend: KubernetesBackend, broken_attach: FakeApi, tmp_path: Path
+) -> None:
+    lines = [f"line {i:05d} " + "y" * 60 for i in range(4000)]  # ~290 KiB, in order
+    code = (
+        "import sys\n"
+        f"for i in range({len(lines)}):\n"
+        "    stream = sys.stdout if i % 2 else sys.stderr\n"
+        "    print(f'line {i:05d} ' + 'y' * 60, file=stream, flush=True)\n"
+        "sys.exit(7)\n"
+    )
+    before = len(broken_attach.requests)
+    result = await run(backend, tmp_path, code)
+    assert any(p.endswith("/log") for _, p in broken_attach.requests[before:])
+    assert result.output == "".join(f"{line}\n" for line in lines)  # none lost, none twice
+    assert result.exit_code == 7
+
+
+async def test_output_past_the_caps_and_a_broken_stream_is_cut_as_on_docker(
+    backend: KubernetesBackend, broken_attach: FakeApi, tmp_path: Path
+) -> None:
+    code = "import sys\nsys.stdout.write('x' * (3 * 1024 * 1024))\n"
+    result = await run(backend, tmp_path, code)
+    assert result.truncated and result.output_bytes == 3 * 1024 * 1024
+    assert result.output == "x" * REPLY_CAP_BYTES
+
+
+async def test_a_broken_stream_whose_log_is_refused_is_an_error_not_a_short_answer(
+    backend: KubernetesBackend, broken_attach: FakeApi, cluster: Served, tmp_path: Path
+) -> None:
+    broken_attach.refuse_logs = True
+    code = "import sys\nsys.stdout.write('z' * (512 * 1024))\n"
+    with pytest.raises(EngineError, match=r"broke \(the server closed it with code 1011"):
+        await run(backend, tmp_path, code)
+    assert leftovers(cluster) == []
 
 
 async def test_timeout_deletes_the_pod_and_keeps_partial_output(
