@@ -23,6 +23,7 @@ import httpx_ws
 import kr8s
 from wsproto.utilities import LocalProtocolError
 
+from orchestrator.backends.channel import MAX_LINE_BYTES
 from orchestrator.errors import (
     CorralError,
     EngineConflict,
@@ -39,6 +40,10 @@ PROTOCOLS = ["v5.channel.k8s.io", "v4.channel.k8s.io"]
 # How a server ends a stream whose process ended: a normal close, or a close frame with no
 # code. Any other end (another code, a network error, the session failing) breaks it.
 CLEAN_CLOSES = (1000, 1005)
+# The largest message taken from the API server. httpx-ws (kr8s's WebSocket client) closes a
+# stream with 1009 past 64 KiB by default since its 0.10, and one output chunk of a full
+# pipe (64 KiB) and its channel byte is over that. A kiosk's largest line is the limit.
+MAX_MESSAGE_BYTES = MAX_LINE_BYTES
 # What a write on a stream the server has closed raises (the server may close first).
 _CLOSED = (
     httpx_ws.HTTPXWSException,
@@ -167,6 +172,7 @@ class ChannelStream:
                     url=f"pods/{self._pod}/{self._verb}",
                     params=self._params,
                     subprotocols=PROTOCOLS,
+                    max_message_size_bytes=MAX_MESSAGE_BYTES,
                 ) as ws:
                     opened.set_result(ws)
                     await self._closing.wait()
