@@ -113,7 +113,8 @@ class Browser:
         )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr_reader.start()
 
     def _drain_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -131,9 +132,13 @@ class Browser:
         while time.monotonic() < deadline:
             chunk = os.read(self.from_chrome, 65536)
             if not chunk:
-                self.proc.wait(timeout=5)
+                # Its stderr read to the end first: "No usable sandbox" (which starts it
+                # again without one) may still be in the pipe when the CDP pipe closes.
+                code = self.proc.wait(timeout=5)
+                self._stderr_reader.join(timeout=5)
                 raise RuntimeError(
-                    "Chromium ended before answering: " + " | ".join(self.stderr_tail[-5:])
+                    f"Chromium ended before answering (exit status {code}): "
+                    + " | ".join(self.stderr_tail[-5:])
                 )
             buffer += chunk
             while b"\0" in buffer:

@@ -208,7 +208,9 @@ class ChannelStream:
                 message = await ws.receive_bytes()
             except httpx_ws.WebSocketDisconnect as exc:
                 if exc.code not in CLEAN_CLOSES:
-                    self._broke(f"the server closed it with code {exc.code} {exc.reason}".strip())
+                    # The server's close, or the client's own (httpx-ws closes with 1009
+                    # past its message limit): a close frame either way.
+                    self._broke(f"closed with code {exc.code} {exc.reason}".strip())
                 return None
             except (httpx_ws.HTTPXWSException, anyio.ClosedResourceError) as exc:
                 if self._ws is ws:  # not our own close

@@ -103,14 +103,18 @@ class Browser:
         proc, cdp = spawn_with_pipe(argv, env, stderr=subprocess.PIPE)
         self.proc = proc
         self.log_tail.clear()
-        threading.Thread(
+        pump = threading.Thread(
             target=self._pump_stderr, args=(proc,), name="chromium-stderr", daemon=True
-        ).start()
+        )
+        pump.start()
         try:
             self._attach(cdp, deadline)
         except OpError as exc:
-            text = "\n".join(self.log_tail)
+            # Its process group killed and its stderr read to the end first: "No usable
+            # sandbox" (which starts it again without one) may still be in the pipe.
             self.kill()
+            pump.join(timeout=5)
+            text = "\n".join(self.log_tail)
             if "No usable sandbox" in text:
                 line = next(ln for ln in self.log_tail if "No usable sandbox" in ln)
                 raise OpError(line[line.index("No usable sandbox") :]) from exc
