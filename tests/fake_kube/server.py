@@ -224,15 +224,15 @@ class FakeApi:
         async with anyio.create_task_group() as tasks:
             if stdin is not None:
                 tasks.start_soon(self._stdin, websocket, stdin, tasks.cancel_scope)
-            sent = 0
+            sent, broken = 0, False
             async with receive:
                 async for channel, data in receive:
                     await websocket.send_bytes(bytes([channel]) + data)
                     sent += len(data)
-                    if self.break_attach_after is not None and sent >= self.break_attach_after:
+                    limit = self.break_attach_after
+                    if broken := limit is not None and sent >= limit:
                         break
             tasks.cancel_scope.cancel()
-        broken = self.break_attach_after is not None and sent >= self.break_attach_after
         with contextlib.suppress(Exception):
             await websocket.close(*((1011, "the test broke it") if broken else (1000,)))
 

@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import warnings
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -313,40 +313,40 @@ class KubernetesBackend:
             yield {"type": "DELETED", "object": {}}
             return
         yield {"type": "MODIFIED", "object": current}
-        api = await self.api()
         params = {
             "watch": "true",
             "fieldSelector": f"metadata.name={name}",
             "resourceVersion": current["metadata"].get("resourceVersion", "0"),
         }
-        with map_kube_errors(self.target):
-            async with api.call_api(
-                "GET",
-                version=GROUPS.get(plural, "v1"),
-                namespace=self.settings.namespace,
-                url=plural,
-                params=params,
-                stream=True,
-                timeout=None,
-            ) as response:
-                async for line in response.aiter_lines():
-                    if line.strip():
-                        yield json.loads(line)
+        async with self._streamed(plural, params, GROUPS.get(plural, "v1")) as response:
+            async for line in response.aiter_lines():
+                if line.strip():
+                    yield json.loads(line)
 
     async def log_bytes(self, pod: str, container: str) -> AsyncGenerator[bytes]:
         """A pod's container log (its merged output), as the API streams it."""
+        async with self._streamed(f"pods/{pod}/log", {"container": container}) as response:
+            async for chunk in response.aiter_bytes():
+                yield chunk
+
+    @contextlib.asynccontextmanager
+    async def _streamed(
+        self, url: str, params: dict[str, str], version: str = "v1"
+    ) -> AsyncIterator[Any]:
+        """A GET in the namespace whose answer is read as it comes (no client timeout: the
+        caller's deadline bounds it); errors mapped, the body's reading included."""
         api = await self.api()
         with map_kube_errors(self.target):
             async with api.call_api(
                 "GET",
-                version="v1",
+                version=version,
                 namespace=self.settings.namespace,
-                url=f"pods/{pod}/log",
-                params={"container": container},
+                url=url,
+                params=params,
                 stream=True,
+                timeout=None,
             ) as response:
-                async for chunk in response.aiter_bytes():
-                    yield chunk
+                yield response
 
     async def close(self) -> None:
         """Close the client's HTTP session (kr8s keeps the Api object cached; it opens a
