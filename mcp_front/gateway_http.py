@@ -17,14 +17,16 @@ closed meanwhile (a restart) is readable at rest, and is dropped before it is us
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import select
+import socket
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
 import anyio
-import anyio.abc
 import h11
 
 RECEIVE_BYTES = 256 * 1024
@@ -60,7 +62,11 @@ def _address(parts: urllib.parse.SplitResult) -> Address:
 
 @dataclass(eq=False)
 class _Connection:
-    stream: anyio.abc.SocketStream
+    """One kept connection: a non-blocking socket of its own, read and written directly
+    and waited on with the loop's readiness only when it would block (issue 23 item 9: an
+    anyio stream paid a checkpoint per send and a reader registration per receive)."""
+
+    sock: socket.socket
     protocol: h11.Connection = field(default_factory=lambda: h11.Connection(h11.CLIENT))
     idle_since: float = 0.0
 
@@ -68,8 +74,13 @@ class _Connection:
         data = b"".join(
             self.protocol.send(e) or b"" for e in (event if isinstance(event, list) else [event])
         )
+        view = memoryview(data)
         with _mapped(piece_s, "sending the request"):
-            await self.stream.send(data)
+            while view:
+                try:
+                    view = view[self.sock.send(view) :]
+                except (BlockingIOError, InterruptedError):
+                    await anyio.wait_writable(self.sock)
 
     async def next_event(self, piece_s: float) -> h11.Event:
         while True:
@@ -81,12 +92,16 @@ class _Connection:
                 return event
             if event is h11.PAUSED:  # a client's connection pauses only once its cycle ends
                 raise GatewayHttpError("the gateway sent more than one answer")
-            with _mapped(piece_s, "the answer"):
+            self.protocol.receive_data(await self._receive(piece_s))
+
+    async def _receive(self, piece_s: float) -> bytes:
+        """The next bytes (b"" at the end), waiting at most `piece_s` for them."""
+        with _mapped(piece_s, "the answer"):
+            while True:
                 try:
-                    data = await self.stream.receive(RECEIVE_BYTES)
-                except anyio.EndOfStream:
-                    data = b""
-            self.protocol.receive_data(data)
+                    return self.sock.recv(RECEIVE_BYTES)
+                except (BlockingIOError, InterruptedError):
+                    await anyio.wait_readable(self.sock)
 
     def reusable(self) -> bool:
         """Both sides done with this cycle: start the next one."""
@@ -98,16 +113,46 @@ class _Connection:
     def closed_at_rest(self) -> bool:
         """An idle connection that is readable was closed by the gateway (or holds bytes
         nobody asked for): not to be used."""
-        raw = self.stream.extra(anyio.abc.SocketAttribute.raw_socket)
         try:
-            readable, _, _ = select.select([raw], [], [], 0)
+            readable, _, _ = select.select([self.sock], [], [], 0)
         except (OSError, ValueError):
             return True
         return bool(readable)
 
     async def close(self) -> None:
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await self.stream.aclose()
+        """Wake a task waiting on the socket, then release it (idempotent)."""
+        if self.sock.fileno() < 0:
+            return
+        with contextlib.suppress(OSError, ValueError, RuntimeError):  # RuntimeError: no loop
+            anyio.notify_closing(self.sock)
+        self.sock.close()
+
+
+async def _connect(address: Address) -> socket.socket:
+    """A connected non-blocking socket to `address` (each of its addresses in turn)."""
+    host, port = address
+    failure = OSError(f"{host} has no address")
+    for family, kind, proto, _, target in await anyio.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM
+    ):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            code = sock.connect_ex(target)
+            if code in (errno.EINPROGRESS, errno.EAGAIN):
+                await anyio.wait_writable(sock)
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError as exc:
+            failure = exc
+            sock.close()
+        except BaseException:
+            sock.close()
+            raise
+    raise failure
 
 
 @contextlib.contextmanager
@@ -198,11 +243,11 @@ class GatewayHttp:
             await connection.close()
         try:
             with anyio.fail_after(self.connect_timeout):
-                stream = await anyio.connect_tcp(*address)
+                sock = await _connect(address)
         except (OSError, TimeoutError) as exc:
             raise GatewayUnreachable(f"no connection to {address[0]}:{address[1]}") from exc
         self.opened += 1
-        return _Connection(stream)
+        return _Connection(sock)
 
     async def aclose(self) -> None:
         for connections in self._idle.values():

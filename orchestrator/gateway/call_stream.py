@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
@@ -39,10 +38,8 @@ logger = logging.getLogger("corral.gateway")
 
 MAX_MESSAGE_CHARS = 500
 MAX_PHASE_CHARS = 40
-BUFFERED_LINES = 64  # a slow reader holds the handler's next event, never memory
 
 Line = ProgressLine | LogLine | ResultLine | ErrorLine
-Piece = tuple[bool, bytes]  # (whether it is the last line, the line)
 
 
 def encode(line: Line) -> bytes:
@@ -57,8 +54,8 @@ class StreamedEvents:
     """CallEvents that become NDJSON lines on the answer. Nothing here raises: a line the
     reader can no longer take (it hung up) is dropped."""
 
-    def __init__(self, send: MemoryObjectSendStream[Piece]) -> None:
-        self._send = send
+    def __init__(self, answer: LineWriter) -> None:
+        self._answer = answer
 
     async def progress(
         self, phase: str, message: str, *, remaining: float | None = None, output: str = ""
@@ -80,19 +77,49 @@ class StreamedEvents:
 
     async def _emit(self, line: Line) -> None:
         try:
-            await self._send.send((False, encode(line)))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self._answer.line(encode(line), last=False)
+        except OSError:
             logger.debug("call event dropped: the reader is gone")
 
 
-class CallEventsResponse(Response):
-    """An answer that runs `run(events)` and streams its events, then its result. (A
-    Response for Starlette's routing; it sends its own headers.)
+class LineWriter:
+    """The lines as the HTTP answer, written as they come: one body of known length when
+    the first line is the last (a click, a screenshot: no chunked framing, no closing
+    chunk for the front to wait for; issue 23 item 9), else chunked, the last line with
+    the closing chunk. Lines after the last are dropped. One writer at a time (a handler's
+    tasks may report at once); a slow reader holds the writer (the server's flow control),
+    never memory."""
 
-    The headers wait for the first line: a call whose result comes before any event (a
-    click, a screenshot) is answered as one body of known length, in one write after the
-    headers' (no chunked framing, no closing chunk for the front to wait for; issue 23
-    item 9); a call that reports events first streams them as they come, chunked."""
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._lock = anyio.Lock(fast_acquire=True)
+        self._streaming = False
+        self.ended = False
+
+    async def line(self, data: bytes, *, last: bool) -> None:
+        async with self._lock:
+            if self.ended:
+                return
+            self.ended = last
+            if not self._streaming and last:
+                await self._send(_start(len(data)))
+                await self._send({"type": "http.response.body", "body": data, "more_body": False})
+                return
+            if not self._streaming:
+                self._streaming = True
+                await self._send(_start(None))
+            await self._send({"type": "http.response.body", "body": data, "more_body": not last})
+
+
+class CallEventsResponse(Response):
+    """An answer that runs `run(events)` and writes its events as they come, then its
+    result (a Response for Starlette's routing; it sends its own headers).
+
+    The handler runs in the request's own task, writing straight to the answer; one task
+    beside it waits for the front to hang up, which cancels the handler (whose cleanup then
+    removes what it started). Once the answer is whole, the server says the connection is
+    done (ASGI: `http.disconnect` to a receive after the response), and that task ends on
+    its own: no cancellation, no task or stream more per call (issue 23 item 9)."""
 
     def __init__(
         self,
@@ -104,47 +131,23 @@ class CallEventsResponse(Response):
         self._on_failure = on_failure
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        writer, reader = anyio.create_memory_object_stream[Piece](BUFFERED_LINES)
+        answer = LineWriter(send)
 
-        async def produce() -> None:
-            async with writer:
-                last: Line
-                try:
-                    done = await self._run(StreamedEvents(writer))
-                    last = ResultLine(kind="result", answer=ComputerUseAnswer.of(done))
-                except Exception as exc:
-                    last = ErrorLine(kind="error", error=self._on_failure(exc))
-                await writer.send((True, encode(last)))
-
-        async def hang_up_cancels(scope: anyio.CancelScope) -> None:
+        async def hang_up_cancels(handler: anyio.CancelScope) -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
-            scope.cancel()
+            if not answer.ended:
+                handler.cancel()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(hang_up_cancels, tg.cancel_scope)
-            tg.start_soon(produce)
-            async with reader:
-                await _answer(reader, send)
-            tg.cancel_scope.cancel()
-
-
-async def _answer(lines: MemoryObjectReceiveStream[Piece], send: Send) -> None:
-    """The lines as the HTTP answer: one body when the first is the last, else chunked."""
-    streaming = False
-    async for last, data in lines:
-        if not streaming and last:
-            await send(_start(len(data)))
-            await send({"type": "http.response.body", "body": data, "more_body": False})
-            return
-        if not streaming:
-            await send(_start(None))
-            streaming = True
-        await send({"type": "http.response.body", "body": data, "more_body": True})
-        if last:
-            break
-    if streaming:
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            last: Line
+            try:
+                done = await self._run(StreamedEvents(answer))
+                last = ResultLine(kind="result", answer=ComputerUseAnswer.of(done))
+            except Exception as exc:
+                last = ErrorLine(kind="error", error=self._on_failure(exc))
+            await answer.line(encode(last), last=True)
 
 
 def _start(length: int | None) -> Message:
@@ -154,4 +157,4 @@ def _start(length: int | None) -> Message:
     return {"type": "http.response.start", "status": 200, "headers": headers}
 
 
-__all__ = ["CallEventsResponse", "StreamedEvents", "encode"]
+__all__ = ["CallEventsResponse", "LineWriter", "StreamedEvents", "encode"]
