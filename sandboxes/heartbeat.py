@@ -82,13 +82,15 @@ async def heartbeat(
         yield events
         return
     beating = Heartbeat(events, what)
+    ended = anyio.Event()
 
     async def run() -> None:
-        while True:
-            await anyio.sleep(beating.due(every))  # production pacing, not a test wait
-            if beating.due(every) == 0.0:
+        while not ended.is_set():
+            with anyio.move_on_after(beating.due(every)):  # production pacing, not a test wait
+                await ended.wait()
+            if not ended.is_set() and beating.due(every) == 0.0:
                 await beating.beat()
 
-    async with tasks_beside() as tasks:
+    async with tasks_beside(ended) as tasks:
         tasks.start_soon(run)
         yield beating
