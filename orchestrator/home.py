@@ -97,13 +97,19 @@ class _Below:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self._paths: dict[Path, Path] = {}  # root -> the path (read at every call: kept)
 
     @overload
     def __get__(self, home: None, owner: type[CorralHome]) -> _Below: ...
     @overload
     def __get__(self, home: CorralHome, owner: type[CorralHome]) -> Path: ...
     def __get__(self, home: CorralHome | None, owner: type[CorralHome]) -> Path | _Below:
-        return self if home is None else home.root / self.name
+        if home is None:
+            return self
+        path = self._paths.get(home.root)
+        if path is None:
+            path = self._paths[home.root] = home.root / self.name
+        return path
 
 
 @dataclass(frozen=True, slots=True)

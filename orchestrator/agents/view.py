@@ -9,6 +9,7 @@ would otherwise look unchanged."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -132,11 +133,13 @@ class ViewCache:
 
 
 def _stamps(home: CorralHome, name: str) -> tuple[Stamp, ...]:
-    return (
-        file_stamp(home.agent_file(name)),
-        file_stamp(grants_file(home, name)),
-        file_stamp(home.config_file),
-    )
+    return tuple(file_stamp(path) for path in _watched(home.root, name))
+
+
+@functools.lru_cache(maxsize=256)  # stamped at every call: the paths are kept
+def _watched(root: Path, name: str) -> tuple[Path, Path, Path]:
+    home = CorralHome(root)
+    return (home.agent_file(name), grants_file(home, name), home.config_file)
 
 
 VIEWS = ViewCache()

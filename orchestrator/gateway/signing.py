@@ -30,6 +30,7 @@ and the `NonceCache`; the caller passes `now` and the nonce.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -78,9 +79,14 @@ _SIGNATURE_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 def key_path(home: CorralHome, agent: str) -> Path:
     """CORRAL_HOME/channel/AGENT.key; ValueError for a name that is not an agent's (so no
     name can point outside that directory)."""
+    return _key_path(home.root, agent)
+
+
+@functools.lru_cache(maxsize=256)  # read at every signed request, on both sides of it
+def _key_path(root: Path, agent: str) -> Path:
     if not AGENT_NAME_RE.fullmatch(agent):
         raise ValueError(f"{agent!r} is not a valid agent name")
-    return home.root / KEY_DIR_NAME / f"{agent}.key"
+    return root / KEY_DIR_NAME / f"{agent}.key"
 
 
 def load_or_create_key(home: CorralHome, agent: str) -> bytes:
