@@ -83,13 +83,14 @@ POINTS = (
     ),
     (
         "orchestrator/gateway/call_stream.py",
-        "                    done = await self._run(StreamedEvents(writer))",
+        "                done = await self._run(StreamedEvents(answer))",
         "after",
         "answer made",
     ),
     (
         "orchestrator/gateway/call_stream.py",
-        '            await send({"type": "http.response.body", "body": data, "more_body": False})',
+        "                await self._send("
+        '{"type": "http.response.body", "body": data, "more_body": False})',
         "after",
         "body sent",
     ),
