@@ -125,8 +125,7 @@ def marked_frame(image: Image.Image, base: av.VideoFrame, marks: tuple[Mark, ...
     if not marks:
         return base
     frame = av.VideoFrame(base.width, base.height, PIX_FMT)
-    for plane, source in zip(frame.planes, base.planes, strict=True):
-        memoryview(plane)[:] = memoryview(source)  # the same format, size and line sizes
+    _paste(frame, base, (0, 0, base.width, base.height))
     for box in mark_boxes(marks, image.size):
         piece = image.crop(box)
         draw_marks_on(piece, marks, (box[0], box[1]), image.size)
@@ -135,13 +134,19 @@ def marked_frame(image: Image.Image, base: av.VideoFrame, marks: tuple[Mark, ...
 
 
 def _paste(frame: av.VideoFrame, piece: av.VideoFrame, box: tuple[int, int, int, int]) -> None:
-    """Copy `piece` (4:2:0, even-sized) into `frame` at `box`'s top left corner (even)."""
+    """Copy `piece` (4:2:0, even-sized) into `frame` at `box`'s top left corner (even).
+    Each plane row by row, each side's rows `line_size` apart (PyAV 18.1.1 pads the
+    colour planes of a converted frame, not those of a new one); a whole plane of the same
+    size and line size in one copy."""
     for index, (plane, source) in enumerate(zip(frame.planes, piece.planes, strict=True)):
         scale = 1 if index == 0 else 2  # the colour planes are half the size each way
         left, top = box[0] // scale, box[1] // scale
         width, rows = piece.width // scale, piece.height // scale
         into, source_bytes = memoryview(plane), memoryview(source)
         step, source_step = plane.line_size, source.line_size
+        if (left, top) == (0, 0) and step == source_step and len(into) == len(source_bytes):
+            into[:] = source_bytes
+            continue
         for row in range(rows):
             at = (top + row) * step + left
             into[at : at + width] = source_bytes[row * source_step : row * source_step + width]
