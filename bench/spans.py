@@ -15,6 +15,7 @@ Command (from the repository root):
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import os
 import statistics
@@ -138,8 +139,9 @@ def marked(tree: Path) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-async def clicks(home: CorralHome, runs: int) -> list[tuple[int, int]]:
-    """(sent, answered) monotonic ns of each timed click over raw stdio."""
+async def clicks(home: CorralHome, runs: int, pause_ms: float) -> list[tuple[int, int]]:
+    """(sent, answered) monotonic ns of each timed click over raw stdio, `pause_ms` of
+    nothing before each (an agent that thinks between its calls finds the processes idle)."""
     timed: list[tuple[int, int]] = []
     async with raw_stdio(home, FREE_AGENT) as raw:
         started = await raw.request(
@@ -148,6 +150,8 @@ async def clicks(home: CorralHome, runs: int) -> list[tuple[int, int]]:
         if started.get("isError"):
             raise BenchError(f"computer_session_start: {started}"[:300])
         for run in range(WARMUP + runs):
+            if pause_ms:
+                await anyio.sleep(pause_ms / 1000)
             sent = time.monotonic_ns()
             await raw.click()
             if run >= WARMUP:
@@ -182,7 +186,7 @@ def steps(timed: list[tuple[int, int]], marks: list[tuple[int, str]]) -> dict[st
     return per
 
 
-def measure(runs: int) -> dict[str, list[float]]:
+def measure(runs: int, pause_ms: float) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory(prefix="corral-bench-spans-") as tmp:
         tree, out = Path(tmp) / "tree", Path(tmp) / "marks"
         out.mkdir()
@@ -199,7 +203,7 @@ def measure(runs: int) -> dict[str, list[float]]:
             port = free_port()
             prepare_home(home, port)
             with running_gateway(home, port, Path(tmp) / "gateway.log"):
-                timed = anyio.run(clicks, home, runs)
+                timed = anyio.run(clicks, home, runs, pause_ms)
             marks = read_marks(out)
         finally:
             subprocess.run(
@@ -249,9 +253,18 @@ the recording's mark.
 {end}"""
 
 
+def pause_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pause-ms",
+        type=float,
+        default=0.0,
+        help="ms of nothing before each click (0: back to back)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = runs_and_write(argv, __doc__, 400, "timed clicks (400)")
-    per = measure(args.runs)
+    args = runs_and_write(argv, __doc__, 400, "timed clicks (400)", pause_option)
+    per = measure(args.runs, args.pause_ms)
     publish(
         console, report(per, args.runs, machine_paragraph(describe_machine())), args.write, SECTION
     )

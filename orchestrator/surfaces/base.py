@@ -177,6 +177,11 @@ class ChannelSurface(Surface):
     (`orchestrator.surfaces.screenshots`). A broken channel is a broken surface."""
 
     channel: KioskChannel
+    # How long a screenshot (or a recording frame) may take before the agent is taken for
+    # stuck and the surface ends: past its own bounded probes, grab and PNG, with room for
+    # a loaded host (tests/unit/test_kiosk_budgets.py holds each agent's bounds under it).
+    # A hung agent is caught sooner: its heartbeat goes silent (KioskChannel).
+    screenshot_deadline: ClassVar[float] = 5.0
     # The last recording frame taken over the channel: what its pixels were (the agent's
     # digest), the deny list it was masked under, and the frame (orchestrator.surfaces.
     # screenshots.channel_frame).

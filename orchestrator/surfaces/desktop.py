@@ -44,6 +44,10 @@ class DesktopRig(ChannelSurface):
     (take over, hand back, the timeline in the console)."""
 
     kind: ClassVar[str] = "desktop"
+    # The desktop agent reads every application's accessibility tree twice per screenshot
+    # (3 s at most, desktop_mask.WALK_S), then grabs, checks X's windows and encodes the
+    # PNG in Python: on two cores beside four busy processes, past 5 s (a series run, r-95).
+    screenshot_deadline: ClassVar[float] = 10.0
 
     def counts(self, verb: r.DesktopVerb) -> bool:
         return verb.verb in COUNTED_VERBS

@@ -24,8 +24,6 @@ from sandboxes.masking import MaskPlan, Probe, apply_mask, blank_png, plan_mask,
 
 logger = logging.getLogger("corral.sessions")
 
-SCREENSHOT_DEADLINE = 5.0
-
 
 class NotTheScreen(Exception):
     """The kiosk's image is not a PNG of the session's screen (its size is the gateway's to
@@ -96,7 +94,7 @@ def answer_is_same(answer: dict[str, Any] | KioskError, digest: str) -> bool:
 async def _asked(session: ChannelSurface, ask: dict[str, Any]) -> dict[str, Any] | KioskError:
     try:
         answer: dict[str, Any] = await session.channel.request(
-            "screenshot", SCREENSHOT_DEADLINE, **ask
+            "screenshot", session.screenshot_deadline, **ask
         )
     except KioskError as exc:
         return exc

@@ -9,7 +9,7 @@ runs past its budget or its size, is an error here: the gateway then masks the w
 screen and says why (sandboxes/masking.py), and the rig stays up. Measured on this image:
 a just-started Mousepad stopped (SIGSTOP) held the screenshot's walk 15.9 s under
 libatspi's default timeouts (an application's first 15 s are exempt), past the gateway's
-5 s deadline (which ended the rig), and the next screenshots answered "no password field"
+then 5 s deadline (which ended the rig), and the next screenshots answered "no password field"
 in 1.6 s each, unmasked. On the AT-SPI thread (1 s a call, 2 s for a new application) and
 within this budget, they answer in time with the whole screen masked.
 
@@ -28,7 +28,7 @@ from codrive_match import Unanswered, showing_children
 from kiosk_agent.atspi import Atspi
 from kiosk_agent.common import OpError
 
-WALK_S = 3.0  # both walks of one screenshot, under the gateway's 5 s screenshot deadline
+WALK_S = 3.0  # both walks of one screenshot, under the gateway's 10 s (DesktopRig)
 LIMIT = 5000  # elements read, per application
 
 

@@ -17,7 +17,6 @@ from orchestrator.gateway.service import egress_factory
 from orchestrator.home import CorralHome
 from orchestrator.runtime import Runtime
 from orchestrator.surfaces.kiosk.sessions import SessionManager
-from orchestrator.surfaces.screenshots import SCREENSHOT_DEADLINE
 from sandboxes.params import SessionStartParams
 
 pytestmark = pytest.mark.anyio
@@ -113,7 +112,7 @@ async def test_a_screenshot_queued_past_its_deadline_still_gets_the_kiosks_answe
             await anyio.wait_all_tasks_blocked()
             assert captures.statistics().tasks_waiting == 1 and not shots
             # The condition under test is time itself: held longer than the deadline.
-            await anyio.sleep(SCREENSHOT_DEADLINE + 1)
+            await anyio.sleep(session.screenshot_deadline + 1)
             for _ in range(taken):
                 captures.release()
         answer = shots[0]
