@@ -1,17 +1,23 @@
-"""The front's HTTP/1.1 client for its hop to the gateway: h11 (the protocol state machine
-httpcore itself runs on) over loopback connections kept from one call to the next.
+"""The front's HTTP/1.1 client for its hop to the gateway: requests written here, answers
+read by httptools (llhttp, the C parser uvicorn reads the gateway's requests with) over
+loopback connections kept from one call to the next.
 
 Why not httpx here (it was used; it is still the client everywhere else): this hop is
 plain HTTP/1.1 to our own gateway on loopback, with no TLS, proxy, redirect, cookie or auth
 flow, and httpx's client with httpcore's pool cost about 0.4 ms a round trip for those
 (0.62 against 0.23 ms with h11 alone, against one uvicorn, this machine): a sixth of a kiosk
-click through MCP (issue 23 item 9, docs/benchmarks.md).
+click through MCP (issue 23 item 9, docs/benchmarks.md). Why not h11 (it was used after
+httpx): its pure-Python state machine cost 62 microseconds per request and answer, against
+2 for httptools (measured here, the same request and answer, back to back).
 
-A connection goes back to the idle list only once its answer was read to the end and h11
-says both sides are ready for the next cycle; one cancelled or failed half-way is closed.
-An idle connection is used again only within `IDLE_REUSE_S` (under the gateway's 5 s
-keep-alive timeout, so a request never races the gateway closing it); one the gateway has
-closed meanwhile (a restart) is readable at rest, and is dropped before it is used.
+A request is one POST with a body of known length; its head is built from names and values
+this package and the signer make, and any carriage return or line feed in them is refused.
+A connection goes back to the idle list only once its answer was read to the end, the
+parser says the gateway keeps it open, and nothing came after the answer; one cancelled or
+failed half-way is closed. An idle connection is used again only within `IDLE_REUSE_S`
+(under the gateway's 5 s keep-alive timeout, so a request never races the gateway closing
+it); one the gateway has closed meanwhile (a restart) is readable at rest, and is dropped
+before it is used.
 """
 
 from __future__ import annotations
@@ -19,15 +25,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import select
 import socket
 import time
 import urllib.parse
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
-import h11
+import httptools
 
 RECEIVE_BYTES = 256 * 1024
 KEEP_IDLE = 8  # idle connections kept per gateway address
@@ -35,6 +44,7 @@ KEEP_IDLE = 8  # idle connections kept per gateway address
 # for 5 s (its keep-alive timeout), and a request sent as it closes would be lost.
 IDLE_REUSE_S = 4.0
 Address = tuple[str, int]
+_BREAKS = re.compile(r"[\r\n\x00]")
 
 
 class GatewayHttpError(Exception):
@@ -60,20 +70,53 @@ def _address(parts: urllib.parse.SplitResult) -> Address:
     return parts.hostname, parts.port or 80
 
 
+class _Answer:
+    """What the parser has read of one answer (httptools' callbacks)."""
+
+    def __init__(self) -> None:
+        self.headers: dict[str, str] = {}
+        self.pieces: deque[bytes] = deque()
+        self.begun = 0  # answers begun: more than one means the gateway sent another
+        self.head_done = False
+        self.complete = False
+        self.keep_alive = False  # read as the answer completes: the parser forgets it after
+        self.parser: Any = None
+
+    def on_message_begin(self) -> None:
+        self.begun += 1
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self.head_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self.pieces.append(bytes(body))
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+        self.keep_alive = bool(self.parser.should_keep_alive())
+
+
 @dataclass(eq=False)
 class _Connection:
     """One kept connection: a non-blocking socket of its own, read and written directly
     and waited on with the loop's readiness only when it would block (issue 23 item 9: an
-    anyio stream paid a checkpoint per send and a reader registration per receive)."""
+    anyio stream paid a checkpoint per send and a reader registration per receive); each
+    answer read by a parser of its own."""
 
     sock: socket.socket
-    protocol: h11.Connection = field(default_factory=lambda: h11.Connection(h11.CLIENT))
+    answer: _Answer = field(default_factory=_Answer)
+    parser: Any = None
     idle_since: float = 0.0
 
-    async def send(self, event: h11.Event | list[h11.Event], piece_s: float) -> None:
-        data = b"".join(
-            self.protocol.send(e) or b"" for e in (event if isinstance(event, list) else [event])
-        )
+    def start(self) -> None:
+        """A new request and answer on this connection."""
+        self.answer = _Answer()
+        self.parser = self.answer.parser = httptools.HttpResponseParser(self.answer)
+
+    async def send(self, data: bytes, piece_s: float) -> None:
         view = memoryview(data)
         with _mapped(piece_s, "sending the request"):
             while view:
@@ -82,17 +125,30 @@ class _Connection:
                 except (BlockingIOError, InterruptedError):
                     await anyio.wait_writable(self.sock)
 
-    async def next_event(self, piece_s: float) -> h11.Event:
-        while True:
-            try:
-                event = self.protocol.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise GatewayHttpError(f"the gateway's answer could not be read: {exc}") from exc
-            if isinstance(event, h11.Event):
-                return event
-            if event is h11.PAUSED:  # a client's connection pauses only once its cycle ends
-                raise GatewayHttpError("the gateway sent more than one answer")
-            self.protocol.receive_data(await self._receive(piece_s))
+    async def head(self, piece_s: float) -> tuple[int, dict[str, str]]:
+        """The answer's status and headers (names lower-cased)."""
+        while not self.answer.head_done:
+            await self._feed(piece_s)
+        return self.parser.get_status_code(), self.answer.headers
+
+    async def piece(self, piece_s: float) -> bytes | None:
+        """The body's next piece as it came; None at the answer's end."""
+        while not self.answer.pieces:
+            if self.answer.complete:
+                return None
+            await self._feed(piece_s)
+        return self.answer.pieces.popleft()
+
+    async def _feed(self, piece_s: float) -> None:
+        data = await self._receive(piece_s)
+        if not data:
+            raise GatewayHttpError("the gateway closed the connection mid-answer")
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            raise GatewayHttpError(f"the gateway's answer could not be read: {exc}") from exc
+        if self.answer.begun > 1:
+            raise GatewayHttpError("the gateway sent more than one answer")
 
     async def _receive(self, piece_s: float) -> bytes:
         """The next bytes (b"" at the end), waiting at most `piece_s` for them."""
@@ -104,11 +160,13 @@ class _Connection:
                     await anyio.wait_readable(self.sock)
 
     def reusable(self) -> bool:
-        """Both sides done with this cycle: start the next one."""
-        if self.protocol.our_state is h11.DONE and self.protocol.their_state is h11.DONE:
-            self.protocol.start_next_cycle()
-            return True
-        return False
+        """The answer read to its end, the gateway keeps the connection, nothing after it."""
+        return (
+            self.answer.complete
+            and self.answer.begun == 1
+            and not self.answer.pieces
+            and self.answer.keep_alive
+        )
 
     def closed_at_rest(self) -> bool:
         """An idle connection that is readable was closed by the gateway (or holds bytes
@@ -126,6 +184,18 @@ class _Connection:
         with contextlib.suppress(OSError, ValueError, RuntimeError):  # RuntimeError: no loop
             anyio.notify_closing(self.sock)
         self.sock.close()
+
+
+def request_bytes(target: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
+    """A POST's bytes: its head (each name and value checked for line breaks) and body."""
+    lines = [f"POST {target} HTTP/1.1"]
+    for name, value in headers:
+        if _BREAKS.search(name) or _BREAKS.search(value) or not name:
+            raise GatewayHttpError(f"a header that cannot be sent: {name!r:.60}")
+        lines.append(f"{name}: {value}")
+    if _BREAKS.search(target) or " " in target:
+        raise GatewayHttpError(f"a path that cannot be sent: {target!r:.100}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
 async def _connect(address: Address) -> socket.socket:
@@ -179,13 +249,11 @@ class Reply:
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body's pieces as they arrive, each within the timeout."""
         while not self.ended:
-            event = await self._connection.next_event(self._piece_s)
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
+            piece = await self._connection.piece(self._piece_s)
+            if piece is None:
                 self.ended = True
-            elif isinstance(event, h11.ConnectionClosed):
-                raise GatewayHttpError("the gateway closed the connection mid-answer")
+            else:
+                yield piece
 
     async def read(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks()])
@@ -215,15 +283,11 @@ class GatewayHttp:
         kept = False
         try:
             head = [("Host", parts.netloc), ("Content-Length", str(len(body)))]
-            request = h11.Request(
-                method="POST", target=parts.path or "/", headers=[*head, *headers.items()]
-            )
-            await connection.send([request, h11.Data(data=body), h11.EndOfMessage()], piece_s)
-            event = await connection.next_event(piece_s)
-            if not isinstance(event, h11.Response):
-                raise GatewayHttpError(f"the gateway answered no HTTP response ({event!r:.100})")
-            said = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
-            reply = Reply(event.status_code, said, connection, piece_s)
+            data = request_bytes(parts.path or "/", [*head, *headers.items()], body)
+            connection.start()
+            await connection.send(data, piece_s)
+            status, said = await connection.head(piece_s)
+            reply = Reply(status, said, connection, piece_s)
             yield reply
             kept = reply.ended and connection.reusable()
         finally:

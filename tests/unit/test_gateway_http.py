@@ -13,7 +13,13 @@ import anyio
 import anyio.abc
 import pytest
 
-from mcp_front.gateway_http import GatewayHttp, GatewayTimeout, GatewayUnreachable
+from mcp_front.gateway_http import (
+    GatewayHttp,
+    GatewayHttpError,
+    GatewayTimeout,
+    GatewayUnreachable,
+    request_bytes,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -149,3 +155,83 @@ async def test_a_proxy_in_the_environment_is_never_used(monkeypatch: pytest.Monk
         client.post(url, b"{}", {}, 5) as reply,
     ):
         assert (reply.status, await reply.read()) == (200, b"ok")
+
+
+def answering(*parts: bytes) -> Handle:
+    """One request answered with `parts`, each sent on its own; then the connection stays
+    open, never read again."""
+
+    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
+        await _request(stream)
+        for part in parts:
+            await stream.send(part)
+        await anyio.sleep_forever()
+
+    return handle
+
+
+async def test_a_chunked_answer_comes_piece_by_piece_and_its_connection_is_kept() -> None:
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    handle = answering(head + b"3\r\none\r\n", b"3\r\ntwo\r\n", b"0\r\n\r\n")
+    async with server(handle) as url, GatewayHttp(5) as client:
+        async with client.post(url, b"{}", {}, 5) as reply:
+            assert [piece async for piece in reply.chunks()] == [b"one", b"two"]
+        assert client.idle(url) == 1
+
+
+async def test_an_answer_that_says_close_closes_its_connection() -> None:
+    closing = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
+    async with server(answering(closing)) as url, GatewayHttp(5) as client:
+        async with client.post(url, b"{}", {}, 5) as reply:
+            assert await reply.read() == b"ok"
+        assert client.idle(url) == 0
+
+
+async def test_bytes_after_the_answer_fail_the_call_and_close_the_connection() -> None:
+    async with server(answering(OK + OK)) as url, GatewayHttp(5) as client:
+        with pytest.raises(GatewayHttpError, match="more than one answer"):
+            async with client.post(url, b"{}", {}, 5) as reply:
+                await reply.read()
+        assert client.idle(url) == 0
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        b"HTTP/1.1 two hundred\r\n\r\n",
+        b"SSH-2.0-OpenSSH_9.2\r\n",
+        b"HTTP/1.1 200 OK\r\nbad\r\n\r\n",
+    ],
+)
+async def test_an_answer_that_is_not_http_is_an_error_not_a_result(said: bytes) -> None:
+    async with server(answering(said)) as url, GatewayHttp(5) as client:
+        with pytest.raises(GatewayHttpError, match="could not be read"):
+            async with client.post(url, b"{}", {}, 5) as reply:
+                await reply.read()
+        assert client.idle(url) == 0
+
+
+async def test_a_gateway_that_closes_mid_answer_is_an_error() -> None:
+    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
+        await _request(stream)
+        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf")
+        await stream.aclose()
+
+    async with server(handle) as url, GatewayHttp(5) as client:
+        with pytest.raises(GatewayHttpError, match="closed the connection mid-answer"):
+            async with client.post(url, b"{}", {}, 5) as reply:
+                await reply.read()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("X-Corral-Nonce", "a\r\nX-Evil: 1"), ("X-A\nB", "v"), ("X-Z", "nul\x00"), ("", "v")],
+)
+def test_a_header_with_a_line_break_is_never_sent(name: str, value: str) -> None:
+    with pytest.raises(GatewayHttpError, match="cannot be sent"):
+        request_bytes("/api/x", [(name, value)], b"{}")
+
+
+def test_a_request_is_its_head_then_its_body() -> None:
+    sent = request_bytes("/api/x", [("Host", "h:1"), ("Content-Length", "2")], b"{}")
+    assert sent == b"POST /api/x HTTP/1.1\r\nHost: h:1\r\nContent-Length: 2\r\n\r\n{}"
