@@ -1,7 +1,8 @@
 """A kiosk click, layer by layer: where each millisecond between the agent and the kiosk goes.
 
 The same click (about:blank, 640,400) timed through each layer an agent's call crosses,
-interleaved in rotating rounds so the machine's drift hits every row alike:
+interleaved in rotating rounds so the machine's drift hits every row alike (one rotation
+per agent below, each with the kiosk channel as its floor):
 
 1. kiosk channel: corral's `KioskChannel` to a kiosk container of its own (same image,
    same hardening), op `click`: the floor, no corral in between.
@@ -16,7 +17,13 @@ interleaved in rotating rounds so the machine's drift hits every row alike:
 
 Each for agent `bench-free` (no confirm words or URLs: no rule reads the click's target)
 and agent `bench` (the template's confirm words: the click first reads what it acts on,
-one more kiosk round trip). Target (issue 23 item 9): through MCP at most 6 ms p50.
+one more kiosk round trip), the two agents' rows in rotations of their own: a `bench`
+click's target read has its kiosk's Chromium build the page's accessibility tree, work
+that runs on past the answer and slowed the next click of another session by about 1 ms
+p50 in one shared rotation (4.2-4.5 ms against 5.0-6.0 for `bench-free` through MCP,
+measured here, 2026-12-07): another session's cost, not the layers'. (Clicks among busy
+sessions are the soak's to measure: bench/soak.py.) Target (issue 23 item 9): through MCP
+at most 6 ms p50.
 
 Command (from the repository root):
 
@@ -209,12 +216,11 @@ async def rounds(calls: dict[str, Timed], warmup: int, runs: int) -> dict[str, l
     return samples
 
 
-CHANNEL = "kiosk channel"
-
-
 def row_names(agent: str) -> list[str]:
+    """The agent's rotation's rows: the kiosk channel (its floor), then each layer."""
     rules = "no confirm rules" if agent == FREE_AGENT else "confirm rules (target read)"
     return [
+        f"kiosk channel, in the {rules} rotation",
         f"gateway, signed HTTP, {rules}",
         f"corral mcp, raw stdio, {rules}",
         f"corral mcp, MCP SDK client, {rules}",
@@ -223,12 +229,11 @@ def row_names(agent: str) -> list[str]:
 
 async def measure(home: CorralHome, url: str, runs: int) -> dict[str, list[float]]:
     backend = local_backend()
-    calls: dict[str, Timed] = {}
+    rotations: list[dict[str, Timed]] = []
     try:
         async with contextlib.AsyncExitStack() as stack:
             channel = ChannelPath(backend, Observations())
             channel.channel = await stack.enter_async_context(started_kiosk(backend, channel.obs))
-            calls[CHANNEL] = channel_click(channel)
             http = await stack.enter_async_context(gateway_client())
             for agent in (FREE_AGENT, AGENT):
                 client = await stack.enter_async_context(
@@ -236,12 +241,20 @@ async def measure(home: CorralHome, url: str, runs: int) -> dict[str, list[float
                 )
                 path = await stack.enter_async_context(session_of(McpPath(client, Observations())))
                 raw = await stack.enter_async_context(raw_stdio(home, agent))
-                signed, stdio, sdk = row_names(agent)
-                calls[signed] = signed_click(home, url, agent, http)
-                calls[stdio] = raw.click
-                calls[sdk] = sdk_click(path)
-            console.print(f"[dim]{WARMUP} warm-up + {runs} timed rounds...[/dim]")
-            return await rounds(calls, WARMUP, runs)
+                floor, signed, stdio, sdk = row_names(agent)
+                rotations.append(
+                    {
+                        floor: channel_click(channel),
+                        signed: signed_click(home, url, agent, http),
+                        stdio: raw.click,
+                        sdk: sdk_click(path),
+                    }
+                )
+            samples: dict[str, list[float]] = {}
+            for calls in rotations:
+                console.print(f"[dim]{WARMUP} warm-up + {runs} timed rounds...[/dim]")
+                samples.update(await rounds(calls, WARMUP, runs))
+            return samples
     finally:
         with anyio.CancelScope(shield=True):
             await backend.close()
@@ -273,10 +286,10 @@ def report(samples: dict[str, list[float]], runs: int, machine: str) -> str:
         "",
     ]
     for agent in (FREE_AGENT, AGENT):
-        signed, stdio, sdk = row_names(agent)
+        floor, signed, stdio, sdk = row_names(agent)
         lines.append(
             f"- {agent}: the gateway and the loopback hop add "
-            f"{p50[signed] - p50[CHANNEL]:.1f} ms over the kiosk channel, the front and its "
+            f"{p50[signed] - p50[floor]:.1f} ms over the kiosk channel, the front and its "
             f"pipes {p50[stdio] - p50[signed]:.1f} ms, the client SDK "
             f"{p50[sdk] - p50[stdio]:.1f} ms; through MCP {p50[sdk]:.1f} ms p50: "
             f"{'PASS' if p50[sdk] <= TARGET_MS else 'MISS'} (target <= {TARGET_MS:g} ms)."
