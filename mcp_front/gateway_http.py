@@ -43,6 +43,7 @@ KEEP_IDLE = 8  # idle connections kept per gateway address
 # An idle connection is used again only this long: the gateway's uvicorn closes one idle
 # for 5 s (its keep-alive timeout), and a request sent as it closes would be lost.
 IDLE_REUSE_S = 4.0
+MAX_HEAD_BYTES = 64 * 1024  # an answer's headers (the gateway's are a few hundred bytes)
 Address = tuple[str, int]
 _BREAKS = re.compile(r"[\r\n\x00]")
 
@@ -77,6 +78,7 @@ class _Answer:
         self.headers: dict[str, str] = {}
         self.pieces: deque[bytes] = deque()
         self.begun = 0  # answers begun: more than one means the gateway sent another
+        self.head_bytes = 0
         self.head_done = False
         self.complete = False
         self.keep_alive = False  # read as the answer completes: the parser forgets it after
@@ -86,6 +88,7 @@ class _Answer:
         self.begun += 1
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.head_bytes += len(name) + len(value) + 4
         self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
@@ -149,6 +152,8 @@ class _Connection:
             raise GatewayHttpError(f"the gateway's answer could not be read: {exc}") from exc
         if self.answer.begun > 1:
             raise GatewayHttpError("the gateway sent more than one answer")
+        if self.answer.head_bytes > MAX_HEAD_BYTES:
+            raise GatewayHttpError(f"the gateway's headers passed {MAX_HEAD_BYTES} bytes")
 
     async def _receive(self, piece_s: float) -> bytes:
         """The next bytes (b"" at the end), waiting at most `piece_s` for them."""

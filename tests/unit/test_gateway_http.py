@@ -5,6 +5,7 @@ tests/unit/test_gateway_channel.py and test_call_events.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -209,6 +210,20 @@ async def test_an_answer_that_is_not_http_is_an_error_not_a_result(said: bytes) 
             async with client.post(url, b"{}", {}, 5) as reply:
                 await reply.read()
         assert client.idle(url) == 0
+
+
+async def test_headers_without_end_are_an_error_not_memory() -> None:
+    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
+        await _request(stream)
+        await stream.send(b"HTTP/1.1 200 OK\r\n")
+        with anyio.move_on_after(30), contextlib.suppress(anyio.BrokenResourceError, OSError):
+            while True:  # until the client hangs up (the sends then fail)
+                await stream.send(b"X-Filler: " + b"a" * 1000 + b"\r\n")
+
+    async with server(handle) as url, GatewayHttp(5) as client:
+        with pytest.raises(GatewayHttpError, match="headers passed"):
+            async with client.post(url, b"{}", {}, 5):
+                pass
 
 
 async def test_a_gateway_that_closes_mid_answer_is_an_error() -> None:
