@@ -48,6 +48,19 @@ async def answer_once(stream: anyio.abc.SocketStream, _: int) -> None:
     await anyio.sleep_forever()
 
 
+def answering(*parts: bytes) -> Handle:
+    """One request answered with `parts`, each sent on its own; then the connection stays
+    open, never read again."""
+
+    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
+        await _request(stream)
+        for part in parts:
+            await stream.send(part)
+        await anyio.sleep_forever()
+
+    return handle
+
+
 @asynccontextmanager
 async def server(handle: Handle) -> AsyncIterator[str]:
     """A loopback TCP server calling `handle(stream, n)` for its n-th connection."""
@@ -111,12 +124,8 @@ async def test_a_connection_idle_longer_than_its_reuse_bound_is_not_used_again()
 
 
 async def test_an_answer_left_unread_closes_its_connection() -> None:
-    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
-        await _request(stream)
-        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf")
-        await anyio.sleep_forever()
-
-    async with server(handle) as url, GatewayHttp(5) as client:
+    half = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf"
+    async with server(answering(half)) as url, GatewayHttp(5) as client:
         async with client.post(url, b"{}", {}, 5) as reply:
             assert reply.status == 200  # the body is not read
         assert client.idle(url) == 0
@@ -156,19 +165,6 @@ async def test_a_proxy_in_the_environment_is_never_used(monkeypatch: pytest.Monk
         client.post(url, b"{}", {}, 5) as reply,
     ):
         assert (reply.status, await reply.read()) == (200, b"ok")
-
-
-def answering(*parts: bytes) -> Handle:
-    """One request answered with `parts`, each sent on its own; then the connection stays
-    open, never read again."""
-
-    async def handle(stream: anyio.abc.SocketStream, _: int) -> None:
-        await _request(stream)
-        for part in parts:
-            await stream.send(part)
-        await anyio.sleep_forever()
-
-    return handle
 
 
 async def test_a_chunked_answer_comes_piece_by_piece_and_its_connection_is_kept() -> None:
