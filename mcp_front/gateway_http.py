@@ -95,7 +95,7 @@ class _Answer:
         self.head_done = True
 
     def on_body(self, body: bytes) -> None:
-        self.pieces.append(bytes(body))
+        self.pieces.append(body)
 
     def on_message_complete(self) -> None:
         self.complete = True
@@ -111,13 +111,12 @@ class _Connection:
 
     sock: socket.socket
     answer: _Answer = field(default_factory=_Answer)
-    parser: Any = None
     idle_since: float = 0.0
 
     def start(self) -> None:
         """A new request and answer on this connection."""
         self.answer = _Answer()
-        self.parser = self.answer.parser = httptools.HttpResponseParser(self.answer)
+        self.answer.parser = httptools.HttpResponseParser(self.answer)
 
     async def send(self, data: bytes, piece_s: float) -> None:
         view = memoryview(data)
@@ -132,7 +131,7 @@ class _Connection:
         """The answer's status and headers (names lower-cased)."""
         while not self.answer.head_done:
             await self._feed(piece_s)
-        return self.parser.get_status_code(), self.answer.headers
+        return self.answer.parser.get_status_code(), self.answer.headers
 
     async def piece(self, piece_s: float) -> bytes | None:
         """The body's next piece as it came; None at the answer's end."""
@@ -147,7 +146,7 @@ class _Connection:
         if not data:
             raise GatewayHttpError("the gateway closed the connection mid-answer")
         try:
-            self.parser.feed_data(data)
+            self.answer.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             raise GatewayHttpError(f"the gateway's answer could not be read: {exc}") from exc
         if self.answer.begun > 1:
