@@ -75,6 +75,8 @@ class RigManager(SurfaceManager):
     def setup(self) -> None:
         self.rigs: dict[RigKey, Rig] = {}
         self.ended: dict[RigKey, str] = {}  # why the last rig of each ended
+        # Ends under way (the rig popped, its containers being removed): set once done
+        self._ending: dict[RigKey, anyio.Event] = {}
         self._locks: dict[RigKey, anyio.Lock] = {}
         self.conversations = Conversations(clock=self.clock)
         self.starts = RigStarts(self.host, lambda: self.clock())  # cold, or from the pools
@@ -112,6 +114,7 @@ class RigManager(SurfaceManager):
         async with self._locks.setdefault(key, anyio.Lock()):
             rig = self.rigs.get(key)
             if rig is None:
+                await self._removed(key)  # the one before it gone first: one rig at a time
                 rig = await self._start(key, cfg, events)
             yield rig
 
@@ -288,6 +291,7 @@ class RigManager(SurfaceManager):
         if rig is None:
             return
         self.ended[key] = f"Your {key[1]} rig {rig.id} ended: {why}"
+        done = self._ending[key] = anyio.Event()
         if self.oversight is not None:
             self.oversight.approvals.cancel_session(rig.id, f"the rig ended: {why}")
         try:
@@ -296,6 +300,9 @@ class RigManager(SurfaceManager):
         finally:
             if isinstance(rig, MobileRig):
                 self.mobile.release(rig)
+            done.set()
+            if self._ending.get(key) is done:
+                del self._ending[key]
         self.audit.record(
             "rig_ended", key[0], {"rig": rig.id, "why": why, "actions": rig.clock.used, **failed}
         )
@@ -312,11 +319,20 @@ class RigManager(SurfaceManager):
                 self.ended.pop(key, None)  # said in this answer
                 tool = TOOL_OF[key[1]]
                 return f" Your rig {rig.id} ended: {why}; the next {tool} call starts a new one."
-        # `_keep` pops an end once a new rig runs: one still held here is unsaid.
+        # `_keep` pops an end once a new rig runs: one still held here is unsaid, once its
+        # removal (by the expiry loop) is done: never while its containers are there.
+        if surface is not None:
+            await self._removed((agent, surface, conversation))
         said = None if surface is None else self.ended.pop((agent, surface, conversation), None)
         if surface is None or said is None:
             return ""
         return f" {said}; the next {TOOL_OF[surface]} call starts a new one."
+
+    async def _removed(self, key: RigKey) -> None:
+        """Return once an end of `key`'s rig under way (in another task) is done."""
+        done = self._ending.get(key)
+        if done is not None:
+            await done.wait()
 
     async def expire(self) -> list[RigKey]:
         """End every rig past its lifetime or idle timeout, whose conversation ended, or

@@ -700,3 +700,60 @@ async def test_a_rig_the_expiry_loop_ended_under_a_failing_call_is_said_in_that_
         assert ("alice", "android", "") not in rigs.ended  # said once, here
     finally:
         await rigs.close_all()
+
+
+async def test_a_rig_the_expiry_loop_is_still_removing_is_said_ended_only_once_removed(
+    corral_home: CorralHome, fake: FakeAdbd
+) -> None:
+    """CI stop 63: the expiry loop ended a broken rig and was still removing its container
+    when the failing call made its answer ("ended; the next call starts a new one"), and
+    the container was still there. The answer now waits for that removal; so does a new
+    rig of the same key. The removal is held open here until the call is known to wait."""
+    rigs = manager_for(corral_home, f"127.0.0.1:{fake.port}", Clock())
+    order: list[str] = []
+    removing, release = anyio.Event(), anyio.Event()
+    try:
+        first = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
+        assert not first.is_error, first
+        (rig,) = rigs.rigs.values()
+        run, close = rig.run, rig.close
+
+        async def held_close() -> None:
+            removing.set()
+            await release.wait()
+            await close()
+            order.append("removed")
+
+        async with anyio.create_task_group() as tg:
+
+            async def run_then_expire(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await run(*args, **kwargs)
+                finally:
+                    tg.start_soon(rigs.expire)  # the loop's end, in a task of its own
+                    await removing.wait()
+
+            async def call() -> None:
+                failed = await rigs.handle("alice", "mobile_use", {"verb": "screenshot"})
+                order.append("answered")
+                text = failed.content[0].text
+                assert failed.is_error and f"rig {rig.id} ended: its channel" in text, text
+
+            async def again() -> None:  # the next call: its start waits for the old rig gone
+                await removing.wait()
+                done = await rigs.handle("alice", "mobile_use", {"verb": "key", "key": "BACK"})
+                order.append("started")  # (the dropped fake is offline now: no new rig)
+                assert "held by another agent" not in done.content[0].text, done
+
+            rig.run = run_then_expire  # type: ignore[method-assign]
+            rig.close = held_close  # type: ignore[method-assign]
+            fake.drop_on = "screencap"
+            tg.start_soon(call)
+            tg.start_soon(again)
+            await removing.wait()
+            await anyio.wait_all_tasks_blocked()
+            assert order == []  # both calls wait on the removal
+            release.set()
+        assert order[0] == "removed" and sorted(order[1:]) == ["answered", "started"], order
+    finally:
+        await rigs.close_all()
