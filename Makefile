@@ -62,11 +62,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Two pytest-xdist workers: tests/e2e runs in one, tests/integration in the other, unit
-# tests fill in (tests/conftest.py groups them). Most of a Docker test's time is waiting
-# on containers, so two folders side by side on two cores take about half the time.
+# Three pytest-xdist workers: two share the suite's units (tests/integration, tests/e2e's
+# kiosk, rigs and MCP units, each unit test file; tests/scheduling.py), the third runs
+# only the waits unit (a 150 s approval wait on time itself, almost no CPU). Most of a
+# Docker test's time is waiting on containers: two units side by side on two cores take
+# about half the time, and the long wait no longer holds one of the two.
 test: setup lint typecheck
-	$(BIN)/pytest -n 2 --dist loadgroup --durations=30
+	$(BIN)/pytest -n 3 --durations=30
 
 unit: $(STAMP)
 	$(BIN)/pytest -m unit

@@ -46,54 +46,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(marker)
 
 
-# tests/e2e in three units that may run side by side: what each starts for agent "alice"
-# (kiosk sessions; browser and desktop rigs; script containers) is counted by agent name
-# within one unit only, and the tests that assert on a killed gateway's leftovers before
-# `corral reap` are in the kiosk unit (test_warm_pools.py, test_computer_use.py).
-E2E_UNITS = {
-    "kiosk": (
-        "test_computer_use.py",
-        "test_operators.py",
-        "test_console_browser.py",
-        "test_console_auth.py",
-        "test_gateway_stop.py",
-        "test_warm_pools.py",
-    ),
-    "rigs": (
-        "test_browser_use.py",
-        "test_codrive.py",
-        "test_desktop_rig.py",
-        "test_mobile_use.py",
-        "test_rules_everywhere.py",
-    ),
-}  # every other e2e file: the "mcp" unit
-
-
-def scheduling_unit(nodeid: str) -> str:
-    """The unit of work a test belongs to when `make test` runs two pytest-xdist workers:
-    tests/integration is one (its tests share images and agent names), tests/e2e three
-    (E2E_UNITS), and each unit test file is its own. A unit runs in order in one worker."""
-    path = nodeid.split("::", 1)[0]
-    parts = path.split("/")
-    if len(parts) < 3 or parts[0] != "tests":
-        return path
-    if parts[1] == "integration":
-        return "tests/integration"
-    if parts[1] == "e2e":
-        unit = next((u for u, files in E2E_UNITS.items() if parts[-1] in files), "mcp")
-        return f"tests/e2e[{unit}]"
-    return path
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`make test` runs two pytest-xdist workers; units of work as `scheduling_unit` says,
-    biggest first. (A scheduler of our own: xdist's `loadgroup` cannot regroup pytest 9.2's
-    node ids.)"""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class UnitScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return scheduling_unit(nodeid)
+    """`make test`'s workers share the suite as tests/scheduling.py says."""
+    from tests.scheduling import UnitScheduling
 
     return UnitScheduling(config, log)
 
