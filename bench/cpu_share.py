@@ -49,6 +49,10 @@ def group_of(pid: str) -> str | None:
         return "corral mcp (the fronts)"
     if "soak.py" in command:
         return "the benchmark's client"
+    if "orchestrator.recordings.encoder" in command:
+        return "the recordings' encoders"
+    if "cpu_share.py" in command:
+        return "this sampler"
     name = stat[stat.index("(") + 1 : stat.rindex(")")]
     if "chromium" in command:
         kind = next((a[7:] for a in command.split() if a.startswith("--type=")), "browser")
