@@ -34,7 +34,7 @@ E2E_UNITS = {
         "test_mobile_use.py",
         "test_rules_everywhere.py",
     ),
-    "waits": ("test_long_waits.py",),  # phones are simulators: no container of alice's
+    "waits": ("test_long_waits.py",),  # simulated phones, and one script of alice's
 }  # every other e2e file: the "mcp" unit
 WAITS = "tests/e2e[waits]"
 

@@ -292,9 +292,9 @@ class RigManager(SurfaceManager):
             return
         self.ended[key] = f"Your {key[1]} rig {rig.id} ended: {why}"
         done = self._ending[key] = anyio.Event()
-        if self.oversight is not None:
-            self.oversight.approvals.cancel_session(rig.id, f"the rig ended: {why}")
         try:
+            if self.oversight is not None:
+                self.oversight.approvals.cancel_session(rig.id, f"the rig ended: {why}")
             await self.unrecord(rig, why)
             failed = await self.removed(rig)
         finally:
