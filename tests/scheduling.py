@@ -78,3 +78,10 @@ class UnitScheduling(LoadScopeScheduling):
             node.shutdown()  # it ends once the tests it holds have run
         elif self.workqueue:
             super()._assign_work_unit(node)
+
+    def remove_node(self, node: Any) -> str | None:
+        """A worker gone; a crashed waiter's tests go back to the queue (xdist's own), and
+        the next waiter is whichever worker is last when they are handed out again."""
+        if node is self.waiter:
+            self.waiter = None
+        return super().remove_node(node)

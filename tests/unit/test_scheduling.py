@@ -38,9 +38,8 @@ class Worker:
         self.shutting_down = True
 
 
-def run(workers: int) -> dict[str, list[str]]:
-    """Schedule COLLECTION on `workers` workers and complete every test each was sent, in
-    turns, as a controller would; which tests each worker ran."""
+def started(workers: int) -> tuple[UnitScheduling, list[Worker]]:
+    """A scheduler of COLLECTION on `workers` workers, past its first distribution."""
     config: Any = SimpleNamespace(
         getvalue=lambda name: [f"{workers}*popen"], option=SimpleNamespace(loadscopereorder=True)
     )
@@ -51,7 +50,12 @@ def run(workers: int) -> dict[str, list[str]]:
     for node in nodes:
         sched.add_node_collection(node, COLLECTION)  # type: ignore[arg-type]
     sched.schedule()
-    done = {node.gateway.id: 0 for node in nodes}
+    return sched, nodes
+
+
+def drain(sched: UnitScheduling, nodes: list[Worker], done: dict[str, int]) -> None:
+    """Complete every test each of `nodes` was sent, in turns, as a controller would,
+    until the scheduler says all tests are done (`done`: how many each has completed)."""
     while not sched.tests_finished:
         progressed = False
         for node in nodes:
@@ -60,6 +64,12 @@ def run(workers: int) -> dict[str, list[str]]:
                 done[node.gateway.id] += 1
                 progressed = True
         assert progressed, "tests left that no worker was sent"
+
+
+def run(workers: int) -> dict[str, list[str]]:
+    """Schedule COLLECTION on `workers` workers and run it all; which tests each ran."""
+    sched, nodes = started(workers)
+    drain(sched, nodes, {node.gateway.id: 0 for node in nodes})
     ran = {node.gateway.id: [COLLECTION[i] for i in node.sent] for node in nodes}
     assert sorted(t for tests in ran.values() for t in tests) == sorted(COLLECTION)  # once each
     return ran
@@ -87,3 +97,19 @@ def test_every_e2e_file_outside_the_named_units_is_the_mcp_unit() -> None:
     assert scheduling_unit("tests/e2e/test_long_waits.py::test_a") == WAITS
     assert scheduling_unit("tests/integration/test_x.py::test_a") == "tests/integration"
     assert scheduling_unit("tests/unit/test_x.py::test_a") == "tests/unit/test_x.py"
+
+
+def test_a_crashed_waiter_s_tests_are_run_by_another_worker() -> None:
+    """xdist replaces a crashed worker: the waits unit's tests not yet run go back to the
+    queue, and a worker still running takes them (never the gone one)."""
+    sched, nodes = started(3)
+    waiter = sched.waiter
+    assert waiter is nodes[-1]
+    sched.mark_test_complete(waiter, waiter.sent[0])  # one test done, then it crashes
+    crashed = sched.remove_node(waiter)  # type: ignore[arg-type]
+    assert crashed == COLLECTION[waiter.sent[1]]
+    drain(sched, nodes[:2], {node.gateway.id: 0 for node in nodes[:2]})
+    taken = [COLLECTION[i] for node in nodes[:2] for i in node.sent]
+    waits = [t for t in COLLECTION if scheduling_unit(t) == WAITS]
+    assert set(waits[1:]) <= set(taken)  # the three it had not run
+    assert len(waiter.sent) == len(waits)  # the gone worker was sent nothing more
