@@ -75,8 +75,7 @@ class RigManager(SurfaceManager):
     def setup(self) -> None:
         self.rigs: dict[RigKey, Rig] = {}
         self.ended: dict[RigKey, str] = {}  # why the last rig of each ended
-        # Ends under way (the rig popped, its containers being removed): set once done
-        self._ending: dict[RigKey, anyio.Event] = {}
+        self._ending: dict[RigKey, anyio.Event] = {}  # ends under way: set once removed
         self._locks: dict[RigKey, anyio.Lock] = {}
         self.conversations = Conversations(clock=self.clock)
         self.starts = RigStarts(self.host, lambda: self.clock())  # cold, or from the pools
@@ -301,8 +300,7 @@ class RigManager(SurfaceManager):
             if isinstance(rig, MobileRig):
                 self.mobile.release(rig)
             done.set()
-            if self._ending.get(key) is done:
-                del self._ending[key]
+            del self._ending[key]  # one end of a key at a time: `holding` waits for it
         self.audit.record(
             "rig_ended", key[0], {"rig": rig.id, "why": why, "actions": rig.clock.used, **failed}
         )
@@ -319,12 +317,14 @@ class RigManager(SurfaceManager):
                 self.ended.pop(key, None)  # said in this answer
                 tool = TOOL_OF[key[1]]
                 return f" Your rig {rig.id} ended: {why}; the next {tool} call starts a new one."
+        if surface is None:
+            return ""
         # `_keep` pops an end once a new rig runs: one still held here is unsaid, once its
         # removal (by the expiry loop) is done: never while its containers are there.
-        if surface is not None:
-            await self._removed((agent, surface, conversation))
-        said = None if surface is None else self.ended.pop((agent, surface, conversation), None)
-        if surface is None or said is None:
+        key = (agent, surface, conversation)
+        await self._removed(key)
+        said = self.ended.pop(key, None)
+        if said is None:
             return ""
         return f" {said}; the next {TOOL_OF[surface]} call starts a new one."
 
